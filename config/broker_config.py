@@ -1,0 +1,297 @@
+"""BrokerConfig: the broker's validated configuration, and Listener, one address it serves.
+
+Raw values come from the YAML file and `--override` strings, keyed by Kafka's property
+names; every key and value is checked once, at construction, so that a typo stops the
+broker at startup with a message that names the key, rather than being ignored.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final, Generic, TypeVar, overload
+
+from config.definitions import (
+    BROKER_CONFIGS,
+    TOPIC_CONFIGS,
+    ConfigError,
+    canonical_broker_name,
+    closest,
+    parse_value,
+    render_value,
+    resolve_topic_default,
+)
+
+__all__ = ["BrokerConfig", "ConfigError", "Listener"]
+
+T = TypeVar("T")
+
+# Kafka's listener syntax: NAME://host:port, with IPv6 hosts in brackets.
+_LISTENER: Final = re.compile(
+    r"([A-Za-z0-9_]+)://(\[[0-9A-Fa-f:.%A-Za-z]+\]|[0-9A-Za-z\-._]*):([0-9]+)"
+)
+# Tiercel serves plaintext only; any other security protocol would silently be plaintext.
+_SUPPORTED_LISTENER_NAMES: Final = ("PLAINTEXT",)
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    """One listener address. `host` is "" for all interfaces; IPv6 hosts have no brackets.
+
+    `name` is upper-case, as Kafka normalises listener names. Immutable; any thread.
+    """
+
+    name: str
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, text: str) -> Listener:
+        """Parse NAME://host:port; ValueError says what is wrong."""
+        match = _LISTENER.fullmatch(text.strip())
+        if match is None:
+            raise ValueError(f"{text!r} is not of the form NAME://host:port")
+        name, host, port = match.group(1).upper(), match.group(2), int(match.group(3))
+        if port > 65535:
+            raise ValueError(f"port {port} of {text!r} is above 65535")
+        return cls(name, host.strip("[]"), port)
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.name}://{host}:{self.port}"
+
+
+class _Key(Generic[T]):
+    """A typed read-only attribute of BrokerConfig backed by one config key."""
+
+    def __init__(self, name: str, kind: type[T]) -> None:
+        self.name = name
+        self.kind = kind
+
+    @overload
+    def __get__(self, obj: None, owner: type[BrokerConfig]) -> _Key[T]: ...
+    @overload
+    def __get__(self, obj: BrokerConfig, owner: type[BrokerConfig]) -> T: ...
+    def __get__(self, obj: BrokerConfig | None, owner: type[BrokerConfig]) -> _Key[T] | T:
+        if obj is None:
+            return self
+        value = obj.get(self.name)
+        assert isinstance(value, self.kind), (self.name, value)
+        return value
+
+
+class _OptionalKey(Generic[T]):
+    """Like _Key, for keys whose default is null."""
+
+    def __init__(self, name: str, kind: type[T]) -> None:
+        self.name = name
+        self.kind = kind
+
+    @overload
+    def __get__(self, obj: None, owner: type[BrokerConfig]) -> _OptionalKey[T]: ...
+    @overload
+    def __get__(self, obj: BrokerConfig, owner: type[BrokerConfig]) -> T | None: ...
+    def __get__(
+        self, obj: BrokerConfig | None, owner: type[BrokerConfig]
+    ) -> _OptionalKey[T] | T | None:
+        if obj is None:
+            return self
+        value = obj.get(self.name)
+        assert value is None or isinstance(value, self.kind), (self.name, value)
+        return value
+
+
+class BrokerConfig:
+    """The broker's configuration: every key of BROKER_CONFIGS with a typed value.
+
+    Invariants: every value has passed its key's type and validator; the topic defaults
+    the broker keys imply (segment.ms from log.roll.hours, ...) pass the topic keys'
+    validators; `explicit` holds the canonical names of the keys the user set (reported
+    as STATIC_BROKER_CONFIG by DescribeConfigs); `advertised_listeners` is `listeners`
+    unless advertised.listeners is set, and holds no wildcard address.
+
+    Immutable after construction; any thread.
+    """
+
+    __slots__ = ("_values", "advertised_listeners", "explicit", "listeners")
+
+    def __init__(self, raw: Mapping[str, object]) -> None:
+        given = _parse_given(raw)
+        self.explicit: frozenset[str] = frozenset(given)
+        self._values: dict[str, object] = {
+            name: given.get(name, defn.default) for name, defn in BROKER_CONFIGS.items()
+        }
+        self.listeners: tuple[Listener, ...] = _listeners("listeners", self._values)
+        advertised = self._values["advertised.listeners"]
+        self.advertised_listeners: tuple[Listener, ...] = (
+            self.listeners
+            if advertised is None
+            else _listeners("advertised.listeners", self._values)
+        )
+        _check_advertised(self.advertised_listeners)
+        _check_topic_defaults(self._values)
+
+    def get(self, name: str) -> object:
+        """The typed value of a broker key (or alias); None for an unset nullable key."""
+        canonical = canonical_broker_name(name)
+        if canonical not in self._values:
+            raise _unknown_key(name)
+        return self._values[canonical]
+
+    def __repr__(self) -> str:
+        settings = ", ".join(
+            f"{name}={render_value(BROKER_CONFIGS[name].type, self._values[name])}"
+            for name in sorted(self.explicit)
+        )
+        return f"BrokerConfig({settings})"
+
+    # Typed views of the keys the broker reads.
+    node_id = _Key("node.id", int)
+    cluster_id = _OptionalKey("cluster.id", str)
+    zookeeper_connect = _OptionalKey("zookeeper.connect", str)
+    zookeeper_session_timeout_ms = _Key("zookeeper.session.timeout.ms", int)
+    socket_send_buffer_bytes = _Key("socket.send.buffer.bytes", int)
+    socket_receive_buffer_bytes = _Key("socket.receive.buffer.bytes", int)
+    socket_request_max_bytes = _Key("socket.request.max.bytes", int)
+    queued_max_requests = _Key("queued.max.requests", int)
+    connections_max_idle_ms = _Key("connections.max.idle.ms", int)
+    message_max_bytes = _Key("message.max.bytes", int)
+    num_partitions = _Key("num.partitions", int)
+    default_replication_factor = _Key("default.replication.factor", int)
+    auto_create_topics_enable = _Key("auto.create.topics.enable", bool)
+    delete_topic_enable = _Key("delete.topic.enable", bool)
+    num_recovery_threads_per_data_dir = _Key("num.recovery.threads.per.data.dir", int)
+    log_retention_check_interval_ms = _Key("log.retention.check.interval.ms", int)
+    log_flush_scheduler_interval_ms = _Key("log.flush.scheduler.interval.ms", int)
+    log_flush_offset_checkpoint_interval_ms = _Key("log.flush.offset.checkpoint.interval.ms", int)
+    log_flush_start_offset_checkpoint_interval_ms = _Key(
+        "log.flush.start.offset.checkpoint.interval.ms", int
+    )
+    replica_high_watermark_checkpoint_interval_ms = _Key(
+        "replica.high.watermark.checkpoint.interval.ms", int
+    )
+    offsets_topic_num_partitions = _Key("offsets.topic.num.partitions", int)
+    offsets_topic_replication_factor = _Key("offsets.topic.replication.factor", int)
+    offsets_retention_minutes = _Key("offsets.retention.minutes", int)
+    offsets_retention_check_interval_ms = _Key("offsets.retention.check.interval.ms", int)
+    group_initial_rebalance_delay_ms = _Key("group.initial.rebalance.delay.ms", int)
+    group_min_session_timeout_ms = _Key("group.min.session.timeout.ms", int)
+    group_max_session_timeout_ms = _Key("group.max.session.timeout.ms", int)
+    transactional_id_expiration_ms = _Key("transactional.id.expiration.ms", int)
+    producer_id_expiration_ms = _Key("producer.id.expiration.ms", int)
+    replica_lag_time_max_ms = _Key("replica.lag.time.max.ms", int)
+    replica_fetch_max_bytes = _Key("replica.fetch.max.bytes", int)
+    replica_fetch_wait_max_ms = _Key("replica.fetch.wait.max.ms", int)
+    controlled_shutdown_enable = _Key("controlled.shutdown.enable", bool)
+    auto_leader_rebalance_enable = _Key("auto.leader.rebalance.enable", bool)
+    leader_imbalance_check_interval_seconds = _Key("leader.imbalance.check.interval.seconds", int)
+
+    @property
+    def log_dirs(self) -> list[str]:
+        dirs = self._values["log.dirs"]
+        assert isinstance(dirs, tuple)
+        return list(dirs)
+
+    @property
+    def zookeeper_connection_timeout_ms(self) -> int:
+        """zookeeper.connection.timeout.ms, or the session timeout when it is unset."""
+        value = self._values["zookeeper.connection.timeout.ms"]
+        if value is None:
+            return self.zookeeper_session_timeout_ms
+        assert isinstance(value, int)
+        return value
+
+
+def _unknown_key(key: str) -> ConfigError:
+    names = [*BROKER_CONFIGS, *(a for d in BROKER_CONFIGS.values() for a in d.aliases)]
+    suggestion = closest(key, names)
+    hint = f"; did you mean {suggestion}?" if suggestion else ""
+    return ConfigError(f"Unknown broker configuration {key}{hint}", key)
+
+
+def _parse_given(raw: Mapping[str, object]) -> dict[str, object]:
+    """Typed values of the keys the user set, by canonical name."""
+    given: dict[str, object] = {}
+    spelled: dict[str, str] = {}
+    for key, value in raw.items():
+        if not isinstance(key, str):
+            raise ConfigError(f"Configuration keys must be strings, not {key!r}")
+        name = canonical_broker_name(key)
+        defn = BROKER_CONFIGS.get(name)
+        if defn is None:
+            raise _unknown_key(key)
+        if value is None:
+            # A YAML null leaves a key unset, which only a key without default can be.
+            if defn.default is None:
+                continue
+            raise ConfigError(f"Configuration {key} needs a value; it cannot be null", key)
+        parsed = parse_value(defn, value, key)
+        if name in given and given[name] != parsed:
+            raise ConfigError(
+                f"{spelled[name]} and {key} are two names for one setting "
+                f"but are given different values",
+                key,
+            )
+        given[name] = parsed
+        spelled[name] = key
+    return given
+
+
+def _listeners(key: str, values: Mapping[str, object]) -> tuple[Listener, ...]:
+    texts = values[key]
+    assert isinstance(texts, tuple)
+    try:
+        listeners = tuple(Listener.parse(text) for text in texts)
+    except ValueError as e:
+        raise ConfigError(f"Invalid value for configuration {key}: {e}", key) from None
+    names = [listener.name for listener in listeners]
+    for name in names:
+        if names.count(name) > 1:
+            raise ConfigError(f"Configuration {key} names listener {name} twice", key)
+        if name not in _SUPPORTED_LISTENER_NAMES:
+            raise ConfigError(
+                f"Configuration {key} has listener {name}, but Tiercel supports only "
+                f"{', '.join(_SUPPORTED_LISTENER_NAMES)} listeners",
+                key,
+            )
+    return listeners
+
+
+def _check_advertised(advertised: tuple[Listener, ...]) -> None:
+    for listener in advertised:
+        # Clients cannot connect to the wildcard address (Kafka rejects it too).
+        if listener.host in ("0.0.0.0", "::"):
+            raise ConfigError(
+                f"advertised.listeners cannot use the wildcard address in {listener}; "
+                f"set advertised.listeners to an address clients can reach",
+                "advertised.listeners",
+            )
+
+
+def _check_topic_defaults(values: Mapping[str, object]) -> None:
+    """The topic defaults the broker keys imply must be valid topic values (Kafka checks
+    them when it builds the default LogConfig at startup)."""
+    for topic_name, defn in TOPIC_CONFIGS.items():
+        value = resolve_topic_default(topic_name, values)
+        if defn.validator is None:
+            continue
+        try:
+            defn.validator(value)
+        except ValueError as e:
+            source = next(s for s in defn.synonyms if values[s] is not None)
+            raise ConfigError(
+                f"Invalid value {render_value(BROKER_CONFIGS[source].type, values[source])} "
+                f"for configuration {source}: as the default of topic config "
+                f"{topic_name} the value {e}",
+                source,
+            ) from None
+    min_lag = values["log.cleaner.min.compaction.lag.ms"]
+    max_lag = values["log.cleaner.max.compaction.lag.ms"]
+    assert isinstance(min_lag, int) and isinstance(max_lag, int)
+    if min_lag > max_lag:
+        raise ConfigError(
+            f"log.cleaner.min.compaction.lag.ms ({min_lag}) is greater than "
+            f"log.cleaner.max.compaction.lag.ms ({max_lag})",
+            "log.cleaner.min.compaction.lag.ms",
+        )

@@ -1,0 +1,172 @@
+"""Kafka errors as exceptions, each carrying its wire error code.
+
+Errors travel through the broker as these exceptions; `ReplicaManager` turns them into
+per-partition results and only handlers build responses. Names mirror Kafka's Java
+exception classes so that readers of Kafka's source can map one to the other.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from kio.schema.errors import ErrorCode
+
+__all__ = ["ErrorCode", "KafkaError"]
+
+
+class KafkaError(Exception):
+    """Base class: a failure that has a Kafka error code."""
+
+    error_code: ClassVar[ErrorCode] = ErrorCode.unknown_server_error
+    retriable: ClassVar[bool] = False
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message or self.error_code.name)
+
+    @property
+    def message(self) -> str:
+        return str(self)
+
+
+class UnknownServerError(KafkaError):
+    error_code = ErrorCode.unknown_server_error
+
+
+class OffsetOutOfRangeError(KafkaError):
+    error_code = ErrorCode.offset_out_of_range
+
+
+class CorruptRecordError(KafkaError):
+    error_code = ErrorCode.corrupt_message
+    retriable = True
+
+
+class UnknownTopicOrPartitionError(KafkaError):
+    error_code = ErrorCode.unknown_topic_or_partition
+    retriable = True
+
+
+class LeaderNotAvailableError(KafkaError):
+    error_code = ErrorCode.leader_not_available
+    retriable = True
+
+
+class NotLeaderOrFollowerError(KafkaError):
+    error_code = ErrorCode.not_leader_or_follower
+    retriable = True
+
+
+class RequestTimedOutError(KafkaError):
+    error_code = ErrorCode.request_timed_out
+    retriable = True
+
+
+class RecordTooLargeError(KafkaError):
+    error_code = ErrorCode.message_too_large
+
+
+class InvalidTopicError(KafkaError):
+    error_code = ErrorCode.invalid_topic_exception
+
+
+class RecordBatchTooLargeError(KafkaError):
+    error_code = ErrorCode.record_list_too_large
+
+
+class NotEnoughReplicasError(KafkaError):
+    error_code = ErrorCode.not_enough_replicas
+    retriable = True
+
+
+class NotEnoughReplicasAfterAppendError(KafkaError):
+    error_code = ErrorCode.not_enough_replicas_after_append
+    retriable = True
+
+
+class InvalidRequiredAcksError(KafkaError):
+    error_code = ErrorCode.invalid_required_acks
+
+
+class InvalidTimestampError(KafkaError):
+    error_code = ErrorCode.invalid_timestamp
+
+
+class UnsupportedVersionError(KafkaError):
+    error_code = ErrorCode.unsupported_version
+
+
+class TopicExistsError(KafkaError):
+    error_code = ErrorCode.topic_already_exists
+
+
+class InvalidPartitionsError(KafkaError):
+    error_code = ErrorCode.invalid_partitions
+
+
+class InvalidReplicationFactorError(KafkaError):
+    error_code = ErrorCode.invalid_replication_factor
+
+
+class InvalidReplicaAssignmentError(KafkaError):
+    error_code = ErrorCode.invalid_replica_assignment
+
+
+class InvalidConfigError(KafkaError):
+    error_code = ErrorCode.invalid_config
+
+
+class NotControllerError(KafkaError):
+    error_code = ErrorCode.not_controller
+    retriable = True
+
+
+class InvalidRequestError(KafkaError):
+    error_code = ErrorCode.invalid_request
+
+
+class PolicyViolationError(KafkaError):
+    error_code = ErrorCode.policy_violation
+
+
+class KafkaStorageError(KafkaError):
+    error_code = ErrorCode.kafka_storage_error
+    retriable = True
+
+
+class LogDirNotFoundError(KafkaError):
+    error_code = ErrorCode.log_dir_not_found
+
+
+class FencedLeaderEpochError(KafkaError):
+    error_code = ErrorCode.fenced_leader_epoch
+    retriable = True
+
+
+class UnknownLeaderEpochError(KafkaError):
+    error_code = ErrorCode.unknown_leader_epoch
+    retriable = True
+
+
+class UnsupportedCompressionTypeError(KafkaError):
+    error_code = ErrorCode.unsupported_compression_type
+
+
+class InvalidRecordError(KafkaError):
+    error_code = ErrorCode.invalid_record
+
+
+class UnknownTopicIdError(KafkaError):
+    error_code = ErrorCode.unknown_topic_id
+    retriable = True
+
+
+class InconsistentTopicIdError(KafkaError):
+    error_code = ErrorCode.inconsistent_topic_id
+
+
+class TopicDeletionDisabledError(KafkaError):
+    error_code = ErrorCode.topic_deletion_disabled
+
+
+class ResourceNotFoundError(KafkaError):
+    error_code = ErrorCode.resource_not_found

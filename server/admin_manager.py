@@ -1,0 +1,268 @@
+"""AdminManager: topic creation, deletion, partition growth and config changes.
+
+Event-loop only. Like Kafka's ZooKeeper-mode admin manager it validates a request and
+writes the result into the MetadataStore (assignment and config overrides; a deletion
+request node); the controller and every broker's metadata listener take it from there.
+So these requests work on any broker, and the handlers wait until the local metadata
+cache shows the outcome before answering.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import re
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from config.broker_config import BrokerConfig
+from config.definitions import ConfigError
+from config.log_config import validate_topic_overrides
+from protocol.errors import (
+    InvalidConfigError,
+    InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
+    InvalidReplicationFactorError,
+    InvalidRequestError,
+    InvalidTopicError,
+    TopicDeletionDisabledError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+)
+from server.metadata import zk_data as zk
+from server.metadata.metadata_cache import MetadataCache
+from server.metadata.store import CreateOp, MetadataStore, NodeExistsError, SetOp
+
+MAX_TOPIC_NAME_LENGTH: Final = 249
+_LEGAL_TOPIC_NAME: Final = re.compile(r"[a-zA-Z0-9._-]+")
+
+
+def validate_topic_name(name: str) -> None:
+    """Kafka's rules for topic names (Topic.validate)."""
+    if not name:
+        raise InvalidTopicError("Topic name is illegal, it can't be empty")
+    if name in (".", ".."):
+        raise InvalidTopicError(f'Topic name cannot be "{name}"')
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        raise InvalidTopicError(
+            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters"
+        )
+    if not _LEGAL_TOPIC_NAME.fullmatch(name):
+        raise InvalidTopicError(
+            f'Topic name "{name}" is illegal, it contains a character other than '
+            "ASCII alphanumerics, '.', '_' and '-'"
+        )
+
+
+def assign_replicas(
+    brokers: Sequence[int],
+    partitions: int,
+    replication_factor: int,
+    first_partition: int = 0,
+    start_index: int | None = None,
+) -> dict[int, tuple[int, ...]]:
+    """Spread replicas over brokers as Kafka does without racks: leaders round-robin from
+    a random start, followers at a shift that grows every time the leaders wrap around."""
+    ordered = sorted(brokers)
+    n = len(ordered)
+    start = random.randrange(n) if start_index is None else start_index
+    shift = random.randrange(n) if start_index is None else start_index
+    result = {}
+    for partition in range(first_partition, first_partition + partitions):
+        if partition > 0 and partition % n == 0:
+            shift += 1
+        first = (partition + start) % n
+        replicas = [ordered[first]]
+        for j in range(replication_factor - 1):
+            replicas.append(ordered[(first + 1 + (shift + j) % (n - 1)) % n])
+        result[partition] = tuple(replicas)
+    return result
+
+
+@dataclass(frozen=True, slots=True)
+class NewTopic:
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    assignments: Mapping[int, Sequence[int]] = field(default_factory=dict)
+    configs: Mapping[str, str | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class CreatedTopic:
+    topic_id: uuid.UUID
+    assignment: dict[int, tuple[int, ...]]
+    overrides: dict[str, str]
+
+
+class AdminManager:
+    def __init__(self, config: BrokerConfig, store: MetadataStore, cache: MetadataCache) -> None:
+        self._config = config
+        self._store = store
+        self._cache = cache
+
+    def plan_topic(self, topic: NewTopic) -> CreatedTopic:
+        """Validate a topic creation and work out its assignment (raises Kafka errors)."""
+        validate_topic_name(topic.name)
+        if self._cache.topic(topic.name) is not None:
+            raise TopicExistsError(f"Topic '{topic.name}' already exists.")
+        self._check_collision(topic.name)
+        overrides = self._validated_configs(topic.configs)
+        brokers = self._cache.alive_broker_ids()
+        if topic.assignments:
+            if topic.num_partitions != -1 or topic.replication_factor != -1:
+                raise InvalidRequestError(
+                    "Both numPartitions or replicationFactor and replicasAssignments were set."
+                )
+            assignment = self._validated_assignment(topic.assignments, brokers, 0)
+        else:
+            partitions = (
+                self._config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
+            )
+            factor = (
+                self._config.default_replication_factor
+                if topic.replication_factor == -1
+                else topic.replication_factor
+            )
+            if partitions <= 0:
+                raise InvalidPartitionsError("Number of partitions must be larger than 0.")
+            if factor <= 0:
+                raise InvalidReplicationFactorError("Replication factor must be larger than 0.")
+            if factor > len(brokers):
+                raise InvalidReplicationFactorError(
+                    f"Replication factor: {factor} larger than available brokers: {len(brokers)}."
+                )
+            assignment = assign_replicas(brokers, partitions, factor)
+        return CreatedTopic(uuid.uuid4(), assignment, overrides)
+
+    async def create_topic(self, name: str, planned: CreatedTopic) -> None:
+        """Write config then assignment in one transaction (Kafka writes the config
+        first, so brokers never see the topic without its overrides)."""
+        try:
+            await self._store.multi(
+                [
+                    CreateOp(zk.topic_config_path(name), zk.encode_topic_config(planned.overrides)),
+                    CreateOp(
+                        zk.topic_path(name),
+                        zk.TopicAssignment(planned.topic_id, planned.assignment).encode(),
+                    ),
+                ]
+            )
+        except NodeExistsError as e:
+            raise TopicExistsError(f"Topic '{name}' already exists.") from e
+
+    def _check_collision(self, name: str) -> None:
+        if "." not in name and "_" not in name:
+            return
+        normalized = name.replace(".", "_")
+        for existing in self._cache.topics:
+            if existing.replace(".", "_") == normalized:
+                raise InvalidTopicError(f"Topic '{name}' collides with existing topic: {existing}")
+
+    @staticmethod
+    def _validated_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
+        try:
+            return validate_topic_overrides(configs)
+        except ConfigError as e:
+            raise InvalidConfigError(e.message) from e
+
+    def _validated_assignment(
+        self, assignments: Mapping[int, Sequence[int]], brokers: Sequence[int], first: int
+    ) -> dict[int, tuple[int, ...]]:
+        ids = sorted(assignments)
+        if ids != list(range(first, first + len(ids))):
+            raise InvalidReplicaAssignmentError(
+                f"Partitions should be a consecutive 0-based integer sequence, got {ids}"
+            )
+        sizes = {len(replicas) for replicas in assignments.values()}
+        if len(sizes) != 1 or 0 in sizes:
+            raise InvalidReplicaAssignmentError(
+                "All partitions should have the same non-zero number of replicas"
+            )
+        result = {}
+        for partition, replicas in assignments.items():
+            if len(set(replicas)) != len(replicas):
+                raise InvalidReplicaAssignmentError(
+                    f"Duplicate brokers not allowed in replica assignment: {list(replicas)} "
+                    f"for partition id {partition}."
+                )
+            unknown = set(replicas) - set(brokers)
+            if unknown:
+                raise InvalidReplicaAssignmentError(
+                    f"Unknown broker(s) in replica assignment: {sorted(unknown)}."
+                )
+            result[partition] = tuple(replicas)
+        return result
+
+    async def delete_topic(self, name: str) -> uuid.UUID:
+        """Request deletion; the controller removes the topic, brokers their replicas."""
+        if not self._config.delete_topic_enable:
+            raise TopicDeletionDisabledError("Topic deletion is disabled.")
+        topic = self._cache.topic(name)
+        if topic is None:
+            raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
+        with contextlib.suppress(NodeExistsError):  # already being deleted
+            await self._store.create(zk.delete_topic_path(name))
+        return topic.topic_id
+
+    def plan_partitions(
+        self, name: str, count: int, assignments: Sequence[Sequence[int]] | None
+    ) -> dict[int, tuple[int, ...]]:
+        """CreatePartitions: the full new assignment of the topic."""
+        topic = self._cache.topic(name)
+        if topic is None:
+            raise UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
+        current = topic.partition_count
+        if count < current:
+            raise InvalidPartitionsError(
+                f"Topic currently has {current} partitions, which is higher than the requested "
+                f"{count}."
+            )
+        if count == current:
+            raise InvalidPartitionsError(f"Topic already has {current} partitions.")
+        brokers = self._cache.alive_broker_ids()
+        factor = len(topic.replicas[0]) if topic.replicas else 1
+        if assignments is not None:
+            if len(assignments) != count - current:
+                raise InvalidReplicaAssignmentError(
+                    f"Increasing the number of partitions by {count - current} but "
+                    f"{len(assignments)} assignments provided."
+                )
+            new = self._validated_assignment(
+                {current + i: list(r) for i, r in enumerate(assignments)}, brokers, current
+            )
+            if any(len(r) != factor for r in new.values()):
+                raise InvalidReplicaAssignmentError(
+                    f"Inconsistent replication factor between partitions, partition 0 has "
+                    f"{factor} replicas"
+                )
+        else:
+            if factor > len(brokers):
+                raise InvalidReplicationFactorError(
+                    f"Replication factor: {factor} larger than available brokers: {len(brokers)}."
+                )
+            new = assign_replicas(brokers, count - current, factor, first_partition=current)
+        return {**topic.replicas, **new}
+
+    async def create_partitions(self, name: str, assignment: dict[int, tuple[int, ...]]) -> None:
+        topic = self._cache.topic(name)
+        if topic is None:
+            raise UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
+        _, stat = await self._store.get(zk.topic_path(name))
+        await self._store.set(
+            zk.topic_path(name),
+            zk.TopicAssignment(topic.topic_id, assignment).encode(),
+            expected_version=stat.version,
+        )
+
+    def validated_overrides(self, configs: Mapping[str, str | None]) -> dict[str, str]:
+        return self._validated_configs(configs)
+
+    async def set_topic_config(self, name: str, overrides: dict[str, str]) -> None:
+        if self._cache.topic(name) is None:
+            raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
+        await self._store.multi(
+            [SetOp(zk.topic_config_path(name), zk.encode_topic_config(overrides))]
+        )

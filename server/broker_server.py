@@ -1,0 +1,202 @@
+"""BrokerServer: builds the broker's components, starts them in order, stops them cleanly.
+
+Start-up: log dirs and the metadata store first (the store lives in the first log dir),
+the cluster id, then the logs (recovered if the last stop was not clean), the listeners
+(bound early so that port 0 resolves before the broker registers its endpoints), the
+broker registration, the controller election, and finally the metadata listener, which
+gives this broker its partitions. Requests that arrive before that wait.
+
+Shutdown (SIGTERM/SIGINT): stop accepting, answer waiting long polls and every request
+already received, close connections, resign as controller, flush and close the logs,
+write the checkpoints and the clean-shutdown marker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+from collections.abc import Sequence
+from typing import Final
+
+from config.broker_config import BrokerConfig, Listener
+from config.log_config import LogConfig
+from config.log_format import log_event
+from server.admin_manager import AdminManager
+from server.controller.controller import Controller
+from server.kafka_apis import KafkaApis
+from server.metadata import zk_data as zk
+from server.metadata.local_store import LocalMetadataStore
+from server.metadata.metadata_cache import MetadataCache, TopicMetadata
+from server.metadata.metadata_listener import MetadataListener
+from server.metadata.store import MetadataStore, NodeExistsError, NoNodeError
+from server.network.connection import Buffer, Connection
+from server.network.socket_server import SocketServer
+from server.replica_manager import ReplicaManager
+from server.request_context import BrokerServices
+from storage.log_manager import LogManager
+from storage.meta_properties import MetaProperties
+from storage.scheduler import Scheduler
+
+_log: Final = logging.getLogger("tiercel.broker")
+
+
+class BrokerServer:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self._ready = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self._topic_overrides: dict[str, dict[str, str]] = {}
+        self._apis: KafkaApis | None = None
+
+    def log_config_for(self, topic: str) -> LogConfig:
+        return LogConfig.from_overrides(self.config, self._topic_overrides.get(topic, {}))
+
+    async def run(self) -> None:
+        await self.startup()
+        await self._stopping.wait()
+        await self.shutdown()
+
+    def request_stop(self) -> None:
+        self._stopping.set()
+
+    async def startup(self) -> None:
+        config = self.config
+        loop = asyncio.get_running_loop()
+        self.scheduler = Scheduler(loop, max(4, config.num_recovery_threads_per_data_dir))
+        for path in config.log_dirs:
+            os.makedirs(path, exist_ok=True)
+        self.store: MetadataStore = LocalMetadataStore(config.log_dirs[0])
+        await self.store.start()
+        await self._ensure_persistent_paths()
+        cluster_id = await self._cluster_id()
+        await self._load_topic_overrides()
+        self.log_manager = LogManager(config, self.scheduler, self.log_config_for)
+        cluster_id = await self.log_manager.startup(cluster_id)
+        self.cache = MetadataCache(config.node_id, cluster_id)
+        self.replica_manager = ReplicaManager(
+            config, config.node_id, self.log_manager, self.scheduler, self.log_config_for
+        )
+        services = BrokerServices(
+            config=config,
+            node_id=config.node_id,
+            cluster_id=cluster_id,
+            metadata_cache=self.cache,
+            replica_manager=self.replica_manager,
+            log_manager=self.log_manager,
+            admin_manager=AdminManager(config, self.store, self.cache),
+            scheduler=self.scheduler,
+        )
+        self._apis = KafkaApis(services)
+        self.socket_server = SocketServer(
+            list(config.listeners),
+            self._handle_frame,
+            config.socket_request_max_bytes,
+            config.queued_max_requests,
+            config.connections_max_idle_ms,
+        )
+        await self.socket_server.start()
+        await self._register_broker()
+        self.controller = Controller(config.node_id, self.store)
+        await self.controller.startup()
+        self.listener = MetadataListener(self.store, self.cache, self._on_topic)
+        await self.listener.start()
+        self._ready.set()
+        log_event(
+            _log,
+            logging.INFO,
+            "broker_started",
+            node_id=config.node_id,
+            cluster_id=cluster_id,
+            listeners=",".join(str(e) for e in self._advertised_endpoints()),
+        )
+
+    async def _handle_frame(self, connection: Connection, frame: bytes) -> Sequence[Buffer] | None:
+        if not self._ready.is_set():
+            await self._ready.wait()
+        assert self._apis is not None
+        return await self._apis.handle_frame(connection, frame)
+
+    async def _on_topic(self, name: str, topic: TopicMetadata | None) -> None:
+        if topic is None:
+            self._topic_overrides.pop(name, None)
+        else:
+            self._topic_overrides[name] = dict(topic.config_overrides)
+        await self.replica_manager.on_topic(name, topic)
+
+    async def _ensure_persistent_paths(self) -> None:
+        for path in zk.PERSISTENT_PATHS:
+            with contextlib.suppress(NodeExistsError):
+                await self.store.create(path, make_parents=True)
+
+    async def _cluster_id(self) -> str | None:
+        try:
+            data, _ = await self.store.get(zk.CLUSTER_ID_PATH)
+            return zk.decode_cluster_id(data)
+        except NoNodeError:
+            pass
+        cluster_id = self.config.cluster_id or _cluster_id_from_log_dirs(self.config.log_dirs)
+        if cluster_id is None:
+            cluster_id = MetaProperties.generate_cluster_id()
+        try:
+            await self.store.create(zk.CLUSTER_ID_PATH, zk.encode_cluster_id(cluster_id))
+        except NodeExistsError:
+            data, _ = await self.store.get(zk.CLUSTER_ID_PATH)
+            cluster_id = zk.decode_cluster_id(data)
+        return cluster_id
+
+    async def _load_topic_overrides(self) -> None:
+        for topic in await self.store.get_children(zk.TOPIC_CONFIGS_PATH):
+            try:
+                data, _ = await self.store.get(zk.topic_config_path(topic))
+            except NoNodeError:
+                continue
+            self._topic_overrides[topic] = zk.decode_topic_config(data)
+
+    def _advertised_endpoints(self) -> list[Listener]:
+        """Advertised listeners with port 0 resolved to the bound port and an empty
+        host to this machine's name."""
+        endpoints = []
+        for listener in self.config.advertised_listeners:
+            port = listener.port or self.socket_server.bound_ports.get(listener.name, 0)
+            host = listener.host or socket.getfqdn()
+            endpoints.append(Listener(listener.name, host, port))
+        return endpoints
+
+    async def _register_broker(self) -> None:
+        registration = zk.BrokerRegistration(
+            self.config.node_id, tuple(self._advertised_endpoints())
+        )
+        path = zk.broker_path(self.config.node_id)
+        try:
+            await self.store.create(path, registration.encode(), ephemeral=True)
+        except NodeExistsError as e:
+            raise RuntimeError(f"node.id {self.config.node_id} is already registered") from e
+
+    async def shutdown(self) -> None:
+        log_event(_log, logging.INFO, "broker_stopping", node_id=self.config.node_id)
+        self.replica_manager.shutdown()
+        await self.socket_server.shutdown()
+        await self.listener.stop()
+        await self.controller.shutdown()
+        await self.log_manager.shutdown()
+        await self.store.close()
+        self.scheduler.shutdown()
+        log_event(_log, logging.INFO, "broker_stopped", node_id=self.config.node_id)
+
+
+def _cluster_id_from_log_dirs(log_dirs: list[str]) -> str | None:
+    for path in log_dirs:
+        meta = MetaProperties.read(path)
+        if meta is not None:
+            return meta.cluster_id
+    return None
+
+
+def install_signal_handlers(server: BrokerServer) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, server.request_stop)

@@ -1,0 +1,67 @@
+"""The ``tiercel`` command: ``tiercel broker [CONFIG.yaml] [--override key=value]...``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from importlib.metadata import version
+
+import uvloop
+
+from config.definitions import ConfigError
+from config.loader import load_broker_config
+from config.log_format import configure_logging, log_event
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tiercel", description="A Kafka-compatible broker.")
+    parser.add_argument("--version", action="version", version=f"tiercel {version('tiercel')}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    broker = commands.add_parser("broker", help="run a broker")
+    broker.add_argument("config", nargs="?", help="YAML file of Kafka broker properties")
+    broker.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a property, overriding the file (repeatable)",
+    )
+    broker.add_argument(
+        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
+    )
+    return parser
+
+
+async def _run_broker(config_path: str | None, overrides: list[str]) -> int:
+    from server.broker_server import BrokerServer, install_signal_handlers
+
+    config = load_broker_config(config_path, overrides)
+    server = BrokerServer(config)
+    install_signal_handlers(server)
+    await server.run()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    configure_logging(args.log_level)
+    try:
+        return uvloop.run(_run_broker(args.config, args.override))
+    except ConfigError as e:
+        print(f"tiercel: configuration error: {e}", file=sys.stderr)
+        return 1
+    except Exception as e:
+        log_event(
+            logging.getLogger("tiercel.broker"),
+            logging.CRITICAL,
+            "startup_failed",
+            reason=f"{type(e).__name__}: {e}",
+        )
+        logging.getLogger("tiercel.broker").debug("traceback", exc_info=e)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

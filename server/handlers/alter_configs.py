@@ -1,0 +1,48 @@
+"""AlterConfigs (33): replace a topic's config overrides (persisted in the store).
+
+Dynamic broker configs are not supported: broker resources get INVALID_REQUEST."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from protocol.errors import ErrorCode, InvalidRequestError, KafkaError
+from server.handlers.describe_configs import TOPIC_RESOURCE
+from server.request_context import RequestContext
+
+API_KEY: Final = 33
+MIN_VERSION: Final = 0
+MAX_VERSION: Final = 2
+
+
+def check_topic_resource(ctx: RequestContext, resource_type: int, name: str) -> None:
+    if resource_type != TOPIC_RESOURCE:
+        raise InvalidRequestError(
+            f"Only topic configs can be altered (resource type {TOPIC_RESOURCE}), "
+            f"not resource type {resource_type}: dynamic broker configs are not supported"
+        )
+
+
+def response_entry(resource: Any, error: KafkaError | None) -> dict[str, Any]:
+    return {
+        "error_code": error.error_code if error else ErrorCode.none,
+        "error_message": error.message if error else None,
+        "resource_type": resource.resource_type,
+        "resource_name": resource.resource_name,
+    }
+
+
+async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    admin = ctx.broker.admin_manager
+    responses = []
+    for resource in request.resources:
+        error: KafkaError | None = None
+        try:
+            check_topic_resource(ctx, resource.resource_type, resource.resource_name)
+            overrides = admin.validated_overrides({c.name: c.value for c in resource.configs})
+            if not request.validate_only:
+                await admin.set_topic_config(resource.resource_name, overrides)
+        except KafkaError as e:
+            error = e
+        responses.append(response_entry(resource, error))
+    return {"throttle_time": 0, "responses": responses}

@@ -1,0 +1,51 @@
+"""DescribeCluster (60): cluster id, controller and brokers on the client's listener."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from protocol.errors import ErrorCode
+from server.handlers.common import AUTHORIZED_OPERATIONS_OMITTED
+from server.request_context import RequestContext
+
+API_KEY: Final = 60
+MIN_VERSION: Final = 0
+MAX_VERSION: Final = 1
+
+_BROKERS_ENDPOINT_TYPE: Final = 1
+
+
+async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    cache = ctx.broker.metadata_cache
+    endpoint_type = getattr(request, "endpoint_type", _BROKERS_ENDPOINT_TYPE)
+    if endpoint_type != _BROKERS_ENDPOINT_TYPE:
+        return {
+            "error_code": ErrorCode.unsupported_endpoint_type,
+            "error_message": "Only brokers (endpoint type 1) are described.",
+            "endpoint_type": endpoint_type,
+            "cluster_id": cache.cluster_id,
+            "controller_id": -1,
+            "brokers": [],
+        }
+    brokers = []
+    for broker_id, broker in sorted(cache.brokers.items()):
+        endpoint = broker.endpoint(ctx.listener_name)
+        if endpoint is not None:
+            brokers.append(
+                {
+                    "broker_id": broker_id,
+                    "host": endpoint.host,
+                    "port": endpoint.port,
+                    "rack": broker.rack,
+                }
+            )
+    return {
+        "throttle_time": 0,
+        "error_code": ErrorCode.none,
+        "error_message": None,
+        "endpoint_type": _BROKERS_ENDPOINT_TYPE,
+        "cluster_id": cache.cluster_id,
+        "controller_id": cache.controller_id,
+        "brokers": brokers,
+        "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+    }

@@ -1,0 +1,127 @@
+"""Fetch (1): read record batches, long-polling until min_bytes or max_wait.
+
+Sessions (KIP-227) are not kept: every response carries session id 0, which clients
+treat as "no session" and answer with full fetches, as they do when a broker's session
+cache is full. Topic ids (v13+) are resolved through the metadata cache.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from typing import Any, Final
+
+from protocol.errors import ErrorCode, KafkaError, UnknownTopicIdError
+from server.handlers.common import current_leader, node_endpoints, timeout_ms
+from server.replica_manager import FetchRequestPartition, FetchResult
+from server.request_context import RequestContext
+from storage.log_values import FetchIsolation
+from storage.topic_partition import TopicPartition
+
+API_KEY: Final = 1
+MIN_VERSION: Final = 4
+MAX_VERSION: Final = 17
+
+_TOPIC_IDS_VERSION: Final = 13
+_READ_COMMITTED: Final = 1
+
+
+def _partition_response(
+    ctx: RequestContext, tp: TopicPartition, result: FetchResult, read_committed: bool
+) -> dict[str, Any]:
+    read = result.read
+    error = result.error
+    response: dict[str, Any] = {
+        "partition_index": tp.partition,
+        "error_code": error.error_code if error else ErrorCode.none,
+        "high_watermark": read.high_watermark if read else -1,
+        "last_stable_offset": read.last_stable_offset if read else -1,
+        "log_start_offset": read.log_start_offset if read else -1,
+        "current_leader": current_leader(ctx, tp, error),
+        "aborted_transactions": [] if read_committed and read else None,
+        "preferred_read_replica": -1,
+        "records": read.info.records if read else b"",
+    }
+    if read is not None and read.diverging_epoch is not None:
+        response["diverging_epoch"] = {
+            "epoch": read.diverging_epoch[0],
+            "end_offset": read.diverging_epoch[1],
+        }
+    return response
+
+
+async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    cache = ctx.broker.metadata_cache
+    by_id = ctx.api_version >= _TOPIC_IDS_VERSION
+    if request.session_id != 0:
+        return {
+            "throttle_time": 0,
+            "error_code": ErrorCode.fetch_session_id_not_found,
+            "session_id": 0,
+            "responses": [],
+        }
+    requests: list[FetchRequestPartition] = []
+    unresolved: dict[uuid.UUID, list[int]] = defaultdict(list)
+    topic_ids: dict[str, uuid.UUID] = {}
+    for topic in request.topics:
+        name = cache.topic_name(topic.topic_id) if by_id else topic.topic
+        if name is None:
+            unresolved[topic.topic_id].extend(p.partition for p in topic.partitions)
+            continue
+        if by_id:
+            topic_ids[name] = topic.topic_id
+        for p in topic.partitions:
+            requests.append(
+                FetchRequestPartition(
+                    TopicPartition(name, p.partition),
+                    p.fetch_offset,
+                    p.partition_max_bytes,
+                    p.current_leader_epoch,
+                    getattr(p, "last_fetched_epoch", -1),
+                )
+            )
+    read_committed = request.isolation_level == _READ_COMMITTED
+    isolation = FetchIsolation.TXN_COMMITTED if read_committed else FetchIsolation.HIGH_WATERMARK
+    results = await ctx.broker.replica_manager.fetch_messages(
+        requests,
+        timeout_ms(request.max_wait),
+        request.min_bytes,
+        getattr(request, "max_bytes", 2**31 - 1),
+        isolation,
+    )
+    grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    leader_ids: set[int] = set()
+    for fetch, result in zip(requests, results, strict=True):
+        partition = _partition_response(ctx, fetch.topic_partition, result, read_committed)
+        if partition["current_leader"]["leader_id"] >= 0:
+            leader_ids.add(partition["current_leader"]["leader_id"])
+        grouped[fetch.topic_partition.topic].append(partition)
+    responses = [
+        {"topic": name, "topic_id": topic_ids.get(name), "partitions": parts}
+        for name, parts in grouped.items()
+    ]
+    unknown: KafkaError = UnknownTopicIdError()
+    for topic_id, partitions in unresolved.items():
+        responses.append(
+            {
+                "topic": None,
+                "topic_id": topic_id,
+                "partitions": [
+                    {
+                        "partition_index": p,
+                        "error_code": unknown.error_code,
+                        "high_watermark": -1,
+                        "records": b"",
+                        "aborted_transactions": None,
+                    }
+                    for p in partitions
+                ],
+            }
+        )
+    return {
+        "throttle_time": 0,
+        "error_code": ErrorCode.none,
+        "session_id": 0,
+        "responses": responses,
+        "node_endpoints": node_endpoints(ctx, leader_ids),
+    }

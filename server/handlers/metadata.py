@@ -1,0 +1,150 @@
+"""Metadata (3): brokers, controller and topic partitions, with auto-creation."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Final
+
+from protocol.errors import ErrorCode, KafkaError
+from server.admin_manager import NewTopic, validate_topic_name
+from server.handlers.common import AUTHORIZED_OPERATIONS_OMITTED, INTERNAL_TOPICS
+from server.metadata.metadata_cache import MetadataCache, TopicMetadata
+from server.request_context import RequestContext
+
+API_KEY: Final = 3
+MIN_VERSION: Final = 0
+MAX_VERSION: Final = 12
+
+# How long a Metadata request waits for a topic it auto-created to get its leaders before
+# answering LEADER_NOT_AVAILABLE (and letting the client retry), as Kafka would at once.
+AUTO_CREATE_WAIT_MS: Final = 2000
+# Kafka's bits for READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS,
+# ALTER_CONFIGS: everything is allowed until authorization exists.
+ALL_TOPIC_OPERATIONS: Final = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+
+
+def brokers_field(ctx: RequestContext) -> list[dict[str, Any]]:
+    brokers = []
+    for broker_id, broker in sorted(ctx.broker.metadata_cache.brokers.items()):
+        endpoint = broker.endpoint(ctx.listener_name)
+        if endpoint is not None:
+            brokers.append(
+                {
+                    "node_id": broker_id,
+                    "host": endpoint.host,
+                    "port": endpoint.port,
+                    "rack": broker.rack,
+                }
+            )
+    return brokers
+
+
+def partitions_field(cache: MetadataCache, topic: TopicMetadata) -> list[dict[str, Any]]:
+    alive = set(cache.brokers)
+    partitions = []
+    for index, replicas in sorted(topic.replicas.items()):
+        state = topic.states.get(index)
+        leader = state.leader if state is not None else -1
+        partitions.append(
+            {
+                "error_code": ErrorCode.none if leader >= 0 else ErrorCode.leader_not_available,
+                "partition_index": index,
+                "leader_id": leader,
+                "leader_epoch": state.leader_epoch if state is not None else -1,
+                "replica_nodes": list(replicas),
+                "isr_nodes": list(state.isr) if state is not None else [],
+                "offline_replicas": [r for r in replicas if r not in alive],
+            }
+        )
+    return partitions
+
+
+def _topic_field(cache: MetadataCache, topic: TopicMetadata, operations: int) -> dict[str, Any]:
+    return {
+        "error_code": ErrorCode.none,
+        "name": topic.name,
+        "topic_id": topic.topic_id,
+        "is_internal": topic.name in INTERNAL_TOPICS,
+        "partitions": partitions_field(cache, topic),
+        "topic_authorized_operations": operations,
+    }
+
+
+def _error_topic(
+    name: str | None, code: ErrorCode, topic_id: uuid.UUID | None = None
+) -> dict[str, Any]:
+    return {
+        "error_code": code,
+        "name": name,
+        "topic_id": topic_id or uuid.UUID(int=0),
+        "is_internal": False,
+        "partitions": [],
+        "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+    }
+
+
+async def _auto_create(ctx: RequestContext, name: str) -> dict[str, Any] | None:
+    """Create ``name`` with the broker defaults; None once it has leaders."""
+    broker = ctx.broker
+    try:
+        validate_topic_name(name)
+        planned = broker.admin_manager.plan_topic(NewTopic(name))
+        await broker.admin_manager.create_topic(name, planned)
+    except KafkaError as e:
+        if e.error_code != ErrorCode.topic_already_exists:
+            return _error_topic(name, e.error_code)
+    created = await broker.metadata_cache.wait_until(
+        lambda cache: (t := cache.topic(name)) is not None and t.has_leaders(),
+        AUTO_CREATE_WAIT_MS / 1000,
+    )
+    return None if created else _error_topic(name, ErrorCode.leader_not_available)
+
+
+async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    broker = ctx.broker
+    cache = broker.metadata_cache
+    version = ctx.api_version
+    requested = request.topics
+    if version == 0 and not requested:
+        requested = None  # v0: an empty list means every topic
+    include_ops = getattr(request, "include_topic_authorized_operations", False)
+    operations = ALL_TOPIC_OPERATIONS if include_ops else AUTHORIZED_OPERATIONS_OMITTED
+    auto_create = getattr(request, "allow_auto_topic_creation", True) and (
+        broker.config.auto_create_topics_enable
+    )
+    topics: list[dict[str, Any]] = []
+    if requested is None:
+        topics = [_topic_field(cache, t, operations) for _, t in sorted(cache.topics.items())]
+    for wanted in requested or ():
+        name = wanted.name
+        topic_id = getattr(wanted, "topic_id", None)
+        if name is None and topic_id is not None:
+            name = cache.topic_name(topic_id)
+            if name is None:
+                topics.append(_error_topic(None, ErrorCode.unknown_topic_id, topic_id))
+                continue
+        topic = cache.topic(name)
+        if topic is None and auto_create:
+            failure = await _auto_create(ctx, name)
+            if failure is not None:
+                topics.append(failure)
+                continue
+            topic = cache.topic(name)
+        if topic is None:
+            code = ErrorCode.unknown_topic_or_partition
+            try:
+                validate_topic_name(name)
+            except KafkaError:
+                code = ErrorCode.invalid_topic_exception
+            topics.append(_error_topic(name, code))
+        else:
+            topics.append(_topic_field(cache, topic, operations))
+    return {
+        "throttle_time": 0,
+        "brokers": brokers_field(ctx),
+        "cluster_id": cache.cluster_id,
+        "controller_id": cache.controller_id,
+        "topics": topics,
+        "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+        "error_code": ErrorCode.none,
+    }

@@ -1,0 +1,91 @@
+"""Produce (0): append one record batch per partition, acks 0, 1 or -1.
+
+Versions 3+ are decoded; 0-2 are still advertised, as Kafka 4 does (KAFKA-18659),
+because librdkafka turns compression off against a broker that advertises no v0-2.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Final
+
+from protocol.compression import CompressionType
+from protocol.errors import InvalidRequestError, UnsupportedCompressionTypeError
+from protocol.record_batch import ATTRIBUTES_OFFSET, COMPRESSION_CODEC_MASK
+from server.handlers.common import current_leader, error_fields, node_endpoints, timeout_ms
+from server.network.connection import CloseConnection
+from server.replica_manager import ProduceResult
+from server.request_context import RequestContext
+from storage.topic_partition import TopicPartition
+
+API_KEY: Final = 0
+MIN_VERSION: Final = 3
+MAX_VERSION: Final = 11
+ADVERTISED_MIN_VERSION: Final = 0
+
+_ZSTD_MIN_VERSION: Final = 7
+
+
+def _uses_zstd(records: bytes | None) -> bool:
+    if records is None or len(records) <= ATTRIBUTES_OFFSET + 1:
+        return False
+    codec = records[ATTRIBUTES_OFFSET + 1] & COMPRESSION_CODEC_MASK
+    return codec == CompressionType.ZSTD
+
+
+async def handle(ctx: RequestContext, request: Any) -> dict[str, Any] | None:
+    entries: dict[TopicPartition, bytes | None] = {}
+    rejected: dict[TopicPartition, ProduceResult] = {}
+    for topic in request.topic_data:
+        for data in topic.partition_data:
+            tp = TopicPartition(topic.name, data.index)
+            if tp in entries or tp in rejected:
+                rejected[tp] = ProduceResult(InvalidRequestError(f"{tp} appears twice"))
+                entries.pop(tp, None)
+            elif ctx.api_version < _ZSTD_MIN_VERSION and _uses_zstd(data.records):
+                rejected[tp] = ProduceResult(
+                    UnsupportedCompressionTypeError(
+                        f"zstd needs Produce v{_ZSTD_MIN_VERSION}+, got v{ctx.api_version}"
+                    )
+                )
+            else:
+                entries[tp] = data.records
+    results = await ctx.broker.replica_manager.append_records(
+        timeout_ms(request.timeout), request.acks, entries
+    )
+    results.update(rejected)
+    if request.acks == 0:
+        if any(r.error is not None for r in results.values()):
+            # The client reads no response with acks=0: closing the connection is how
+            # Kafka tells it something went wrong.
+            raise CloseConnection()
+        return None
+    return _response(ctx, results)
+
+
+def _response(ctx: RequestContext, results: dict[TopicPartition, ProduceResult]) -> dict[str, Any]:
+    by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    leader_ids = set()
+    for tp, result in results.items():
+        info = result.info
+        leader = current_leader(ctx, tp, result.error)
+        if leader["leader_id"] >= 0:
+            leader_ids.add(leader["leader_id"])
+        by_topic[tp.topic].append(
+            {
+                "index": tp.partition,
+                **error_fields(result.error),
+                "base_offset": info.first_offset if info else -1,
+                "log_append_time": info.log_append_time if info else -1,
+                "log_start_offset": info.log_start_offset if info else -1,
+                "record_errors": [],
+                "current_leader": leader,
+            }
+        )
+    return {
+        "responses": [
+            {"name": name, "partition_responses": parts} for name, parts in by_topic.items()
+        ],
+        "throttle_time": 0,
+        "node_endpoints": node_endpoints(ctx, leader_ids),
+    }

@@ -1,0 +1,206 @@
+"""KafkaApis: the table from API key to handler module, and request dispatch.
+
+Event-loop only. Each handler module under ``server/handlers`` exports ``API_KEY``,
+``MIN_VERSION``, ``MAX_VERSION`` and ``async handle(ctx, request)``, which returns the
+response as nested mappings with Kafka's field names (turned into the kio entity of the
+request's version here) or ``None`` when no response is sent (acks=0 produce).
+
+Malformed frames, unknown API keys and unsupported versions close the connection, as
+Kafka does; the one exception is ApiVersions, answered per KIP-511 so that a client can
+learn which versions to use.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Final, NoReturn
+
+from config.log_format import log_event
+from protocol.entities import (
+    ChunkWriter,
+    build_entity,
+    decode_request_body,
+    encode_entity,
+    entity_fields,
+    request_class,
+    response_class,
+)
+from protocol.errors import ErrorCode, KafkaError
+from protocol.request_header import (
+    API_VERSIONS_KEY,
+    InvalidRequestHeaderError,
+    parse_request_header,
+    peek_api,
+    response_header_bytes,
+    size_prefix,
+)
+from server.handlers import alter_configs as alter_configs_handler
+from server.handlers import (
+    api_versions,
+    create_partitions,
+    create_topics,
+    delete_records,
+    delete_topics,
+    describe_cluster,
+    describe_configs,
+    describe_log_dirs,
+    describe_topic_partitions,
+    fetch,
+    incremental_alter_configs,
+    list_offsets,
+    metadata,
+    offset_for_leader_epoch,
+    produce,
+)
+from server.network.connection import Buffer, CloseConnection, Connection
+from server.request_context import BrokerServices, RequestContext
+
+_log: Final = logging.getLogger("tiercel.apis")
+
+HANDLER_MODULES: Final[tuple[ModuleType, ...]] = (
+    produce,
+    fetch,
+    list_offsets,
+    metadata,
+    offset_for_leader_epoch,
+    api_versions,
+    create_topics,
+    delete_topics,
+    delete_records,
+    describe_configs,
+    alter_configs_handler,
+    describe_log_dirs,
+    create_partitions,
+    incremental_alter_configs,
+    describe_cluster,
+    describe_topic_partitions,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSpec:
+    api_key: int
+    min_version: int
+    max_version: int
+    advertised_min_version: int
+    handler: ModuleType
+
+
+def api_table(modules: Sequence[ModuleType] = HANDLER_MODULES) -> dict[int, ApiSpec]:
+    table = {}
+    for module in modules:
+        table[module.API_KEY] = ApiSpec(
+            module.API_KEY,
+            module.MIN_VERSION,
+            module.MAX_VERSION,
+            getattr(module, "ADVERTISED_MIN_VERSION", module.MIN_VERSION),
+            module,
+        )
+    return table
+
+
+class KafkaApis:
+    def __init__(self, services: BrokerServices, table: dict[int, ApiSpec] | None = None) -> None:
+        self._services = services
+        self._table = api_table() if table is None else table
+        services.api_versions = self.advertised_versions
+
+    @property
+    def advertised_versions(self) -> list[tuple[int, int, int]]:
+        """(api_key, min, max) as ApiVersions advertises them."""
+        return [
+            (spec.api_key, spec.advertised_min_version, spec.max_version)
+            for spec in sorted(self._table.values(), key=lambda s: s.api_key)
+        ]
+
+    async def handle_frame(self, connection: Connection, frame: bytes) -> Sequence[Buffer] | None:
+        try:
+            api_key, api_version, correlation_id = peek_api(frame)
+        except InvalidRequestHeaderError as e:
+            self._close(connection, "invalid_request_header", reason=str(e))
+        spec = self._table.get(api_key)
+        if spec is None:
+            self._close(connection, "unknown_api_key", api_key=api_key, api_version=api_version)
+        if not spec.min_version <= api_version <= spec.max_version:
+            if api_key == API_VERSIONS_KEY:
+                return self._unsupported_api_versions(correlation_id, spec)
+            self._close(
+                connection, "unsupported_api_version", api_key=api_key, api_version=api_version
+            )
+        request_type = request_class(api_key, api_version)
+        try:
+            header = parse_request_header(frame, request_type.__flexible__)
+            request = decode_request_body(request_type, frame, header.size)
+        except Exception as e:  # kio's native reader has several exception types
+            self._close(
+                connection,
+                "invalid_request",
+                api_key=api_key,
+                api_version=api_version,
+                reason=f"{type(e).__name__}: {e}",
+            )
+        ctx = RequestContext(
+            header, connection.client_address, connection.listener_name, self._services
+        )
+        response = await self._call(spec, ctx, request)
+        if response is None:
+            return None
+        return self._encode(api_key, api_version, correlation_id, response)
+
+    async def _call(
+        self, spec: ApiSpec, ctx: RequestContext, request: Any
+    ) -> Mapping[str, Any] | None:
+        try:
+            result: Mapping[str, Any] | None = await spec.handler.handle(ctx, request)
+            return result
+        except CloseConnection:
+            raise
+        except Exception as e:
+            code = e.error_code if isinstance(e, KafkaError) else ErrorCode.unknown_server_error
+            log_event(
+                _log,
+                logging.ERROR,
+                "request_failed",
+                **ctx.describe(),
+                error=code.name,
+                reason=repr(e),
+            )
+            _log.debug("request_failed traceback", exc_info=e)
+            if "error_code" in entity_fields(response_class(spec.api_key, ctx.api_version)):
+                return {"error_code": code}
+            raise CloseConnection() from e
+
+    def _encode(
+        self, api_key: int, api_version: int, correlation_id: int, response: Mapping[str, Any]
+    ) -> list[Buffer]:
+        response_type = response_class(api_key, api_version)
+        entity = build_entity(response_type, response)
+        writer = ChunkWriter()
+        writer.write(
+            response_header_bytes(correlation_id, response_type.__header_schema__.__version__ >= 1)
+        )
+        encode_entity(writer, entity)
+        return [size_prefix(writer.size), *writer.chunks()]
+
+    def _unsupported_api_versions(self, correlation_id: int, spec: ApiSpec) -> list[Buffer]:
+        # KIP-511: answer in v0 format, which every client can read, naming the versions of
+        # ApiVersions this broker supports so the client retries with one of them.
+        response = {
+            "error_code": ErrorCode.unsupported_version,
+            "api_keys": [
+                {
+                    "api_key": spec.api_key,
+                    "min_version": spec.min_version,
+                    "max_version": spec.max_version,
+                }
+            ],
+        }
+        return self._encode(API_VERSIONS_KEY, 0, correlation_id, response)
+
+    @staticmethod
+    def _close(connection: Connection, event: str, **fields: object) -> NoReturn:
+        log_event(_log, logging.WARNING, event, client=connection.client_address, **fields)
+        raise CloseConnection()

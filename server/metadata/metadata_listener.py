@@ -1,0 +1,181 @@
+"""MetadataListener: follows the MetadataStore and applies what changes.
+
+Event-loop only. Watches cover the broker registrations, the controller node, the topic
+list, and per topic its assignment, partition states and config overrides. A watch only
+marks a topic dirty; one refresher task re-reads dirty topics from the store and hands
+each result to the replica manager, so a burst of changes costs one read per topic and
+the broker always acts on the latest state, never on an intermediate one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Final
+
+from config.log_format import log_event
+from server.metadata import zk_data as zk
+from server.metadata.metadata_cache import MetadataCache, TopicMetadata
+from server.metadata.store import MetadataStore, NoNodeError, WatchEvent, WatchHandle
+
+_log: Final = logging.getLogger("tiercel.metadata")
+
+TopicChanged = Callable[[str, TopicMetadata | None], Awaitable[None]]
+
+
+class MetadataListener:
+    def __init__(self, store: MetadataStore, cache: MetadataCache, on_topic: TopicChanged) -> None:
+        self._store = store
+        self._cache = cache
+        self._on_topic = on_topic
+        self._topic_watches: dict[str, list[WatchHandle]] = {}
+        self._global_watches: list[WatchHandle] = []
+        self._dirty: set[str] = set()
+        self._wake = asyncio.Event()
+        self._refresher: asyncio.Task[None] | None = None
+        self._topics_dirty = True
+        self._brokers_dirty = True
+        self._controller_dirty = True
+
+    async def start(self) -> None:
+        store = self._store
+        self._global_watches = [
+            await store.watch_children(zk.TOPICS_PATH, lambda _: self._mark_topics()),
+            await store.watch_children(zk.BROKER_IDS_PATH, lambda _: self._mark_brokers()),
+            await store.watch_data(zk.CONTROLLER_PATH, lambda _: self._mark_controller()),
+        ]
+        await self._refresh_once()
+        self._refresher = asyncio.get_running_loop().create_task(
+            self._run(), name="metadata-refresher"
+        )
+
+    async def stop(self) -> None:
+        if self._refresher is not None:
+            self._refresher.cancel()
+            await asyncio.gather(self._refresher, return_exceptions=True)
+        for handle in self._global_watches:
+            handle.cancel()
+        for handles in self._topic_watches.values():
+            for handle in handles:
+                handle.cancel()
+
+    def _mark_topics(self) -> None:
+        self._topics_dirty = True
+        self._wake.set()
+
+    def _mark_brokers(self) -> None:
+        self._brokers_dirty = True
+        self._wake.set()
+
+    def _mark_controller(self) -> None:
+        self._controller_dirty = True
+        self._wake.set()
+
+    def _mark_topic(self, topic: str) -> None:
+        self._dirty.add(topic)
+        self._wake.set()
+
+    async def _run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            try:
+                await self._refresh_once()
+            except Exception as e:
+                # A store hiccup: keep what we have, and try again on the next change.
+                log_event(_log, logging.ERROR, "metadata_refresh_failed", reason=repr(e))
+                await asyncio.sleep(0.5)
+                self._wake.set()
+
+    async def _refresh_once(self) -> None:
+        if self._brokers_dirty:
+            self._brokers_dirty = False
+            await self._refresh_brokers()
+        if self._controller_dirty:
+            self._controller_dirty = False
+            await self._refresh_controller()
+        if self._topics_dirty:
+            self._topics_dirty = False
+            await self._refresh_topic_list()
+        while self._dirty:
+            topic = self._dirty.pop()
+            await self._refresh_topic(topic)
+
+    async def _refresh_brokers(self) -> None:
+        brokers = {}
+        for child in await self._store.get_children(zk.BROKER_IDS_PATH):
+            try:
+                data, _ = await self._store.get(zk.broker_path(int(child)))
+            except NoNodeError:
+                continue
+            brokers[int(child)] = zk.BrokerRegistration.decode(int(child), data)
+        self._cache.put_brokers(brokers)
+
+    async def _refresh_controller(self) -> None:
+        try:
+            data, _ = await self._store.get(zk.CONTROLLER_PATH)
+            self._cache.set_controller(zk.decode_controller(data))
+        except NoNodeError:
+            self._cache.set_controller(-1)
+
+    async def _refresh_topic_list(self) -> None:
+        names = set(await self._store.get_children(zk.TOPICS_PATH))
+        for name in names - self._topic_watches.keys():
+            await self._watch_topic(name)
+            self._dirty.add(name)
+        for name in self._topic_watches.keys() - names:
+            self._dirty.add(name)
+
+    async def _watch_topic(self, name: str) -> None:
+        def mark(_: WatchEvent) -> None:
+            self._mark_topic(name)
+
+        store = self._store
+        self._topic_watches[name] = [
+            await store.watch_data(zk.topic_path(name), mark),
+            await store.watch_data(zk.topic_config_path(name), mark),
+        ]
+
+    async def _watch_partition_states(self, name: str, partitions: list[int]) -> None:
+        handles = self._topic_watches.setdefault(name, [])
+        have = len(handles) - 2
+        for partition in partitions[max(have, 0) :]:
+            handles.append(
+                await self._store.watch_data(
+                    zk.partition_state_path(name, partition), lambda _: self._mark_topic(name)
+                )
+            )
+
+    async def _refresh_topic(self, name: str) -> None:
+        topic = await self._read_topic(name)
+        if topic is None:
+            for handle in self._topic_watches.pop(name, []):
+                handle.cancel()
+            if self._cache.remove_topic(name) is not None:
+                await self._on_topic(name, None)
+            return
+        await self._watch_partition_states(name, sorted(topic.replicas))
+        self._cache.put_topic(topic)
+        await self._on_topic(name, topic)
+
+    async def _read_topic(self, name: str) -> TopicMetadata | None:
+        store = self._store
+        try:
+            data, _ = await store.get(zk.topic_path(name))
+        except NoNodeError:
+            return None
+        assignment = zk.TopicAssignment.decode(data)
+        topic = TopicMetadata(name, assignment.topic_id, dict(assignment.partitions))
+        for partition, replicas in assignment.partitions.items():
+            try:
+                state_data, stat = await store.get(zk.partition_state_path(name, partition))
+            except NoNodeError:
+                continue
+            topic.states[partition] = zk.decode_partition_state(state_data, replicas, stat.version)
+        try:
+            config_data, _ = await store.get(zk.topic_config_path(name))
+            topic.config_overrides = zk.decode_topic_config(config_data)
+        except NoNodeError:
+            pass
+        return topic

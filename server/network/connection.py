@@ -1,0 +1,179 @@
+"""One client connection: framing, in-order request processing, backpressure.
+
+Event-loop only. Bytes arrive in ``data_received``; complete size-prefixed frames are
+queued and handled one at a time, in arrival order, by the connection's processor task,
+so responses leave in request order (clients pipeline requests and match responses by
+order as well as correlation id). Like Kafka's muted channels this also keeps the
+requests of one client strictly ordered through the log.
+
+Two bounds protect the broker from one client: a frame whose size prefix is negative or
+above ``socket.request.max.bytes`` closes the connection before anything is buffered for
+it, and once ``queued.max.requests`` frames are waiting, or the transport's write buffer
+is over its high-water mark, the connection stops being read until they drain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Final, cast
+
+from config.log_format import log_event
+
+Buffer = bytes | bytearray | memoryview
+FrameHandler = Callable[["Connection", bytes], Awaitable[Sequence[Buffer] | None]]
+
+_log: Final = logging.getLogger("tiercel.network")
+
+
+class CloseConnection(Exception):
+    """Raised by the request handler when the connection must be closed without reply."""
+
+
+class Connection(asyncio.Protocol):
+    def __init__(
+        self,
+        handler: FrameHandler,
+        listener_name: str,
+        max_request_size: int,
+        max_queued_requests: int,
+        on_closed: Callable[[Connection], None],
+    ) -> None:
+        self._handler = handler
+        self.listener_name = listener_name
+        self._max_request_size = max_request_size
+        self._max_queued = max_queued_requests
+        self._on_closed = on_closed
+        self._buffer = bytearray()
+        self._frames: collections.deque[bytes] = collections.deque()
+        self._frame_ready = asyncio.Event()
+        self._write_ready = asyncio.Event()
+        self._write_ready.set()
+        self._transport: asyncio.Transport | None = None
+        self._processor: asyncio.Task[None] | None = None
+        self._reading_paused = False
+        self._closing = False
+        self._draining = False
+        self.client_address = "?"
+        self.last_active = time.monotonic()
+
+    # asyncio.Protocol callbacks -------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+        peer = transport.get_extra_info("peername")
+        if peer:
+            self.client_address = f"{peer[0]}:{peer[1]}"
+        self._processor = asyncio.get_running_loop().create_task(
+            self._process(), name=f"connection {self.client_address}"
+        )
+
+    def data_received(self, data: bytes) -> None:
+        self.last_active = time.monotonic()
+        buffer = self._buffer
+        buffer += data
+        while len(buffer) >= 4:
+            size = int.from_bytes(buffer[:4], "big", signed=True)
+            if size < 0 or size > self._max_request_size:
+                log_event(
+                    _log,
+                    logging.WARNING,
+                    "invalid_request_size",
+                    client=self.client_address,
+                    size=size,
+                    max=self._max_request_size,
+                )
+                self.close()
+                return
+            end = 4 + size
+            if len(buffer) < end:
+                break
+            with memoryview(buffer) as view:
+                frame = view[4:end].tobytes()
+            del buffer[:end]
+            self._frames.append(frame)
+        if self._frames:
+            self._frame_ready.set()
+            if len(self._frames) >= self._max_queued:
+                self._pause_reading()
+
+    def eof_received(self) -> bool | None:
+        # Half-closed by the client: answer what was already received, then close.
+        self._draining = True
+        self._frame_ready.set()
+        return True
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closing = True
+        self._frame_ready.set()
+        self._write_ready.set()
+        if self._processor is not None and not self._processor.done():
+            self._processor.cancel()
+        self._on_closed(self)
+
+    def pause_writing(self) -> None:
+        self._write_ready.clear()
+        self._pause_reading()
+
+    def resume_writing(self) -> None:
+        self._write_ready.set()
+
+    # processing -----------------------------------------------------------------------
+
+    async def _process(self) -> None:
+        frames = self._frames
+        while not self._closing:
+            if not frames:
+                if self._draining:
+                    self.close()
+                    return
+                self._frame_ready.clear()
+                await self._frame_ready.wait()
+                continue
+            frame = frames.popleft()
+            try:
+                response = await self._handler(self, frame)
+            except CloseConnection:
+                self.close()
+                return
+            transport = self._transport
+            if transport is None or transport.is_closing():
+                return
+            if response:
+                transport.writelines(response)
+            if not self._write_ready.is_set():
+                await self._write_ready.wait()
+            if self._reading_paused and len(frames) < self._max_queued:
+                self._resume_reading()
+
+    def _pause_reading(self) -> None:
+        if not self._reading_paused and self._transport is not None:
+            self._reading_paused = True
+            self._transport.pause_reading()
+
+    def _resume_reading(self) -> None:
+        if self._reading_paused and self._transport is not None and not self._closing:
+            self._reading_paused = False
+            self._transport.resume_reading()
+
+    @property
+    def idle(self) -> bool:
+        """No request queued or in progress."""
+        return not self._frames and not self._frame_ready.is_set()
+
+    def close(self) -> None:
+        if not self._closing and self._transport is not None:
+            self._closing = True
+            self._transport.close()
+
+    async def shutdown(self) -> None:
+        """Stop reading, finish the requests already received, then close."""
+        self._pause_reading()
+        self._draining = True
+        self._frame_ready.set()
+        if self._processor is not None:
+            await asyncio.wait({self._processor})
+        self.close()

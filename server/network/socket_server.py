@@ -1,0 +1,98 @@
+"""Listeners and the set of live connections.
+
+Event-loop only. One asyncio server per listener; every accepted socket becomes a
+`Connection` handing complete frames to the request handler. Idle connections are
+closed after ``connections.max.idle.ms`` like Kafka's selector does, which also bounds
+what half-open clients can hold.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Final
+
+from config.broker_config import Listener
+from config.log_format import log_event
+from server.network.connection import Connection, FrameHandler
+
+_log: Final = logging.getLogger("tiercel.network")
+
+
+class SocketServer:
+    def __init__(
+        self,
+        listeners: list[Listener],
+        handler: FrameHandler,
+        max_request_size: int,
+        max_queued_requests: int,
+        connections_max_idle_ms: int,
+    ) -> None:
+        self._listeners = listeners
+        self._handler = handler
+        self._max_request_size = max_request_size
+        self._max_queued = max_queued_requests
+        self._max_idle_s = connections_max_idle_ms / 1000
+        self._servers: list[asyncio.Server] = []
+        self.connections: set[Connection] = set()
+        self._reaper: asyncio.Task[None] | None = None
+        self.bound_ports: dict[str, int] = {}
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        for listener in self._listeners:
+            server = await loop.create_server(
+                lambda name=listener.name: self._new_connection(name),
+                host=listener.host or None,
+                port=listener.port,
+                reuse_address=True,
+                backlog=1024,
+            )
+            port = server.sockets[0].getsockname()[1]
+            self.bound_ports[listener.name] = port
+            self._servers.append(server)
+            log_event(
+                _log,
+                logging.INFO,
+                "listening",
+                listener=listener.name,
+                host=listener.host or "0.0.0.0",
+                port=port,
+            )
+        self._reaper = loop.create_task(self._reap_idle(), name="idle-connection-reaper")
+
+    def _new_connection(self, listener_name: str) -> Connection:
+        connection = Connection(
+            self._handler,
+            listener_name,
+            self._max_request_size,
+            self._max_queued,
+            self.connections.discard,
+        )
+        self.connections.add(connection)
+        return connection
+
+    async def _reap_idle(self) -> None:
+        interval = max(min(self._max_idle_s / 4, 30.0), 0.05)
+        while True:
+            await asyncio.sleep(interval)
+            deadline = time.monotonic() - self._max_idle_s
+            for connection in list(self.connections):
+                if connection.idle and connection.last_active < deadline:
+                    log_event(
+                        _log,
+                        logging.INFO,
+                        "idle_connection_closed",
+                        client=connection.client_address,
+                    )
+                    connection.close()
+
+    async def shutdown(self) -> None:
+        """Stop accepting, answer requests already received, close every connection."""
+        for server in self._servers:
+            server.close()
+        if self._reaper is not None:
+            self._reaper.cancel()
+        if self.connections:
+            await asyncio.gather(*(c.shutdown() for c in list(self.connections)))

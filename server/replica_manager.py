@@ -1,0 +1,303 @@
+"""ReplicaManager: this broker's partitions, produce and fetch, and their delayed forms.
+
+Event-loop only. It owns the partition map (seed 002's "partition pool"), turns Kafka
+errors into per-partition results so that one bad partition never fails a request,
+completes delayed fetches when appends make data available and delayed produces when the
+high watermark covers them, and applies leadership from the metadata listener.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Final
+
+from config.broker_config import BrokerConfig
+from config.log_config import LogConfig
+from config.log_format import log_event
+from protocol.errors import (
+    InvalidRequiredAcksError,
+    KafkaError,
+    KafkaStorageError,
+    NotLeaderOrFollowerError,
+    RequestTimedOutError,
+    UnknownServerError,
+    UnknownTopicOrPartitionError,
+)
+from server.metadata.metadata_cache import TopicMetadata
+from server.partition import LogReadResult, Partition
+from server.purgatory import Purgatory
+from storage.log_manager import LogManager
+from storage.log_validator import validate_records, validation_is_costly
+from storage.log_values import FetchIsolation, LogAppendInfo, LogOffsetMetadata
+from storage.scheduler import Scheduler
+from storage.topic_partition import TopicPartition
+
+_log: Final = logging.getLogger("tiercel.replica_manager")
+
+LogConfigFor = Callable[[str], LogConfig]
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceResult:
+    error: KafkaError | None = None
+    info: LogAppendInfo | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequestPartition:
+    topic_partition: TopicPartition
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int | None
+    last_fetched_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResult:
+    read: LogReadResult | None
+    error: KafkaError | None = None
+
+
+def _as_kafka_error(e: Exception, context: str) -> KafkaError:
+    if isinstance(e, KafkaError):
+        return e
+    log_event(_log, logging.ERROR, "unexpected_partition_error", context=context, reason=repr(e))
+    _log.debug("traceback", exc_info=e)
+    return UnknownServerError(str(e))
+
+
+class ReplicaManager:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        node_id: int,
+        log_manager: LogManager,
+        scheduler: Scheduler,
+        log_config_for: LogConfigFor,
+    ) -> None:
+        self._config = config
+        self.node_id = node_id
+        self._log_manager = log_manager
+        self._scheduler = scheduler
+        self._log_config_for = log_config_for
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.fetch_purgatory = Purgatory("fetch")
+        self.produce_purgatory = Purgatory("produce")
+
+    # -- partitions --------------------------------------------------------------------
+
+    def get_partition_or_error(self, tp: TopicPartition) -> Partition:
+        partition = self.partitions.get(tp)
+        if partition is None or partition.log.deleted:
+            raise UnknownTopicOrPartitionError(f"this broker does not host {tp}")
+        return partition
+
+    async def on_topic(self, name: str, topic: TopicMetadata | None) -> None:
+        """Apply a topic's metadata: create logs and take leadership for the partitions
+        assigned here, update log configs, or delete the replicas of a deleted topic."""
+        if topic is None:
+            await self._remove_topic(name)
+            return
+        config = self._log_config_for(name)
+        for partition_id, replicas in sorted(topic.replicas.items()):
+            if self.node_id not in replicas:
+                continue
+            tp = TopicPartition(name, partition_id)
+            partition = self.partitions.get(tp)
+            if partition is None:
+                log = self._log_manager.get_or_create_log(tp, config, topic.topic_id)
+                partition = Partition(tp, topic.topic_id, log, self.node_id)
+                self.partitions[tp] = partition
+            elif partition.log.config != config:
+                partition.log.update_config(config)
+            state = topic.states.get(partition_id)
+            if state is not None and state.leader == self.node_id:
+                if partition.make_leader(state):
+                    self.fetch_purgatory.check_and_complete(tp)
+            elif state is not None:
+                partition.state = state
+                self.fetch_purgatory.check_and_complete(tp)
+
+    async def _remove_topic(self, name: str) -> None:
+        doomed = [tp for tp in self.partitions if tp.topic == name]
+        for tp in doomed:
+            del self.partitions[tp]
+            self.fetch_purgatory.check_and_complete(tp)
+            self.produce_purgatory.check_and_complete(tp)
+            await self._log_manager.delete_log(tp)
+        if doomed:
+            log_event(
+                _log, logging.INFO, "topic_replicas_deleted", topic=name, partitions=len(doomed)
+            )
+
+    # -- produce -----------------------------------------------------------------------
+
+    async def append_records(
+        self,
+        timeout_ms: int,
+        required_acks: int,
+        entries: dict[TopicPartition, bytes | None],
+    ) -> dict[TopicPartition, ProduceResult]:
+        if required_acks not in (-1, 0, 1):
+            error = InvalidRequiredAcksError(f"acks={required_acks} is not 0, 1 or -1")
+            return {tp: ProduceResult(error) for tp in entries}
+        results = {}
+        for tp, records in entries.items():
+            results[tp] = await self._append_to_partition(tp, records, required_acks)
+        if required_acks == -1:
+            await self._wait_for_replication(results, timeout_ms)
+        return results
+
+    async def _append_to_partition(
+        self, tp: TopicPartition, records: bytes | None, required_acks: int
+    ) -> ProduceResult:
+        try:
+            partition = self.get_partition_or_error(tp)
+            if not partition.is_leader:
+                raise NotLeaderOrFollowerError(f"broker {self.node_id} does not lead {tp}")
+            partition.check_min_isr(required_acks)
+            config = partition.log.config
+            now = int(time.time() * 1000)
+            data = records or b""
+            if validation_is_costly(data):
+                validated = await self._scheduler.run_blocking(validate_records, data, config, now)
+                partition = self.get_partition_or_error(tp)  # it may have gone meanwhile
+            else:
+                validated = validate_records(data, config, now)
+            info = partition.append_records_to_leader(validated, required_acks, now)
+        except Exception as e:
+            return ProduceResult(_as_kafka_error(e, f"produce to {tp}"))
+        self.fetch_purgatory.check_and_complete(tp)
+        self.produce_purgatory.check_and_complete(tp)
+        return ProduceResult(info=info)
+
+    async def _wait_for_replication(
+        self, results: dict[TopicPartition, ProduceResult], timeout_ms: int
+    ) -> None:
+        """acks=all: wait until the high watermark covers every successful append."""
+        pending = {tp: r.info.next_offset for tp, r in results.items() if r.info is not None}
+
+        def replicated() -> bool:
+            for tp, needed in pending.items():
+                partition = self.partitions.get(tp)
+                if partition is None or partition.log.high_watermark < needed:
+                    return False
+            return True
+
+        if not pending or replicated():
+            return
+        if await self.produce_purgatory.wait(pending, replicated, timeout_ms / 1000):
+            return
+        for tp, needed in pending.items():
+            partition = self.partitions.get(tp)
+            if partition is None or partition.log.high_watermark < needed:
+                results[tp] = ProduceResult(
+                    RequestTimedOutError(
+                        f"{tp} was not replicated to the ISR within {timeout_ms} ms"
+                    )
+                )
+
+    # -- fetch -------------------------------------------------------------------------
+
+    def _read(
+        self,
+        requests: list[FetchRequestPartition],
+        max_bytes: int,
+        isolation: FetchIsolation,
+    ) -> list[FetchResult]:
+        """One pass over the partitions, Kafka's readFromLog: the response's byte budget
+        is shared in order, and the first partition with data may exceed it by one batch."""
+        limit = max_bytes
+        min_one_message = True
+        results = []
+        for request in requests:
+            try:
+                partition = self.get_partition_or_error(request.topic_partition)
+                read = partition.read_records(
+                    request.fetch_offset,
+                    min(request.max_bytes, limit),
+                    isolation,
+                    min_one_message,
+                    request.current_leader_epoch,
+                    request.last_fetched_epoch,
+                )
+            except Exception as e:
+                results.append(
+                    FetchResult(None, _as_kafka_error(e, f"fetch from {request.topic_partition}"))
+                )
+                continue
+            size = read.info.size
+            if size:
+                min_one_message = False
+                limit = max(limit - size, 0)
+            results.append(FetchResult(read))
+        return results
+
+    async def fetch_messages(
+        self,
+        requests: list[FetchRequestPartition],
+        max_wait_ms: int,
+        min_bytes: int,
+        max_bytes: int,
+        isolation: FetchIsolation,
+    ) -> list[FetchResult]:
+        """Read now; if fewer than ``min_bytes`` are available and nothing failed, wait
+        (long poll) until appends make enough available or ``max_wait_ms`` passes."""
+        results = self._read(requests, max_bytes, isolation)
+        available = sum(r.read.info.size for r in results if r.read is not None)
+        if (
+            max_wait_ms <= 0
+            or available >= min_bytes
+            or not requests
+            or any(r.error is not None for r in results)
+        ):
+            return results
+        positions = {
+            request.topic_partition: r.read.info.fetch_offset_metadata
+            for request, r in zip(requests, results, strict=True)
+            if r.read is not None
+        }
+
+        def enough() -> bool:
+            return self._bytes_available(positions, isolation) >= min_bytes
+
+        await self.fetch_purgatory.wait(positions, enough, max_wait_ms / 1000)
+        return self._read(requests, max_bytes, isolation)
+
+    def _bytes_available(
+        self, positions: dict[TopicPartition, LogOffsetMetadata], isolation: FetchIsolation
+    ) -> int:
+        total = 0
+        for tp, start in positions.items():
+            partition = self.partitions.get(tp)
+            if partition is None:
+                return 2**31  # gone: answer now, the read reports the error
+            log = partition.log
+            end = (
+                log.log_end_offset_metadata
+                if isolation is FetchIsolation.LOG_END
+                else log.high_watermark_metadata
+            )
+            if end.message_offset <= start.message_offset:
+                continue
+            if end.on_same_segment(start) and start.relative_position_in_segment >= 0:
+                total += end.position_diff(start)
+            else:
+                return 2**31  # data on a later segment: enough to answer now, as Kafka does
+        return total
+
+    # -- shutdown ----------------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        """Answer every waiting request now with what it has."""
+        self.fetch_purgatory.complete_all()
+        self.produce_purgatory.complete_all()
+
+    def leaders(self) -> Iterable[Partition]:
+        return (p for p in self.partitions.values() if p.is_leader)
+
+    def storage_error(self, tp: TopicPartition, e: OSError) -> KafkaStorageError:
+        return KafkaStorageError(f"{tp}: {e}")

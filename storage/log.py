@@ -1,0 +1,535 @@
+"""Log: one partition's replica on disk — a sequence of segments, offsets and epochs.
+
+Kafka splits this into UnifiedLog and LocalLog; one class is enough until tiered storage
+adds remote segments. A partition directory ``<topic>-<partition>/`` holds the segments
+(``<base offset>.log/.index/.timeindex``), ``leader-epoch-checkpoint`` and
+``partition.metadata``.
+
+Contract: event-loop only. Appends and reads are page-cache ``writev``/``pread`` on the
+loop; every fsync, rename, deletion and checkpoint write goes through the `Scheduler`.
+
+Invariants:
+- segments are sorted by base offset, contiguous in offsets, the last one is active;
+- log_start_offset <= high_watermark <= log_end_offset;
+- recovery_point <= log_end_offset, and everything below it is fsynced;
+- the epoch cache has no entry at or beyond the log end offset.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import logging
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Final
+
+from config.log_config import LogConfig
+from config.log_format import log_event
+from protocol.compression import decompress
+from protocol.errors import OffsetOutOfRangeError
+from protocol.record_batch import RECORDS_OFFSET, TimestampType, read_header
+from protocol.records import decode_records
+from storage.leader_epoch_cache import LeaderEpochFileCache
+from storage.log_segment import BatchPosition, LogSegment
+from storage.log_validator import ValidatedRecords, assign_offsets
+from storage.log_values import (
+    AppendBatch,
+    FetchDataInfo,
+    FetchIsolation,
+    LogAppendInfo,
+    LogOffsetMetadata,
+    TimestampAndOffset,
+)
+from storage.scheduler import CoalescingWriter, Scheduler
+from storage.topic_partition import TopicPartition
+
+_log: Final = logging.getLogger("tiercel.log")
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Log:
+    def __init__(
+        self,
+        directory: str,
+        topic_partition: TopicPartition,
+        config: LogConfig,
+        segments: list[LogSegment],
+        log_start_offset: int,
+        recovery_point: int,
+        leader_epoch_cache: LeaderEpochFileCache,
+        scheduler: Scheduler,
+        topic_id: object = None,
+    ) -> None:
+        """Built by `load_log`, which recovers the segments first."""
+        assert segments, "a log always has an active segment"
+        self.dir = directory
+        self.topic_partition = topic_partition
+        self.config = config
+        self.topic_id = topic_id
+        self._segments = segments
+        self._base_offsets = [segment.base_offset for segment in segments]
+        self._scheduler = scheduler
+        self.leader_epoch_cache = leader_epoch_cache
+        # The cache snapshots its own entries when flushing, under its own lock.
+        self._epoch_checkpoint: CoalescingWriter[None] = CoalescingWriter(
+            scheduler,
+            lambda: None,
+            lambda _: leader_epoch_cache.flush(),
+            f"{directory}/leader-epoch-checkpoint",
+        )
+        active = segments[-1]
+        self._end_offset = LogOffsetMetadata(active.next_offset(), active.base_offset, active.size)
+        self.log_start_offset = max(log_start_offset, segments[0].base_offset)
+        self.recovery_point = min(recovery_point, self._end_offset.message_offset)
+        self._high_watermark = LogOffsetMetadata(self.log_start_offset)
+        self.update_high_watermark(self.log_start_offset)
+        self._last_flush_ms = now_ms()
+        self._flush_in_progress = False
+        self.deleted = False
+
+    # -- offsets -----------------------------------------------------------------------
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._end_offset.message_offset
+
+    @property
+    def log_end_offset_metadata(self) -> LogOffsetMetadata:
+        return self._end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark.message_offset
+
+    @property
+    def high_watermark_metadata(self) -> LogOffsetMetadata:
+        """The HW with its segment position, computed on first use after a change."""
+        hw = self._high_watermark
+        if hw.message_offset_only:
+            hw = self._offset_metadata(hw.message_offset)
+            self._high_watermark = hw
+        return hw
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the HW, clamped to [log start, log end]; returns the value set."""
+        offset = min(max(offset, self.log_start_offset), self.log_end_offset)
+        if offset == self.log_end_offset:
+            self._high_watermark = self._end_offset
+        elif offset != self._high_watermark.message_offset:
+            self._high_watermark = LogOffsetMetadata(offset)
+        return offset
+
+    def _offset_metadata(self, offset: int) -> LogOffsetMetadata:
+        if offset >= self.log_end_offset:
+            return self._end_offset
+        segment = self._floor_segment(offset)
+        if segment is not None:
+            batch = segment.translate_offset(offset)
+            if batch is not None:
+                return LogOffsetMetadata(offset, segment.base_offset, batch.position)
+        return LogOffsetMetadata(offset)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def segments(self) -> Sequence[LogSegment]:
+        return tuple(self._segments)
+
+    @property
+    def size(self) -> int:
+        return sum(segment.size for segment in self._segments)
+
+    def _floor_segment(self, offset: int) -> LogSegment | None:
+        i = bisect.bisect_right(self._base_offsets, offset) - 1
+        return self._segments[i] if i >= 0 else None
+
+    # -- append ------------------------------------------------------------------------
+
+    def append(self, batches: Sequence[AppendBatch]) -> None:
+        """Write batches whose offsets are already assigned (starting at the log end
+        offset), rolling first when the active segment cannot take them."""
+        if not batches:
+            return
+        size = sum(batch.size for batch in batches)
+        last = batches[-1]
+        max_timestamp = max(batch.max_timestamp for batch in batches)
+        segment = self._maybe_roll(size, max_timestamp, last.last_offset)
+        segment.append(batches)
+        self._end_offset = LogOffsetMetadata(
+            last.last_offset + 1, segment.base_offset, segment.size
+        )
+        for batch in batches:
+            if batch.partition_leader_epoch >= 0:
+                self._maybe_assign_epoch_start_offset(
+                    batch.partition_leader_epoch, batch.base_offset
+                )
+        if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
+            self.schedule_flush()
+
+    def append_as_leader(
+        self, validated: ValidatedRecords, leader_epoch: int, now_ms: int
+    ) -> LogAppendInfo:
+        """Assign offsets from the log end offset and stamp ``leader_epoch`` into the
+        validated batches, then append them."""
+        batches, offset_of_max_timestamp, log_append_time = assign_offsets(
+            validated,
+            self.log_end_offset,
+            leader_epoch,
+            self.config.message_timestamp_type,
+            now_ms,
+        )
+        self.append(batches)
+        return LogAppendInfo(
+            first_offset=batches[0].base_offset,
+            last_offset=batches[-1].last_offset,
+            max_timestamp=max(batch.max_timestamp for batch in batches),
+            offset_of_max_timestamp=offset_of_max_timestamp,
+            log_append_time=log_append_time,
+            log_start_offset=self.log_start_offset,
+            num_messages=batches[-1].last_offset - batches[0].base_offset + 1,
+            valid_bytes=sum(batch.size for batch in batches),
+        )
+
+    def _maybe_assign_epoch_start_offset(self, epoch: int, start_offset: int) -> None:
+        if self.leader_epoch_cache.assign(epoch, start_offset):
+            self._epoch_checkpoint.request()
+
+    def _maybe_roll(self, messages_size: int, max_timestamp: int, max_offset: int) -> LogSegment:
+        segment = self.active_segment
+        config = self.config
+        roll_ms = config.segment_ms - self._roll_jitter(segment.base_offset)
+        if segment.should_roll(
+            messages_size, max_timestamp, max_offset, config.segment_bytes, roll_ms, now_ms()
+        ):
+            return self.roll()
+        return segment
+
+    def _roll_jitter(self, base_offset: int) -> int:
+        # A stable per-segment jitter so that many partitions do not roll in one instant.
+        jitter = self.config.segment_jitter_ms
+        return hash((str(self.topic_partition), base_offset)) % jitter if jitter > 0 else 0
+
+    def roll(self) -> LogSegment:
+        """Start a new active segment at the log end offset (no-op if the active one is
+        empty) and flush the old one in the background, then advance the recovery point."""
+        active = self.active_segment
+        new_base = self.log_end_offset
+        if active.size == 0 and active.base_offset == new_base:
+            return active
+        segment = LogSegment(
+            self.dir, new_base, self.config.index_interval_bytes, self.config.segment_index_bytes
+        )
+        self._segments.append(segment)
+        self._base_offsets.append(new_base)
+        self._end_offset = LogOffsetMetadata(new_base, new_base, 0)
+        log_event(
+            _log,
+            logging.INFO,
+            "segment_rolled",
+            partition=str(self.topic_partition),
+            base_offset=new_base,
+        )
+        self.schedule_flush(new_base)
+        return segment
+
+    # -- flush -------------------------------------------------------------------------
+
+    def schedule_flush(self, up_to: int | None = None) -> None:
+        self._scheduler.spawn(self.flush(up_to), name=f"flush {self.topic_partition}")
+
+    async def flush(self, up_to: int | None = None) -> None:
+        """fsync every segment holding offsets below ``up_to`` (default: the log end)
+        in the executor, then move the recovery point."""
+        target = self.log_end_offset if up_to is None else up_to
+        if target <= self.recovery_point:
+            return
+        first = max(bisect.bisect_right(self._base_offsets, self.recovery_point) - 1, 0)
+        segments = [s for s in self._segments[first:] if s.base_offset < target]
+        await self._scheduler.run_blocking(_flush_segments, segments)
+        self._last_flush_ms = now_ms()
+        if not self.deleted:
+            self.recovery_point = max(self.recovery_point, min(target, self.log_end_offset))
+
+    @property
+    def time_since_last_flush_ms(self) -> int:
+        return now_ms() - self._last_flush_ms
+
+    async def flush_epoch_checkpoint(self) -> None:
+        await self._epoch_checkpoint.flush()
+
+    # -- read --------------------------------------------------------------------------
+
+    def read(
+        self,
+        start_offset: int,
+        max_length: int,
+        isolation: FetchIsolation,
+        min_one_message: bool,
+    ) -> FetchDataInfo:
+        """Bytes of whole batches from the one holding ``start_offset`` up to the bound
+        of ``isolation`` (log end, HW or LSO); OffsetOutOfRangeError outside the log."""
+        end = self._end_offset
+        if start_offset < self.log_start_offset or start_offset > end.message_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {start_offset} is out of range for {self.topic_partition}: "
+                f"[{self.log_start_offset}, {end.message_offset}]"
+            )
+        max_offset = end if isolation is FetchIsolation.LOG_END else self.high_watermark_metadata
+        if start_offset >= max_offset.message_offset:
+            return FetchDataInfo(self._offset_metadata(start_offset), b"")
+        i = bisect.bisect_right(self._base_offsets, start_offset) - 1
+        for segment in self._segments[max(i, 0) :]:
+            if segment.base_offset >= max_offset.message_offset:
+                break
+            if max_offset.segment_base_offset == segment.base_offset:
+                max_position = max_offset.relative_position_in_segment
+            else:
+                max_position = segment.size
+            result = segment.read(start_offset, max_length, max_position, min_one_message)
+            if result is not None:
+                return FetchDataInfo(result[0], result[1])
+        return FetchDataInfo(LogOffsetMetadata(start_offset), b"")
+
+    def batch_holding(self, offset: int) -> tuple[LogSegment, BatchPosition] | None:
+        """The segment and batch that contain ``offset``, if it is in the local log."""
+        i = bisect.bisect_right(self._base_offsets, offset) - 1
+        for segment in self._segments[max(i, 0) :]:
+            batch = segment.translate_offset(offset)
+            if batch is not None:
+                return segment, batch
+        return None
+
+    def epoch_for_offset(self, offset: int) -> int | None:
+        return self.leader_epoch_cache.epoch_for_offset(offset)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) per the epoch cache: OffsetForLeaderEpoch's answer."""
+        return self.leader_epoch_cache.end_offset_for(epoch, self.log_end_offset)
+
+    async def fetch_offset_by_timestamp(self, target: int) -> TimestampAndOffset | None:
+        """The first record with timestamp >= ``target`` (ListOffsets by time): the time
+        index narrows the search to one batch, whose records are decoded off the loop."""
+        for segment in self._segments:
+            if segment.largest_timestamp() < target:
+                continue
+            batch = segment.find_batch_by_timestamp(target, self.log_start_offset)
+            if batch is None:
+                continue
+            data = segment.read_batch(batch)
+            found = await self._scheduler.run_blocking(
+                first_record_at_or_after, data, target, self.log_start_offset
+            )
+            if found is not None:
+                return TimestampAndOffset(found[0], found[1], self.epoch_for_offset(found[1]))
+        return None
+
+    async def fetch_max_timestamp(self) -> TimestampAndOffset | None:
+        """The record carrying the largest timestamp (ListOffsets -3, KIP-734)."""
+        best: LogSegment | None = None
+        for segment in self._segments:
+            if best is None or segment.max_timestamp_so_far > best.max_timestamp_so_far:
+                best = segment
+        if best is None or best.max_timestamp_so_far < 0:
+            return None
+        batch = best.translate_offset(best.offset_of_max_timestamp_so_far)
+        if batch is None:
+            return None
+        data = best.read_batch(batch)
+        found = await self._scheduler.run_blocking(
+            first_record_at_or_after, data, best.max_timestamp_so_far, self.log_start_offset
+        )
+        if found is None:
+            return None
+        return TimestampAndOffset(found[0], found[1], self.epoch_for_offset(found[1]))
+
+    # -- retention, log start offset and truncation --------------------------------------
+
+    def maybe_increment_log_start_offset(self, new_start: int) -> bool:
+        """Advance the log start offset (DeleteRecords, retention); segments wholly
+        below it are removed by the next retention pass."""
+        if new_start > self.high_watermark:
+            raise OffsetOutOfRangeError(
+                f"cannot move the log start offset of {self.topic_partition} to "
+                f"{new_start}, beyond the high watermark {self.high_watermark}"
+            )
+        if new_start <= self.log_start_offset:
+            return False
+        self.log_start_offset = new_start
+        self.leader_epoch_cache.truncate_from_start(new_start)
+        self._epoch_checkpoint.request()
+        return True
+
+    def delete_old_segments(self) -> int:
+        """Apply retention (time, size, log start offset); returns segments deleted."""
+        now = now_ms()
+        config = self.config
+        deletable: list[LogSegment] = []
+        excess = self.size - config.retention_bytes if config.retention_bytes >= 0 else -1
+        upper_bound = self.high_watermark
+        for i, segment in enumerate(self._segments):
+            next_base = (
+                self._segments[i + 1].base_offset
+                if i + 1 < len(self._segments)
+                else self.log_end_offset
+            )
+            if next_base > upper_bound or (segment.size == 0 and next_base == segment.base_offset):
+                break
+            breached_start = next_base <= self.log_start_offset
+            breached_time = (
+                config.delete
+                and config.retention_ms >= 0
+                and (now - segment.largest_timestamp() > config.retention_ms)
+            )
+            breached_size = config.delete and excess - segment.size >= 0
+            if not (breached_start or breached_time or breached_size):
+                break
+            excess -= segment.size
+            deletable.append(segment)
+        if not deletable:
+            return 0
+        if len(deletable) == len(self._segments):
+            self.roll()
+        self._delete_segments(deletable, reason="retention")
+        return len(deletable)
+
+    def _delete_segments(self, segments: list[LogSegment], reason: str) -> None:
+        count = len(segments)
+        assert self._segments[:count] == segments
+        del self._segments[:count]
+        del self._base_offsets[:count]
+        new_start = self._segments[0].base_offset
+        if new_start > self.log_start_offset:
+            self.log_start_offset = new_start
+            self.leader_epoch_cache.truncate_from_start(new_start)
+            self._epoch_checkpoint.request()
+        for segment in segments:
+            log_event(
+                _log,
+                logging.INFO,
+                "segment_deleted",
+                partition=str(self.topic_partition),
+                base_offset=segment.base_offset,
+                size=segment.size,
+                reason=reason,
+            )
+        self._schedule_removal(segments)
+
+    def _schedule_removal(self, segments: list[LogSegment]) -> None:
+        """Rename the files to ``.deleted`` now, so the names are free for a new segment
+        at once (a rename is a metadata update, as cheap as an append), and remove them
+        in the executor after ``file.delete.delay.ms``, as Kafka does."""
+        paths = [path for segment in segments for path in segment.rename_to_deleted()]
+        scheduler = self._scheduler
+
+        def remove() -> None:
+            scheduler.run_blocking_in_background(_remove_files, paths, name="delete segments")
+
+        scheduler.call_later(self.config.file_delete_delay_ms / 1000, remove)
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove everything at and above ``offset`` (a follower diverging from its
+        leader, seed 000's ``Log.truncateTo``); True if anything was removed."""
+        if offset >= self.log_end_offset:
+            return False
+        if offset <= self.log_start_offset:
+            self.truncate_fully_and_start_at(offset)
+            return True
+        doomed = [s for s in self._segments if s.base_offset >= offset]
+        if doomed:
+            count = len(doomed)
+            del self._segments[-count:]
+            del self._base_offsets[-count:]
+            self._schedule_removal(doomed)
+        active = self.active_segment
+        removed = active.truncate_to(offset)
+        self._end_offset = LogOffsetMetadata(active.next_offset(), active.base_offset, active.size)
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self._epoch_checkpoint.request()
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self.update_high_watermark(min(self.high_watermark, self.log_end_offset))
+        log_event(
+            _log,
+            logging.INFO,
+            "log_truncated",
+            partition=str(self.topic_partition),
+            offset=offset,
+            bytes_removed=removed,
+            segments_removed=len(doomed),
+        )
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop every segment and restart the log, empty, at ``offset``."""
+        doomed = list(self._segments)
+        self._schedule_removal(doomed)
+        self._segments = [
+            LogSegment(
+                self.dir, offset, self.config.index_interval_bytes, self.config.segment_index_bytes
+            )
+        ]
+        self._base_offsets = [offset]
+        self._end_offset = LogOffsetMetadata(offset, offset, 0)
+        self.log_start_offset = offset
+        self.recovery_point = offset
+        self.leader_epoch_cache.clear()
+        self._epoch_checkpoint.request()
+        self.update_high_watermark(offset)
+
+    def update_config(self, config: LogConfig) -> None:
+        self.config = config
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Flush everything and close the files (clean shutdown)."""
+        await self.flush()
+        await self._epoch_checkpoint.flush()
+        for segment in self._segments:
+            segment.close()
+
+    async def delete(self) -> None:
+        """Remove the partition directory (topic deletion). It is renamed at once with
+        Kafka's ``.<id>-delete`` suffix, freeing the name, then removed in the executor."""
+        self.deleted = True
+        for segment in self._segments:
+            segment.close()
+        doomed = f"{self.dir}.{uuid.uuid4().hex}-delete"
+        os.rename(self.dir, doomed)
+        await self._scheduler.run_blocking(shutil.rmtree, doomed, True)
+
+
+def _flush_segments(segments: list[LogSegment]) -> None:
+    for segment in segments:
+        if not segment.closed:
+            segment.flush()
+
+
+def first_record_at_or_after(batch: bytes, target: int, min_offset: int) -> tuple[int, int] | None:
+    """(timestamp, offset) of the batch's first record at or after ``min_offset`` whose
+    timestamp is >= ``target``. Pure; runs in the executor (it may decompress)."""
+    header = read_header(batch, 0)
+    if header.timestamp_type == TimestampType.LOG_APPEND_TIME:
+        offset = max(header.base_offset, min_offset)
+        return (header.max_timestamp, offset) if header.max_timestamp >= target else None
+    data = decompress(header.compression, memoryview(batch)[RECORDS_OFFSET:])
+    for record in decode_records(data, header.records_count):
+        timestamp = header.base_timestamp + record.timestamp_delta
+        offset = header.base_offset + record.offset_delta
+        if timestamp >= target and offset >= min_offset:
+            return timestamp, offset
+    return None
+
+
+def _remove_files(paths: list[str]) -> None:
+    for path in paths:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)

@@ -1,0 +1,355 @@
+"""LogManager: the log directories, every partition's Log, and their periodic upkeep.
+
+Event-loop only; loading, flushing and checkpoint writes run in the `Scheduler`'s
+executor. What it keeps in each log dir, in Kafka's formats:
+
+    meta.properties                    cluster.id, node.id, version
+    recovery-point-offset-checkpoint   fsynced up to here, per partition
+    replication-offset-checkpoint      high watermarks
+    log-start-offset-checkpoint        log start offsets
+    .kafka_cleanshutdown               present only between a clean stop and the next start
+    <topic>-<partition>/               one per partition replica
+
+At start-up a missing clean-shutdown marker means the broker died: every partition is
+recovered past its recovery point. Periodic tasks apply retention, flush logs per
+``flush.ms`` and write the checkpoints; shutdown flushes and closes every log, writes
+the checkpoints, then the marker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+from config.broker_config import BrokerConfig
+from config.log_config import LogConfig
+from config.log_format import log_event
+from protocol.errors import KafkaStorageError
+from storage.checkpoint_file import (
+    LEADER_EPOCH_CHECKPOINT_FILENAME,
+    LOG_START_OFFSET_CHECKPOINT_FILENAME,
+    PARTITION_METADATA_FILENAME,
+    RECOVERY_POINT_OFFSET_CHECKPOINT_FILENAME,
+    REPLICATION_OFFSET_CHECKPOINT_FILENAME,
+    LeaderEpochCheckpointFile,
+    OffsetCheckpointFile,
+    PartitionMetadataFile,
+)
+from storage.file_names import DELETE_DIR_SUFFIX
+from storage.leader_epoch_cache import LeaderEpochFileCache
+from storage.log import Log
+from storage.log_loader import LoadedLog, load_partition_dir, parse_partition_dir_name
+from storage.log_segment import LogSegment
+from storage.meta_properties import MetaProperties
+from storage.scheduler import Scheduler
+from storage.topic_partition import TopicPartition
+
+_log: Final = logging.getLogger("tiercel.log_manager")
+
+CLEAN_SHUTDOWN_FILE: Final = ".kafka_cleanshutdown"
+LogConfigFor = Callable[[str], LogConfig]
+
+
+@dataclass(slots=True)
+class _LogDir:
+    path: str
+    recovery_points: OffsetCheckpointFile
+    high_watermarks: OffsetCheckpointFile
+    log_start_offsets: OffsetCheckpointFile
+
+
+class LogManager:
+    def __init__(
+        self, config: BrokerConfig, scheduler: Scheduler, log_config_for: LogConfigFor
+    ) -> None:
+        self._config = config
+        self._scheduler = scheduler
+        self._log_config_for = log_config_for
+        self._dirs = [
+            _LogDir(
+                os.path.abspath(path),
+                OffsetCheckpointFile(os.path.join(path, RECOVERY_POINT_OFFSET_CHECKPOINT_FILENAME)),
+                OffsetCheckpointFile(os.path.join(path, REPLICATION_OFFSET_CHECKPOINT_FILENAME)),
+                OffsetCheckpointFile(os.path.join(path, LOG_START_OFFSET_CHECKPOINT_FILENAME)),
+            )
+            for path in config.log_dirs
+        ]
+        self._logs: dict[TopicPartition, Log] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self.cluster_id: str | None = None
+        self.had_clean_shutdown = True
+
+    # -- start-up ----------------------------------------------------------------------
+
+    async def startup(self, cluster_id: str | None) -> str:
+        """Prepare the log dirs, load every partition, start the periodic tasks; returns
+        the cluster id (the one stored in meta.properties, or ``cluster_id``)."""
+        self.cluster_id = await self._scheduler.run_blocking(self._prepare_dirs, cluster_id)
+        for log_dir in self._dirs:
+            await self._load_dir(log_dir)
+        self._start_periodic_tasks()
+        return self.cluster_id
+
+    def _prepare_dirs(self, cluster_id: str | None) -> str:
+        """*Blocking.* Create dirs and check meta.properties agrees across them."""
+        for log_dir in self._dirs:
+            os.makedirs(log_dir.path, exist_ok=True)
+            meta = MetaProperties.read(log_dir.path)
+            if meta is not None:
+                if meta.node_id != self._config.node_id:
+                    raise KafkaStorageError(
+                        f"{log_dir.path}/meta.properties has node.id={meta.node_id} but this "
+                        f"broker is node.id={self._config.node_id}"
+                    )
+                if cluster_id is not None and meta.cluster_id != cluster_id:
+                    raise KafkaStorageError(
+                        f"{log_dir.path}/meta.properties has cluster.id={meta.cluster_id}, "
+                        f"not {cluster_id}"
+                    )
+                cluster_id = meta.cluster_id
+        if cluster_id is None:
+            cluster_id = MetaProperties.generate_cluster_id()
+        for log_dir in self._dirs:
+            MetaProperties(cluster_id, self._config.node_id).write_if_missing(log_dir.path)
+        return cluster_id
+
+    async def _load_dir(self, log_dir: _LogDir) -> None:
+        marker = os.path.join(log_dir.path, CLEAN_SHUTDOWN_FILE)
+        clean = os.path.exists(marker)
+        self.had_clean_shutdown = self.had_clean_shutdown and clean
+        recovery_points = await self._scheduler.run_blocking(log_dir.recovery_points.read)
+        log_starts = await self._scheduler.run_blocking(log_dir.log_start_offsets.read)
+        high_watermarks = await self._scheduler.run_blocking(log_dir.high_watermarks.read)
+        names = sorted(os.listdir(log_dir.path))
+        jobs = []
+        for name in names:
+            path = os.path.join(log_dir.path, name)
+            if name.endswith(DELETE_DIR_SUFFIX) and os.path.isdir(path):
+                self._scheduler.run_blocking_in_background(
+                    shutil.rmtree, path, True, name=f"remove {name}"
+                )
+                continue
+            tp = parse_partition_dir_name(name)
+            if tp is None or not os.path.isdir(path):
+                continue
+            jobs.append(
+                self._scheduler.run_blocking(
+                    load_partition_dir,
+                    path,
+                    self._log_config_for(tp.topic),
+                    recovery_points.get(tp, 0),
+                    log_starts.get(tp, 0),
+                    clean,
+                )
+            )
+        for loaded in await asyncio.gather(*jobs):
+            log = self._make_log(loaded)
+            log.update_high_watermark(high_watermarks.get(loaded.topic_partition, 0))
+            if loaded.recovered_bytes_truncated:
+                log_event(
+                    _log,
+                    logging.WARNING,
+                    "partition_recovered",
+                    partition=str(loaded.topic_partition),
+                    bytes_truncated=loaded.recovered_bytes_truncated,
+                    log_end_offset=log.log_end_offset,
+                )
+        if clean:
+            # From now on a crash must be detected: the marker goes until the next clean stop.
+            os.remove(marker)
+        log_event(
+            _log,
+            logging.INFO,
+            "log_dir_loaded",
+            dir=log_dir.path,
+            partitions=len(jobs),
+            clean_shutdown=clean,
+        )
+
+    def _make_log(self, loaded: LoadedLog) -> Log:
+        log = Log(
+            loaded.directory,
+            loaded.topic_partition,
+            self._log_config_for(loaded.topic_partition.topic),
+            loaded.segments,
+            loaded.log_start_offset,
+            loaded.recovery_point,
+            loaded.leader_epoch_cache,
+            self._scheduler,
+            loaded.topic_id,
+        )
+        self._logs[loaded.topic_partition] = log
+        return log
+
+    # -- logs --------------------------------------------------------------------------
+
+    def get_log(self, tp: TopicPartition) -> Log | None:
+        return self._logs.get(tp)
+
+    @property
+    def logs(self) -> dict[TopicPartition, Log]:
+        return self._logs
+
+    def get_or_create_log(self, tp: TopicPartition, config: LogConfig, topic_id: object) -> Log:
+        """The partition's log, created empty in the log dir with the fewest partitions.
+
+        Creating is a mkdir and a few opens — the cost of an append — so it runs on the
+        loop; ``partition.metadata`` is written (fsynced) in the background."""
+        existing = self._logs.get(tp)
+        if existing is not None:
+            return existing
+        log_dir = self._next_log_dir()
+        path = os.path.join(log_dir.path, str(tp))
+        os.makedirs(path, exist_ok=True)
+        segment = LogSegment(path, 0, config.index_interval_bytes, config.segment_index_bytes)
+        epoch_cache = LeaderEpochFileCache(
+            tp, LeaderEpochCheckpointFile(os.path.join(path, LEADER_EPOCH_CHECKPOINT_FILENAME))
+        )
+        log = Log(path, tp, config, [segment], 0, 0, epoch_cache, self._scheduler, topic_id)
+        self._logs[tp] = log
+        if topic_id is not None:
+            metadata = PartitionMetadataFile(os.path.join(path, PARTITION_METADATA_FILENAME))
+            self._scheduler.run_blocking_in_background(
+                metadata.write, topic_id, name=f"partition.metadata {tp}"
+            )
+        log_event(_log, logging.INFO, "log_created", partition=str(tp), dir=log_dir.path)
+        return log
+
+    def _next_log_dir(self) -> _LogDir:
+        counts = {d.path: 0 for d in self._dirs}
+        for log in self._logs.values():
+            parent = os.path.dirname(log.dir)
+            if parent in counts:
+                counts[parent] += 1
+        return min(self._dirs, key=lambda d: counts[d.path])
+
+    async def delete_log(self, tp: TopicPartition) -> None:
+        log = self._logs.pop(tp, None)
+        if log is not None:
+            await log.delete()
+            log_event(_log, logging.INFO, "log_deleted", partition=str(tp))
+
+    def update_topic_config(self, topic: str, config: LogConfig) -> None:
+        for tp, log in self._logs.items():
+            if tp.topic == topic:
+                log.update_config(config)
+
+    def dir_of(self, log: Log) -> str:
+        return os.path.dirname(log.dir)
+
+    @property
+    def log_dirs(self) -> list[str]:
+        return [d.path for d in self._dirs]
+
+    # -- periodic upkeep -----------------------------------------------------------------
+
+    def _start_periodic_tasks(self) -> None:
+        config = self._config
+        periodic = (
+            ("log-retention", config.log_retention_check_interval_ms, self.cleanup_logs),
+            ("log-flusher", config.log_flush_scheduler_interval_ms, self.flush_dirty_logs),
+            (
+                "recovery-point-checkpoint",
+                config.log_flush_offset_checkpoint_interval_ms,
+                self.checkpoint_recovery_points,
+            ),
+            (
+                "log-start-offset-checkpoint",
+                config.log_flush_start_offset_checkpoint_interval_ms,
+                self.checkpoint_log_start_offsets,
+            ),
+            (
+                "high-watermark-checkpoint",
+                config.replica_high_watermark_checkpoint_interval_ms,
+                self.checkpoint_high_watermarks,
+            ),
+        )
+        for name, interval_ms, job in periodic:
+            self._tasks.append(
+                asyncio.get_running_loop().create_task(
+                    self._every(interval_ms / 1000, job), name=name
+                )
+            )
+
+    async def _every(self, interval_s: float, job: Callable[[], object]) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                result = job()
+                if asyncio.iscoroutine(result):
+                    await result
+            except Exception as e:
+                log_event(
+                    _log,
+                    logging.ERROR,
+                    "periodic_task_failed",
+                    task=asyncio.current_task().get_name(),  # type: ignore[union-attr]
+                    reason=repr(e),
+                )
+
+    def cleanup_logs(self) -> int:
+        deleted = 0
+        for log in list(self._logs.values()):
+            deleted += log.delete_old_segments()
+        return deleted
+
+    async def flush_dirty_logs(self) -> None:
+        for log in list(self._logs.values()):
+            if log.time_since_last_flush_ms >= log.config.flush_ms:
+                await log.flush()
+
+    def _offsets_by_dir(self, value: Callable[[Log], int]) -> dict[str, dict[TopicPartition, int]]:
+        by_dir: dict[str, dict[TopicPartition, int]] = {d.path: {} for d in self._dirs}
+        for tp, log in self._logs.items():
+            by_dir.setdefault(os.path.dirname(log.dir), {})[tp] = value(log)
+        return by_dir
+
+    async def _write_checkpoints(
+        self, pick: Callable[[_LogDir], OffsetCheckpointFile], value: Callable[[Log], int]
+    ) -> None:
+        by_dir = self._offsets_by_dir(value)
+        for log_dir in self._dirs:
+            await self._scheduler.run_blocking(pick(log_dir).write, by_dir[log_dir.path])
+
+    async def checkpoint_recovery_points(self) -> None:
+        await self._write_checkpoints(lambda d: d.recovery_points, lambda log: log.recovery_point)
+
+    async def checkpoint_log_start_offsets(self) -> None:
+        await self._write_checkpoints(
+            lambda d: d.log_start_offsets, lambda log: log.log_start_offset
+        )
+
+    async def checkpoint_high_watermarks(self) -> None:
+        await self._write_checkpoints(lambda d: d.high_watermarks, lambda log: log.high_watermark)
+
+    # -- shutdown ----------------------------------------------------------------------
+
+    async def shutdown(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*(log.close() for log in self._logs.values()))
+        await self.checkpoint_recovery_points()
+        await self.checkpoint_log_start_offsets()
+        await self.checkpoint_high_watermarks()
+        await self._scheduler.drain()
+        for log_dir in self._dirs:
+            await self._scheduler.run_blocking(_write_marker, log_dir.path)
+        log_event(_log, logging.INFO, "log_manager_shutdown", partitions=len(self._logs))
+
+
+def _write_marker(path: str) -> None:
+    marker = os.path.join(path, CLEAN_SHUTDOWN_FILE)
+    with open(marker, "w") as f:
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def total_and_usable_bytes(path: str) -> tuple[int, int]:
+    usage = shutil.disk_usage(path)
+    return usage.total, usage.free

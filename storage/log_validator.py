@@ -1,0 +1,210 @@
+"""LogValidator: checks produced batches and assigns their offsets, as Kafka does.
+
+Validation (`validate_records`) is a pure function of the bytes and the topic config:
+any thread. For a compressed batch it decompresses to walk the records, which costs; the
+caller runs it in the executor when `validation_is_costly` says so. Offset assignment
+(`assign_offsets`) is on the event loop: it only builds rewritten header prefixes, the
+record bytes themselves are never copied (``os.writev([prefix, rest])``).
+
+Checks, with Kafka's error for each:
+- magic 2 only, exactly one batch per partition (Produce v3+)       INVALID_RECORD
+- CRC-32C over attributes..end                                        CORRUPT_MESSAGE
+- a batch length that does not fit the data                           CORRUPT_MESSAGE
+- record count = lastOffsetDelta + 1 and = the records actually there,
+  offset deltas 0..n-1, every record's fields filling its length      INVALID_RECORD
+- no control batches from clients; keys on compacted topics           INVALID_RECORD
+- batch size over max.message.bytes                                   MESSAGE_TOO_LARGE
+- batch size over segment.bytes                                       RECORD_LIST_TOO_LARGE
+- CreateTime timestamps outside message.timestamp.before/after.max.ms INVALID_TIMESTAMP
+- an unknown compression codec                                        UNSUPPORTED_COMPRESSION_TYPE
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from config.log_config import LogConfig
+from protocol.compression import CompressionType, decompress
+from protocol.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    InvalidTimestampError,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+)
+from protocol.record_batch import (
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAGIC_V2,
+    RECORD_BATCH_OVERHEAD,
+    RECORDS_OFFSET,
+    RecordBatchHeader,
+    TimestampType,
+    compute_crc,
+    patched_header_prefix,
+    patched_timestamp_prefix,
+    read_header,
+)
+from protocol.records import RecordsSummary
+from protocol.records import validate_records as walk_records
+from storage.log_values import AppendBatch, Buffer
+
+# Decompressing a batch to validate it is bounded: past this, the batch is rejected
+# rather than allowed to exhaust memory (a "zip bomb" produce).
+MAX_DECOMPRESSED_BATCH_BYTES: Final = 128 * 1024 * 1024
+# Compressed batches larger than this are validated in the executor.
+COSTLY_COMPRESSED_BYTES: Final = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ValidatedBatch:
+    view: memoryview
+    header: RecordBatchHeader
+    max_timestamp: int
+    """From the records themselves; the header's value is corrected if it disagrees."""
+    offset_delta_of_max_timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class ValidatedRecords:
+    batches: tuple[ValidatedBatch, ...]
+    record_count: int
+    size: int
+
+
+def validation_is_costly(records: Buffer) -> bool:
+    """True for a large compressed batch: validate it off the event loop."""
+    if len(records) < COSTLY_COMPRESSED_BYTES or len(records) < RECORD_BATCH_OVERHEAD:
+        return False
+    attributes = int.from_bytes(records[21:23], "big")
+    return attributes & 0x07 != CompressionType.NONE
+
+
+def validate_records(
+    records: Buffer, config: LogConfig, now_ms: int, single_batch: bool = True
+) -> ValidatedRecords:
+    """Validate produced records (one batch for Produce v3+); pure, any thread."""
+    view = memoryview(records)
+    if len(view) == 0:
+        raise InvalidRecordError("Produce requests must contain at least one record batch")
+    batches: list[ValidatedBatch] = []
+    count = 0
+    pos = 0
+    while pos < len(view):
+        if single_batch and batches:
+            raise InvalidRecordError(
+                "Produce requests are only allowed to contain exactly one record batch"
+            )
+        batch = _validate_batch(view[pos:], config, now_ms)
+        batches.append(batch)
+        count += batch.header.records_count
+        pos += batch.header.batch_length + LOG_OVERHEAD
+    return ValidatedRecords(tuple(batches), count, len(view))
+
+
+def _validate_batch(view: memoryview, config: LogConfig, now_ms: int) -> ValidatedBatch:
+    if len(view) > MAGIC_OFFSET and view[MAGIC_OFFSET] != MAGIC_V2:
+        raise InvalidRecordError(
+            f"Record batches with magic {view[MAGIC_OFFSET]} are not supported, only magic 2"
+        )
+    header = read_header(view, 0)
+    size = header.batch_length + LOG_OVERHEAD
+    if size < RECORD_BATCH_OVERHEAD or size > len(view):
+        raise CorruptRecordError(
+            f"Record batch size {size} is inconsistent with the {len(view)} bytes received"
+        )
+    batch = view[:size]
+    if compute_crc(batch, 0, size) != header.crc:
+        raise CorruptRecordError("Record batch is corrupt (CRC-32C mismatch)")
+    if size > config.max_message_bytes:
+        raise RecordTooLargeError(
+            f"The record batch is {size} bytes, larger than max.message.bytes "
+            f"({config.max_message_bytes})"
+        )
+    if size > config.segment_bytes:
+        raise RecordBatchTooLargeError(
+            f"The record batch is {size} bytes, larger than segment.bytes ({config.segment_bytes})"
+        )
+    if header.is_control:
+        raise InvalidRecordError("Clients are not allowed to write control records")
+    if header.records_count <= 0 or header.last_offset_delta + 1 != header.records_count:
+        raise InvalidRecordError(
+            f"Inconsistent batch offset range and record count: lastOffsetDelta "
+            f"{header.last_offset_delta}, count {header.records_count}"
+        )
+    summary = _walk(batch, header)
+    if config.compact and summary.null_key_indexes:
+        raise InvalidRecordError("Compacted topic cannot accept message without key")
+    max_timestamp = header.base_timestamp + summary.max_timestamp_delta
+    if TimestampType(header.timestamp_type) is TimestampType.CREATE_TIME and (
+        config.message_timestamp_type == "CreateTime"
+    ):
+        _check_timestamps(
+            header.base_timestamp + summary.min_timestamp_delta, max_timestamp, config, now_ms
+        )
+    return ValidatedBatch(batch, header, max_timestamp, summary.offset_delta_of_max_timestamp)
+
+
+def _walk(batch: memoryview, header: RecordBatchHeader) -> RecordsSummary:
+    codec = header.compression
+    if codec == CompressionType.NONE:
+        return walk_records(batch, header.records_count, RECORDS_OFFSET)
+    data = decompress(codec, batch[RECORDS_OFFSET:], MAX_DECOMPRESSED_BATCH_BYTES)
+    return walk_records(data, header.records_count, 0)
+
+
+def _check_timestamps(min_ts: int, max_ts: int, config: LogConfig, now_ms: int) -> None:
+    for timestamp in (min_ts, max_ts):
+        if timestamp < 0:
+            continue  # NO_TIMESTAMP: nothing to check, as in Kafka
+        if now_ms - timestamp > config.message_timestamp_before_max_ms or (
+            timestamp - now_ms > config.message_timestamp_after_max_ms
+        ):
+            raise InvalidTimestampError(
+                f"Timestamp {timestamp} of a record is out of the range allowed by "
+                f"message.timestamp.before.max.ms/after.max.ms around {now_ms}"
+            )
+
+
+def assign_offsets(
+    validated: ValidatedRecords,
+    base_offset: int,
+    leader_epoch: int,
+    timestamp_type: str,
+    now_ms: int,
+) -> tuple[list[AppendBatch], int, int]:
+    """Offsets from ``base_offset`` and the leader epoch into each batch header.
+
+    Returns (batches to write, offset of the max timestamp, log append time or -1). With
+    LogAppendTime the batch's max timestamp becomes ``now_ms`` and the CRC is recomputed;
+    a CreateTime batch whose header max timestamp disagrees with its records is
+    corrected the same way (Kafka's ``setMaxTimestamp``)."""
+    out: list[AppendBatch] = []
+    offset = base_offset
+    log_append = timestamp_type == "LogAppendTime"
+    best_timestamp, offset_of_max = -1, base_offset
+    for batch in validated.batches:
+        header = batch.header
+        if log_append:
+            max_timestamp = now_ms
+            prefix = patched_timestamp_prefix(
+                batch.view, offset, leader_epoch, TimestampType.LOG_APPEND_TIME, now_ms
+            )
+        elif batch.max_timestamp != header.max_timestamp:
+            max_timestamp = batch.max_timestamp
+            prefix = patched_timestamp_prefix(
+                batch.view, offset, leader_epoch, TimestampType.CREATE_TIME, max_timestamp
+            )
+        else:
+            max_timestamp = header.max_timestamp
+            prefix = patched_header_prefix(batch.view, offset, leader_epoch)
+        chunks: Sequence[Buffer] = (prefix, batch.view[len(prefix) :])
+        last = offset + header.last_offset_delta
+        out.append(AppendBatch(chunks, len(batch.view), offset, last, max_timestamp, leader_epoch))
+        if max_timestamp > best_timestamp:
+            best_timestamp = max_timestamp
+            offset_of_max = last if log_append else offset + batch.offset_delta_of_max_timestamp
+        offset = last + 1
+    return out, offset_of_max, now_ms if log_append else -1

@@ -1,0 +1,264 @@
+"""BrokerConfig: key checking, aliases, listeners, synonym precedence, typed views."""
+
+from __future__ import annotations
+
+import pytest
+
+from config.broker_config import BrokerConfig, ConfigError, Listener
+from config.definitions import BROKER_CONFIGS
+from config.log_config import topic_defaults
+
+HOUR_MS = 3_600_000
+
+
+def test_defaults() -> None:
+    b = BrokerConfig({})
+    assert b.explicit == frozenset()
+    assert b.node_id == 1
+    assert b.listeners == (Listener("PLAINTEXT", "127.0.0.1", 9092),)
+    assert b.advertised_listeners == b.listeners
+    assert b.log_dirs == ["./data"]
+    assert b.cluster_id is None and b.zookeeper_connect is None
+    assert b.num_partitions == 1 and b.default_replication_factor == 1
+    assert b.auto_create_topics_enable is True and b.delete_topic_enable is True
+    assert b.message_max_bytes == 1048588
+    assert b.socket_request_max_bytes == 104857600
+    assert b.queued_max_requests == 500
+    assert b.log_retention_check_interval_ms == 300000
+    assert b.log_flush_offset_checkpoint_interval_ms == 60000
+    assert b.log_flush_start_offset_checkpoint_interval_ms == 60000
+    assert b.replica_high_watermark_checkpoint_interval_ms == 5000
+    assert b.num_recovery_threads_per_data_dir == 1
+    assert b.offsets_topic_replication_factor == 3
+    assert b.leader_imbalance_check_interval_seconds == 300
+    assert b.zookeeper_connection_timeout_ms == 18000
+
+
+def test_every_key_is_readable_with_get() -> None:
+    b = BrokerConfig({})
+    for name, defn in BROKER_CONFIGS.items():
+        assert b.get(name) == defn.default
+
+
+def test_values_are_parsed_and_explicit_keys_recorded() -> None:
+    b = BrokerConfig(
+        {
+            "num.partitions": "3",
+            "auto.create.topics.enable": "false",
+            "log.dirs": "/a, /b",
+            "zookeeper.connect": "zk1:2181,zk2:2181/tiercel",
+            "cluster.id": 12345,
+        }
+    )
+    assert b.num_partitions == 3
+    assert b.auto_create_topics_enable is False
+    assert b.log_dirs == ["/a", "/b"]
+    assert b.zookeeper_connect == "zk1:2181,zk2:2181/tiercel"
+    assert b.cluster_id == "12345"
+    assert b.explicit == {
+        "num.partitions",
+        "auto.create.topics.enable",
+        "log.dirs",
+        "zookeeper.connect",
+        "cluster.id",
+    }
+
+
+def test_unknown_key_names_the_closest_valid_key() -> None:
+    with pytest.raises(ConfigError) as e:
+        BrokerConfig({"log.retention.hour": 24})
+    assert e.value.key == "log.retention.hour"
+    assert "log.retention.hours" in str(e.value)
+    with pytest.raises(ConfigError, match=r"did you mean log\.retention\.ms"):
+        BrokerConfig({"retention.ms": 1})
+    with pytest.raises(ConfigError, match=r"^Unknown broker configuration qqq$"):
+        BrokerConfig({"qqq": 1})
+    with pytest.raises(ConfigError, match=r"did you mean num\.partitions"):
+        BrokerConfig({}).get("num.partition")
+
+
+def test_ill_typed_value_names_key_value_and_type() -> None:
+    with pytest.raises(ConfigError) as e:
+        BrokerConfig({"num.partitions": "three"})
+    assert e.value.key == "num.partitions"
+    assert "'three'" in str(e.value) and "INT" in str(e.value)
+    with pytest.raises(ConfigError, match="must be at least 1"):
+        BrokerConfig({"num.partitions": 0})
+    with pytest.raises(ConfigError, match="SHORT"):
+        BrokerConfig({"offsets.topic.replication.factor": 40000})
+    with pytest.raises(ConfigError, match=r"log\.segment\.bytes.*at least 14"):
+        BrokerConfig({"log.segment.bytes": 13})
+
+
+def test_aliases() -> None:
+    b = BrokerConfig({"broker.id": "7", "log.dir": "/var/tiercel"})
+    assert b.node_id == 7 and b.get("broker.id") == 7
+    assert b.log_dirs == ["/var/tiercel"]
+    assert b.explicit == {"node.id", "log.dirs"}
+    assert BrokerConfig({"broker.id": 2, "node.id": "2"}).node_id == 2
+    with pytest.raises(ConfigError, match=r"broker\.id and node\.id are two names") as e:
+        BrokerConfig({"broker.id": 2, "node.id": 3})
+    assert e.value.key == "node.id"
+
+
+def test_null_leaves_a_nullable_key_unset_and_is_refused_elsewhere() -> None:
+    b = BrokerConfig({"log.retention.ms": None, "advertised.listeners": None})
+    assert b.get("log.retention.ms") is None and b.explicit == frozenset()
+    with pytest.raises(ConfigError, match=r"num\.partitions needs a value"):
+        BrokerConfig({"num.partitions": None})
+
+
+def test_non_string_key() -> None:
+    with pytest.raises(ConfigError, match="must be strings"):
+        BrokerConfig({1: "x"})  # type: ignore[dict-item]
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected_ms"),
+    [
+        ({}, 168 * HOUR_MS),
+        ({"log.retention.hours": 24}, 24 * HOUR_MS),
+        ({"log.retention.minutes": 30, "log.retention.hours": 24}, 30 * 60_000),
+        ({"log.retention.ms": 5000, "log.retention.minutes": 30}, 5000),
+        ({"log.retention.ms": 5000, "log.retention.hours": 1}, 5000),
+        ({"log.retention.ms": -1}, -1),
+        ({"log.retention.ms": -7}, -1),
+        ({"log.retention.hours": -1}, -1),
+        ({"log.retention.minutes": -1, "log.retention.hours": 5}, -1),
+    ],
+)
+def test_retention_precedence_ms_then_minutes_then_hours(
+    settings: dict[str, object], expected_ms: int
+) -> None:
+    assert topic_defaults(BrokerConfig(settings))["retention.ms"] == expected_ms
+
+
+@pytest.mark.parametrize(
+    ("settings", "segment_ms", "jitter_ms"),
+    [
+        ({}, 168 * HOUR_MS, 0),
+        ({"log.roll.hours": 1}, HOUR_MS, 0),
+        ({"log.roll.ms": 1234, "log.roll.hours": 1}, 1234, 0),
+        ({"log.roll.jitter.hours": 2}, 168 * HOUR_MS, 2 * HOUR_MS),
+        ({"log.roll.jitter.ms": 10, "log.roll.jitter.hours": 2}, 168 * HOUR_MS, 10),
+    ],
+)
+def test_roll_precedence_ms_then_hours(
+    settings: dict[str, object], segment_ms: int, jitter_ms: int
+) -> None:
+    defaults = topic_defaults(BrokerConfig(settings))
+    assert defaults["segment.ms"] == segment_ms
+    assert defaults["segment.jitter.ms"] == jitter_ms
+
+
+def test_flush_ms_falls_back_to_the_scheduler_interval() -> None:
+    assert topic_defaults(BrokerConfig({"log.flush.scheduler.interval.ms": 900}))["flush.ms"] == 900
+    b = BrokerConfig({"log.flush.interval.ms": 50, "log.flush.scheduler.interval.ms": 900})
+    assert topic_defaults(b)["flush.ms"] == 50
+
+
+def test_single_synonyms_supply_topic_defaults() -> None:
+    d = topic_defaults(
+        BrokerConfig(
+            {
+                "message.max.bytes": 2000,
+                "log.cleanup.policy": "compact",
+                "log.cleaner.min.cleanable.ratio": "0.25",
+                "log.index.size.max.bytes": 4096,
+                "min.insync.replicas": 2,
+            }
+        )
+    )
+    assert d["max.message.bytes"] == 2000
+    assert d["cleanup.policy"] == ("compact",)
+    assert d["min.cleanable.dirty.ratio"] == 0.25
+    assert d["segment.index.bytes"] == 4096
+    assert d["min.insync.replicas"] == 2
+
+
+def test_implied_topic_defaults_are_validated_against_the_broker_key() -> None:
+    with pytest.raises(ConfigError, match=r"log\.roll\.ms.*segment\.ms.*at least 1") as e:
+        BrokerConfig({"log.roll.ms": 0})
+    assert e.value.key == "log.roll.ms"
+    with pytest.raises(ConfigError, match=r"log\.flush\.interval\.ms") as e:
+        BrokerConfig({"log.flush.interval.ms": -5})
+    assert e.value.key == "log.flush.interval.ms"
+    with pytest.raises(ConfigError, match=r"log\.cleaner\.min\.compaction\.lag\.ms"):
+        BrokerConfig(
+            {"log.cleaner.min.compaction.lag.ms": 10, "log.cleaner.max.compaction.lag.ms": 5}
+        )
+
+
+@pytest.mark.parametrize(
+    ("text", "listener"),
+    [
+        ("PLAINTEXT://127.0.0.1:9092", Listener("PLAINTEXT", "127.0.0.1", 9092)),
+        ("PLAINTEXT://:9092", Listener("PLAINTEXT", "", 9092)),
+        ("plaintext://broker-1.example.com:0", Listener("PLAINTEXT", "broker-1.example.com", 0)),
+        ("PLAINTEXT://[::1]:9093", Listener("PLAINTEXT", "::1", 9093)),
+        (" PLAINTEXT://0.0.0.0:65535 ", Listener("PLAINTEXT", "0.0.0.0", 65535)),
+    ],
+)
+def test_listener_parse_and_str(text: str, listener: Listener) -> None:
+    assert Listener.parse(text) == listener
+    assert Listener.parse(str(listener)) == listener
+
+
+@pytest.mark.parametrize(
+    "text", ["127.0.0.1:9092", "PLAINTEXT://host", "PLAINTEXT://host:99999", "PLAINTEXT//h:1"]
+)
+def test_listener_parse_rejects(text: str) -> None:
+    with pytest.raises(ValueError):
+        Listener.parse(text)
+
+
+def test_listeners_config() -> None:
+    b = BrokerConfig({"listeners": "PLAINTEXT://:9092"})
+    assert b.listeners == (Listener("PLAINTEXT", "", 9092),)
+    assert b.advertised_listeners == b.listeners
+    b = BrokerConfig(
+        {
+            "listeners": ["PLAINTEXT://0.0.0.0:9092"],
+            "advertised.listeners": "PLAINTEXT://broker1:19092",
+        }
+    )
+    assert b.listeners == (Listener("PLAINTEXT", "0.0.0.0", 9092),)
+    assert b.advertised_listeners == (Listener("PLAINTEXT", "broker1", 19092),)
+
+
+@pytest.mark.parametrize(
+    ("settings", "key", "message"),
+    [
+        ({"listeners": "localhost:9092"}, "listeners", "NAME://host:port"),
+        ({"listeners": ""}, "listeners", "at least one"),
+        ({"listeners": "PLAINTEXT://:1,PLAINTEXT://:2"}, "listeners", "twice"),
+        ({"listeners": "SSL://:9093"}, "listeners", "supports only PLAINTEXT"),
+        ({"listeners": "PLAINTEXT://0.0.0.0:9092"}, "advertised.listeners", "wildcard"),
+        ({"advertised.listeners": "OTHER://h:1"}, "advertised.listeners", "only PLAINTEXT"),
+        ({"advertised.listeners": "PLAINTEXT://[::]:1"}, "advertised.listeners", "wildcard"),
+    ],
+)
+def test_bad_listeners(settings: dict[str, object], key: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as e:
+        BrokerConfig(settings)
+    assert e.value.key == key
+
+
+def test_zookeeper_connection_timeout_defaults_to_session_timeout() -> None:
+    assert BrokerConfig({"zookeeper.session.timeout.ms": 9000}).zookeeper_connection_timeout_ms == (
+        9000
+    )
+    b = BrokerConfig({"zookeeper.connection.timeout.ms": 100})
+    assert b.zookeeper_connection_timeout_ms == 100
+
+
+def test_repr_shows_explicit_settings() -> None:
+    assert repr(BrokerConfig({"num.partitions": "4"})) == "BrokerConfig(num.partitions=4)"
+
+
+def test_every_typed_view_reads_a_defined_key_of_its_type() -> None:
+    b = BrokerConfig({"cluster.id": "abc", "zookeeper.connect": "zk:2181"})
+    views = [name for name in dir(BrokerConfig) if not name.startswith("_")]
+    for name in views:
+        getattr(b, name)  # a wrong key name or type raises here
+    assert len(views) > 40
