@@ -487,7 +487,8 @@ BROKER_CONFIGS: Final[Mapping[str, ConfigDef]] = _defs(
               "(LogAppendTime)."),
     ConfigDef("log.message.timestamp.before.max.ms", _L, LONG_MAX, at_least(0),
               "With CreateTime, how far a record timestamp may lie before the broker's clock."),
-    ConfigDef("log.message.timestamp.after.max.ms", _L, LONG_MAX, at_least(0),
+    # Kafka 4.0 lowered this default from Long.MAX to one hour.
+    ConfigDef("log.message.timestamp.after.max.ms", _L, 3600000, at_least(0),
               "With CreateTime, how far a record timestamp may lie after the broker's clock."),
     # Flushing and checkpoints.
     ConfigDef("log.flush.interval.messages", _L, LONG_MAX, at_least(1),
@@ -583,7 +584,7 @@ TOPIC_CONFIGS: Final[Mapping[str, ConfigDef]] = _defs(
     ConfigDef("message.timestamp.before.max.ms", _L, LONG_MAX, at_least(0),
               "With CreateTime, how far a record timestamp may lie before the broker's clock.",
               ("log.message.timestamp.before.max.ms",)),
-    ConfigDef("message.timestamp.after.max.ms", _L, LONG_MAX, at_least(0),
+    ConfigDef("message.timestamp.after.max.ms", _L, 3600000, at_least(0),
               "With CreateTime, how far a record timestamp may lie after the broker's clock.",
               ("log.message.timestamp.after.max.ms",)),
     ConfigDef("min.cleanable.dirty.ratio", _D, 0.5, in_range(0, 1),

@@ -57,7 +57,7 @@ class LogConfig:
     max_message_bytes: int = 1048588
     message_timestamp_type: str = "CreateTime"
     message_timestamp_before_max_ms: int = LONG_MAX
-    message_timestamp_after_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = 3600000
     index_interval_bytes: int = 4096
     segment_index_bytes: int = 10485760
     flush_messages: int = LONG_MAX

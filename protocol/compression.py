@@ -35,11 +35,11 @@ from __future__ import annotations
 import struct
 import zlib
 from enum import IntEnum
-from typing import TypeAlias
 
 import cramjam
 
 from protocol.errors import CorruptRecordError, RecordTooLargeError, UnknownServerError
+from protocol.record_batch import ReadableBuffer
 
 __all__ = [
     "DEFAULT_MAX_DECOMPRESSED_SIZE",
@@ -47,8 +47,6 @@ __all__ = [
     "compress",
     "decompress",
 ]
-
-ReadableBuffer: TypeAlias = bytes | bytearray | memoryview
 
 DEFAULT_MAX_DECOMPRESSED_SIZE = 64 * 1024 * 1024
 

@@ -66,6 +66,7 @@ __all__ = [
     "TIMESTAMP_TYPE_MASK",
     "TRANSACTIONAL_FLAG_MASK",
     "BatchScan",
+    "ReadableBuffer",
     "RecordBatchHeader",
     "TimestampType",
     "WritableBuffer",
@@ -296,9 +297,9 @@ def set_max_timestamp_and_crc(
     type is LOG_APPEND_TIME.
     """
     header = read_header(buf, pos)
-    attributes = _timestamp_attributes(header.attributes, timestamp_type)
-    if attributes == header.attributes and max_timestamp == header.max_timestamp:
+    if header.timestamp_type == timestamp_type and header.max_timestamp == max_timestamp:
         return
+    attributes = _timestamp_attributes(header.attributes, timestamp_type)
     _CRC_HEAD_22.pack_into(
         buf,
         pos + ATTRIBUTES_OFFSET,
@@ -356,11 +357,11 @@ def patched_timestamp_prefix(
         raise CorruptRecordError(
             f"Record batch size {size} does not fit the {len(view)} bytes given"
         )
-    attributes = _timestamp_attributes(header.attributes, timestamp_type)
-    if attributes == header.attributes and max_timestamp == header.max_timestamp:
+    if header.timestamp_type == timestamp_type and header.max_timestamp == max_timestamp:
         crc = header.crc
         covered = bytes(view[ATTRIBUTES_OFFSET:PRODUCER_ID_OFFSET])
     else:
+        attributes = _timestamp_attributes(header.attributes, timestamp_type)
         covered = _CRC_HEAD_22.pack(
             attributes, header.last_offset_delta, header.base_timestamp, max_timestamp
         )
@@ -384,7 +385,7 @@ def iter_batches(
     61-byte header, or its batchLength runs past `end` (a truncated tail included); CRC
     and magic are the caller's to check.
     """
-    limit = len(buf) if end is None else end
+    limit = len(buf) if end is None else min(end, len(buf))
     unpack = _HEADER.unpack_from
     make = _make_header
     while pos < limit:
@@ -440,7 +441,7 @@ def scan_batches(buf: ReadableBuffer, pos: int = 0, end: int | None = None) -> B
     reported in `invalid_reason`. Cost is one CRC pass over the region; run it off the
     event loop for whole segments.
     """
-    limit = len(buf) if end is None else end
+    limit = len(buf) if end is None else min(end, len(buf))
     start = pos
     count = 0
     first: RecordBatchHeader | None = None

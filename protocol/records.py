@@ -30,12 +30,11 @@ poison every consumer of the partition.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TypeAlias
 
 from protocol.errors import InvalidRecordError
+from protocol.record_batch import ReadableBuffer
 
 __all__ = [
-    "ReadableBuffer",
     "Record",
     "RecordsSummary",
     "decode_records",
@@ -47,8 +46,6 @@ __all__ = [
     "size_of_varlong",
     "validate_records",
 ]
-
-ReadableBuffer: TypeAlias = bytes | bytearray | memoryview
 
 _INT32_MIN = -(1 << 31)
 _INT32_MAX = (1 << 31) - 1

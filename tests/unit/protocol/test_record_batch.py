@@ -352,6 +352,16 @@ def test_scan_stops_at_the_first_bad_batch(damage: str, reason: str) -> None:
     assert scan.last is not None and scan.last.base_offset == 10
 
 
+def test_an_end_past_the_buffer_is_the_buffer_end() -> None:
+    data, positions = concatenated(2)
+    short = data[: positions[1] + 65]
+    scan = scan_batches(short, 0, len(data) + 100)
+    assert scan.valid_bytes == positions[1]
+    assert scan.invalid_reason is not None and scan.invalid_reason.startswith("truncated")
+    with pytest.raises(CorruptRecordError, match="Truncated"):
+        list(iter_batches(short, 0, len(data) + 100))
+
+
 def test_scan_positions_are_absolute() -> None:
     data, positions = concatenated(3)
     buf = bytearray(b"\x00" * 7 + data)

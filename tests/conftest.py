@@ -1,0 +1,32 @@
+"""Shared fixtures: broker processes, started as users start them, always cleaned up."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from support.broker import BrokerProcess
+
+
+@pytest.fixture
+def broker_factory(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
+    """Start brokers with ``factory(**overrides)``; every one is killed at teardown."""
+    started: list[BrokerProcess] = []
+
+    def factory(overrides: dict[str, object] | None = None, name: str | None = None,
+                start: bool = True) -> BrokerProcess:
+        broker = BrokerProcess(tmp_path / (name or f"broker{len(started)}"), overrides)
+        started.append(broker)
+        return broker.start() if start else broker
+
+    yield factory
+    for broker in started:
+        broker.kill()
+
+
+@pytest.fixture
+def broker(broker_factory: Callable[..., BrokerProcess]) -> BrokerProcess:
+    """One running broker with the defaults."""
+    return broker_factory()
