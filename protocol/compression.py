@@ -19,15 +19,19 @@ Framings, as Kafka's clients write them (and as Kafka's broker accepts them):
 
 Decompression is bounded: output above `max_size` raises RecordTooLargeError (Kafka's
 MESSAGE_TOO_LARGE, on which the Java producer splits the batch and retries) before that
-much memory is committed. Snappy, gzip and lz4 enforce the limit exactly. For zstd the
-limit applies to the size the frame headers declare, or, when a frame omits its content
-size, to its block structure's upper bound, which exceeds the real size by less than one
-128 KiB block per frame. Corrupt input raises CorruptRecordError naming the codec. An
-undefined codec id (5-7) raises UnknownServerError: Kafka's CompressionType.forId throws
-IllegalArgumentException there, which its produce path reports as UNKNOWN_SERVER_ERROR.
+much memory is committed. Gzip and snappy enforce the limit exactly. For lz4 and zstd it
+applies to the content size a frame header declares or, when the frame omits it (as
+Kafka's Java client and streaming compressors do), to the frame's block-structure bound,
+which counts every compressed block as a full block (64 KiB for Kafka's lz4, 128 KiB for
+zstd): only a frame's last block is normally not full.
 
-LZ4 header and block checksums (xxHash32) are not verified: the batch CRC-32C already
-covers these bytes.
+Corrupt input raises CorruptRecordError naming the codec. An undefined codec id (5-7)
+raises UnknownServerError: Kafka's CompressionType.forId throws IllegalArgumentException
+there, which its produce path reports as UNKNOWN_SERVER_ERROR.
+
+The LZ4 and zstd decoders verify the frames' own checksums; Kafka's LZ4 reader skips the
+content checksum, so a frame with only that wrong is CORRUPT_MESSAGE here and accepted
+there (clients compute it correctly, so this matters for hand-made frames only).
 """
 
 from __future__ import annotations
@@ -104,7 +108,7 @@ def compress(codec: int, data: ReadableBuffer) -> bytes:
     if codec == CompressionType.SNAPPY:
         return _xerial_compress(data)
     if codec == CompressionType.LZ4:
-        # Kafka's readers reject linked blocks (KIP-57), cramjam's one-shot default.
+        # Kafka's Lz4BlockInputStream rejects linked blocks, cramjam's one-shot default.
         compressor = cramjam.lz4.Compressor(level=9, content_checksum=False, block_linked=False)
         compressor.compress(data if isinstance(data, bytes) else bytes(data))
         return bytes(compressor.finish())
@@ -258,57 +262,28 @@ _LZ4_BLOCK_UNCOMPRESSED = 0x80000000
 
 
 def _lz4_decompress(view: memoryview, max_size: int) -> bytearray:
-    block_max, blocks, bound = _lz4_blocks(view)
-    out = bytearray(min(bound, max_size))
-    at = 0
-    with memoryview(out) as target:
-        for start, size, compressed in blocks:
-            room = len(out) - at
-            block = view[start : start + size]
-            if not compressed:
-                if size > room:
-                    raise _too_large("lz4", max_size)
-                target[at : at + size] = block
-                at += size
-            elif room >= block_max:
-                at += _lz4_block_into(block, target[at : at + block_max])
-            else:
-                scratch = bytearray(block_max)
-                written = _lz4_block_into(block, scratch)
-                if written > room:
-                    raise _too_large("lz4", max_size)
-                target[at : at + written] = memoryview(scratch)[:written]
-                at += written
-    del out[at:]
+    frame_end, bound = _lz4_frame(view)
+    if bound > max_size:
+        raise _too_large("lz4", max_size)
+    out = bytearray(bound)
+    try:
+        # Only the frame: Kafka ignores what follows it, the decoder would not.
+        written = int(cramjam.lz4.decompress_into(view[:frame_end], out))
+    except _CODEC_ERRORS as e:
+        raise CorruptRecordError(f"lz4: {e}") from None
+    del out[written:]
     return out
 
 
-def _lz4_block_into(block: memoryview, target: memoryview | bytearray) -> int:
-    try:
-        return int(cramjam.lz4.decompress_block_into(block, target))
-    except _CODEC_ERRORS as e:
-        raise CorruptRecordError(f"lz4: {e}") from None
+def _lz4_frame(view: memoryview) -> tuple[int, int]:
+    """Check one frame against Kafka's Lz4BlockInputStream rules.
 
-
-def _lz4_blocks(view: memoryview) -> tuple[int, list[tuple[int, int, bool]], int]:
-    """Parse one frame as Kafka's Lz4BlockInputStream does.
-
-    Returns (maximum block size, [(start, size, compressed)], output upper bound).
+    Returns (frame end, output upper bound): the declared content size if present,
+    else stored blocks at their size plus every compressed block at the maximum.
     """
-    end = len(view)
-    if end < 7 or _UINT32_LE.unpack_from(view, 0)[0] != _LZ4_MAGIC:
-        raise CorruptRecordError("lz4: not an LZ4 frame")
-    flg = view[4]
-    bd = view[5]
-    if flg & 0xC3 != _LZ4_FLG_VERSION_1 or not flg & _LZ4_FLG_BLOCK_INDEPENDENT:
-        raise CorruptRecordError(f"lz4: unsupported frame flags {flg:#04x}")
-    if bd & 0x8F or not 4 <= bd >> 4 <= 7:
-        raise CorruptRecordError(f"lz4: invalid block descriptor {bd:#04x}")
-    block_max = 1 << (2 * (bd >> 4) + 8)
+    flg, block_max, content_size, pos = _lz4_frame_header(view)
     block_checksum = 4 if flg & _LZ4_FLG_BLOCK_CHECKSUM else 0
-    # FLG, BD, optional content size, then the header checksum byte
-    pos = 6 + (8 if flg & _LZ4_FLG_CONTENT_SIZE else 0) + 1
-    blocks: list[tuple[int, int, bool]] = []
+    end = len(view)
     bound = 0
     while True:
         if end - pos < 4:
@@ -320,13 +295,37 @@ def _lz4_blocks(view: memoryview) -> tuple[int, list[tuple[int, int, bool]], int
         size = word & ~_LZ4_BLOCK_UNCOMPRESSED
         if size > block_max:
             raise CorruptRecordError(f"lz4: block size {size} exceeded max: {block_max}")
-        if end - pos < size + block_checksum:
-            raise CorruptRecordError("lz4: truncated block")
-        compressed = not word & _LZ4_BLOCK_UNCOMPRESSED
-        blocks.append((pos, size, compressed))
-        bound += block_max if compressed else size
         pos += size + block_checksum
-    return block_max, blocks, bound
+        if pos > end:
+            raise CorruptRecordError("lz4: truncated block")
+        bound += size if word & _LZ4_BLOCK_UNCOMPRESSED else block_max
+    if flg & _LZ4_FLG_CONTENT_CHECKSUM:
+        pos += 4
+        if pos > end:
+            raise CorruptRecordError("lz4: truncated content checksum")
+    return pos, bound if content_size is None else content_size
+
+
+def _lz4_frame_header(view: memoryview) -> tuple[int, int, int | None, int]:
+    """(FLG, maximum block size, declared content size, position of the first block)."""
+    end = len(view)
+    if end < 7 or _UINT32_LE.unpack_from(view, 0)[0] != _LZ4_MAGIC:
+        raise CorruptRecordError("lz4: not an LZ4 frame")
+    flg = view[4]
+    bd = view[5]
+    if flg & 0xC3 != _LZ4_FLG_VERSION_1 or not flg & _LZ4_FLG_BLOCK_INDEPENDENT:
+        raise CorruptRecordError(f"lz4: unsupported frame flags {flg:#04x}")
+    if bd & 0x8F or not 4 <= bd >> 4 <= 7:
+        raise CorruptRecordError(f"lz4: invalid block descriptor {bd:#04x}")
+    content_size = None
+    pos = 6
+    if flg & _LZ4_FLG_CONTENT_SIZE:
+        if end - pos < 9:
+            raise CorruptRecordError("lz4: truncated frame header")
+        content_size = _UINT64_LE.unpack_from(view, pos)[0]
+        pos += 8
+    # then the header checksum byte, which the decoder verifies
+    return flg, 1 << (2 * (bd >> 4) + 8), content_size, pos + 1
 
 
 # --- zstd -----------------------------------------------------------------------------

@@ -93,7 +93,9 @@ def _reader(entity_type: type[Any]) -> Callable[[Any, int], tuple[Any, int]]:
     return reader
 
 
-def decode_request_body(entity_type: type[E], frame: bytes | memoryview, offset: int) -> E:
+def decode_request_body(
+    entity_type: type[E], frame: bytes | bytearray | memoryview, offset: int
+) -> E:
     """Decode the request body that starts at ``offset``.
 
     Bytes after the body are ignored, as Kafka's parser ignores them (librdkafka sends

@@ -45,7 +45,7 @@ class RequestHeader:
     """Bytes the header occupies in the frame; the body starts here."""
 
 
-def peek_api(frame: bytes | memoryview) -> tuple[int, int, int]:
+def peek_api(frame: bytes | bytearray | memoryview) -> tuple[int, int, int]:
     """(api_key, api_version, correlation_id) from the fixed start of a request frame."""
     if len(frame) < 8:
         raise InvalidRequestHeaderError(f"request frame of {len(frame)} bytes has no header")
@@ -53,7 +53,7 @@ def peek_api(frame: bytes | memoryview) -> tuple[int, int, int]:
     return api_key, api_version, correlation_id
 
 
-def parse_request_header(frame: bytes | memoryview, flexible: bool) -> RequestHeader:
+def parse_request_header(frame: bytes | bytearray | memoryview, flexible: bool) -> RequestHeader:
     if len(frame) < _PREFIX.size:
         raise InvalidRequestHeaderError(f"request frame of {len(frame)} bytes has no header")
     api_key, api_version, correlation_id, client_id_len = _PREFIX.unpack_from(frame, 0)
@@ -75,7 +75,7 @@ def parse_request_header(frame: bytes | memoryview, flexible: bool) -> RequestHe
     return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
 
 
-def _skip_tagged_fields(frame: bytes | memoryview, pos: int) -> int:
+def _skip_tagged_fields(frame: bytes | bytearray | memoryview, pos: int) -> int:
     try:
         count, n = read_unsigned_varint(frame, pos)
         pos += n

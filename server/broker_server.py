@@ -114,7 +114,9 @@ class BrokerServer:
             listeners=",".join(str(e) for e in self._advertised_endpoints()),
         )
 
-    async def _handle_frame(self, connection: Connection, frame: bytes) -> Sequence[Buffer] | None:
+    async def _handle_frame(
+        self, connection: Connection, frame: bytes | memoryview
+    ) -> Sequence[Buffer] | None:
         if not self._ready.is_set():
             await self._ready.wait()
         assert self._apis is not None

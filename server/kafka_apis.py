@@ -116,7 +116,9 @@ class KafkaApis:
             for spec in sorted(self._table.values(), key=lambda s: s.api_key)
         ]
 
-    async def handle_frame(self, connection: Connection, frame: bytes) -> Sequence[Buffer] | None:
+    async def handle_frame(
+        self, connection: Connection, frame: bytes | memoryview
+    ) -> Sequence[Buffer] | None:
         try:
             api_key, api_version, correlation_id = peek_api(frame)
         except InvalidRequestHeaderError as e:

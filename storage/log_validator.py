@@ -9,7 +9,8 @@ record bytes themselves are never copied (``os.writev([prefix, rest])``).
 Checks, with Kafka's error for each:
 - magic 2 only, exactly one batch per partition (Produce v3+)       INVALID_RECORD
 - CRC-32C over attributes..end                                        CORRUPT_MESSAGE
-- a batch length that does not fit the data                           CORRUPT_MESSAGE
+- a batch length below the header size                                CORRUPT_MESSAGE
+- a batch length beyond the data, a base offset other than 0          INVALID_RECORD
 - record count = lastOffsetDelta + 1 and = the records actually there,
   offset deltas 0..n-1, every record's fields filling its length      INVALID_RECORD
 - no control batches from clients; keys on compacted topics           INVALID_RECORD
@@ -111,9 +112,15 @@ def _validate_batch(view: memoryview, config: LogConfig, now_ms: int) -> Validat
         )
     header = read_header(view, 0)
     size = header.batch_length + LOG_OVERHEAD
-    if size < RECORD_BATCH_OVERHEAD or size > len(view):
+    if size > len(view):
+        # Kafka's batch iterator finds no complete batch in the data at all.
+        raise InvalidRecordError(
+            f"Produce requests must have at least one complete record batch: the batch "
+            f"declares {size} bytes but {len(view)} were received"
+        )
+    if size < RECORD_BATCH_OVERHEAD:
         raise CorruptRecordError(
-            f"Record batch size {size} is inconsistent with the {len(view)} bytes received"
+            f"Record batch size {size} is smaller than the minimum batch overhead"
         )
     batch = view[:size]
     if compute_crc(batch, 0, size) != header.crc:
@@ -126,6 +133,10 @@ def _validate_batch(view: memoryview, config: LogConfig, now_ms: int) -> Validat
     if size > config.segment_bytes:
         raise RecordBatchTooLargeError(
             f"The record batch is {size} bytes, larger than segment.bytes ({config.segment_bytes})"
+        )
+    if header.base_offset != 0:
+        raise InvalidRecordError(
+            f"The baseOffset of the record batch should be 0, but it is {header.base_offset}"
         )
     if header.is_control:
         raise InvalidRecordError("Clients are not allowed to write control records")

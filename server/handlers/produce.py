@@ -6,11 +6,13 @@ because librdkafka turns compression off against a broker that advertises no v0-
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from typing import Any, Final
 
+from config.log_format import log_event
 from protocol.compression import CompressionType
-from protocol.errors import InvalidRequestError, UnsupportedCompressionTypeError
+from protocol.errors import ErrorCode, InvalidRequestError, UnsupportedCompressionTypeError
 from protocol.record_batch import ATTRIBUTES_OFFSET, COMPRESSION_CODEC_MASK
 from server.handlers.common import current_leader, error_fields, node_endpoints, timeout_ms
 from server.network.connection import CloseConnection
@@ -24,6 +26,18 @@ MAX_VERSION: Final = 11
 ADVERTISED_MIN_VERSION: Final = 0
 
 _ZSTD_MIN_VERSION: Final = 7
+_BAD_DATA_ERRORS: Final = frozenset(
+    {
+        ErrorCode.corrupt_message,
+        ErrorCode.invalid_record,
+        ErrorCode.message_too_large,
+        ErrorCode.record_list_too_large,
+        ErrorCode.invalid_timestamp,
+        ErrorCode.unsupported_compression_type,
+        ErrorCode.unknown_server_error,
+    }
+)
+_log: Final = logging.getLogger("tiercel.produce")
 
 
 def _uses_zstd(records: bytes | None) -> bool:
@@ -54,13 +68,43 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any] | None:
         timeout_ms(request.timeout), request.acks, entries
     )
     results.update(rejected)
+    failed = _log_rejected(ctx, results)
     if request.acks == 0:
-        if any(r.error is not None for r in results.values()):
+        if failed:
             # The client reads no response with acks=0: closing the connection is how
             # Kafka tells it something went wrong.
+            log_event(
+                _log,
+                logging.WARNING,
+                "acks0_produce_failed_connection_closed",
+                client=ctx.client_address,
+                partitions=failed,
+            )
             raise CloseConnection()
         return None
     return _response(ctx, results)
+
+
+def _log_rejected(ctx: RequestContext, results: dict[TopicPartition, ProduceResult]) -> int:
+    """One line per partition whose data was refused as malformed or too large, naming
+    the client, so an operator can find the misbehaving producer."""
+    failed = 0
+    for tp, result in results.items():
+        if result.error is None:
+            continue
+        failed += 1
+        if result.error.error_code in _BAD_DATA_ERRORS:
+            log_event(
+                _log,
+                logging.WARNING,
+                "produce_rejected",
+                client=ctx.client_address,
+                client_id=ctx.header.client_id,
+                partition=str(tp),
+                error=result.error.error_code.name,
+                reason=result.error.message,
+            )
+    return failed
 
 
 def _response(ctx: RequestContext, results: dict[TopicPartition, ProduceResult]) -> dict[str, Any]:

@@ -1,15 +1,17 @@
 """One client connection: framing, in-order request processing, backpressure.
 
-Event-loop only. Bytes arrive in ``data_received``; complete size-prefixed frames are
-queued and handled one at a time, in arrival order, by the connection's processor task,
-so responses leave in request order (clients pipeline requests and match responses by
-order as well as correlation id). Like Kafka's muted channels this also keeps the
-requests of one client strictly ordered through the log.
+Event-loop only. Bytes arrive through ``get_buffer``/``buffer_updated`` (a buffered
+protocol: small frames are cut out of a 64 KiB receive buffer, a large frame is received
+straight into a buffer of its exact size, so produce data is not copied on the way in).
+Complete size-prefixed frames are queued and handled one at a time, in arrival order, by
+the connection's processor task, so responses leave in request order (clients pipeline
+requests and match responses by order as well as correlation id). Like Kafka's muted
+channels this also keeps the requests of one client strictly ordered through the log.
 
 Two bounds protect the broker from one client: a frame whose size prefix is negative or
-above ``socket.request.max.bytes`` closes the connection before anything is buffered for
-it, and once ``queued.max.requests`` frames are waiting, or the transport's write buffer
-is over its high-water mark, the connection stops being read until they drain.
+above ``socket.request.max.bytes`` closes the connection before anything is allocated
+for it, and once ``queued.max.requests`` frames are waiting, or the transport's write
+buffer is over its high-water mark, the connection stops being read until they drain.
 """
 
 from __future__ import annotations
@@ -24,16 +26,18 @@ from typing import Final, cast
 from config.log_format import log_event
 
 Buffer = bytes | bytearray | memoryview
-FrameHandler = Callable[["Connection", bytes], Awaitable[Sequence[Buffer] | None]]
+FrameHandler = Callable[["Connection", bytes | memoryview], Awaitable[Sequence[Buffer] | None]]
 
 _log: Final = logging.getLogger("tiercel.network")
+# Small frames are parsed out of this receive buffer; larger ones get a buffer of their own.
+_RECV_BUFFER_SIZE: Final = 64 * 1024
 
 
 class CloseConnection(Exception):
     """Raised by the request handler when the connection must be closed without reply."""
 
 
-class Connection(asyncio.Protocol):
+class Connection(asyncio.BufferedProtocol):
     def __init__(
         self,
         handler: FrameHandler,
@@ -47,8 +51,11 @@ class Connection(asyncio.Protocol):
         self._max_request_size = max_request_size
         self._max_queued = max_queued_requests
         self._on_closed = on_closed
-        self._buffer = bytearray()
-        self._frames: collections.deque[bytes] = collections.deque()
+        self._recv = bytearray(_RECV_BUFFER_SIZE)
+        self._recv_len = 0
+        self._frame: bytearray | None = None
+        self._frame_filled = 0
+        self._frames: collections.deque[bytes | memoryview] = collections.deque()
         self._frame_ready = asyncio.Event()
         self._write_ready = asyncio.Event()
         self._write_ready.set()
@@ -71,12 +78,30 @@ class Connection(asyncio.Protocol):
             self._process(), name=f"connection {self.client_address}"
         )
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._frame is not None:
+            # A large frame is received straight into its own buffer: no copies.
+            return memoryview(self._frame)[self._frame_filled :]
+        return memoryview(self._recv)[self._recv_len :]
+
+    def buffer_updated(self, nbytes: int) -> None:
         self.last_active = time.monotonic()
-        buffer = self._buffer
-        buffer += data
-        while len(buffer) >= 4:
-            size = int.from_bytes(buffer[:4], "big", signed=True)
+        if self._frame is not None:
+            self._frame_filled += nbytes
+            if self._frame_filled == len(self._frame):
+                # kio's readers take read-only buffers; a read-only view costs no copy.
+                self._queue(memoryview(self._frame).toreadonly())
+                self._frame = None
+            return
+        self._recv_len += nbytes
+        self._parse_frames()
+
+    def _parse_frames(self) -> None:
+        recv = self._recv
+        pos = 0
+        end = self._recv_len
+        while end - pos >= 4:
+            size = int.from_bytes(recv[pos : pos + 4], "big", signed=True)
             if size < 0 or size > self._max_request_size:
                 log_event(
                     _log,
@@ -88,20 +113,40 @@ class Connection(asyncio.Protocol):
                 )
                 self.close()
                 return
-            end = 4 + size
-            if len(buffer) < end:
+            start = pos + 4
+            if end - start >= size:
+                self._queue(bytes(recv[start : start + size]))
+                pos = start + size
+            elif size > _RECV_BUFFER_SIZE - 4:
+                frame = bytearray(size)
+                frame[: end - start] = recv[start:end]
+                self._frame, self._frame_filled = frame, end - start
+                pos = end
+            else:
                 break
-            with memoryview(buffer) as view:
-                frame = view[4:end].tobytes()
-            del buffer[:end]
-            self._frames.append(frame)
-        if self._frames:
-            self._frame_ready.set()
-            if len(self._frames) >= self._max_queued:
-                self._pause_reading()
+        # Keep the partial frame (if any) at the front of the buffer.
+        remaining = end - pos
+        if pos and remaining:
+            recv[:remaining] = recv[pos:end]
+        self._recv_len = remaining
+
+    def _queue(self, frame: bytes | memoryview) -> None:
+        self._frames.append(frame)
+        self._frame_ready.set()
+        if len(self._frames) >= self._max_queued:
+            self._pause_reading()
 
     def eof_received(self) -> bool | None:
         # Half-closed by the client: answer what was already received, then close.
+        partial = self._recv_len + (self._frame_filled if self._frame is not None else 0)
+        if partial:
+            log_event(
+                _log,
+                logging.WARNING,
+                "truncated_request_frame",
+                client=self.client_address,
+                bytes=partial,
+            )
         self._draining = True
         self._frame_ready.set()
         return True

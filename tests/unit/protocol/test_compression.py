@@ -59,8 +59,11 @@ def test_round_trip(codec: CompressionType, data: bytes) -> None:
     assert bytes(decompress(codec, memoryview(b"\x00" + compressed)[1:])) == data
 
 
-@pytest.mark.parametrize("codec", CODECS)
+@pytest.mark.parametrize(
+    "codec", [CompressionType.GZIP, CompressionType.SNAPPY, CompressionType.ZSTD]
+)
 def test_limit_is_exact_where_the_codec_knows_sizes(codec: CompressionType) -> None:
+    # zstd: our frames declare their content size
     compressed = compress(codec, PAYLOAD)
     assert bytes(decompress(codec, compressed, len(PAYLOAD))) == PAYLOAD
     with pytest.raises(RecordTooLargeError, match=codec.kafka_name):
@@ -165,16 +168,66 @@ def test_xerial_corruption(data: bytes, message: str) -> None:
 # --- lz4 --------------------------------------------------------------------------------
 
 
-def lz4_frame(flg: int, bd: int, *blocks: bytes, extra_header: bytes = b"") -> bytes:
-    # The header checksum byte is not verified (the batch CRC covers it), so 0 will do.
-    return (
-        struct.pack("<I", 0x184D2204) + bytes((flg, bd)) + extra_header + b"\x00" + b"".join(blocks)
-    )
+def xxh32(data: bytes, seed: int = 0) -> int:
+    """xxHash32, for the checksums of hand-made LZ4 frames."""
+    p1, p2, p3, p4, p5 = 0x9E3779B1, 0x85EBCA77, 0xC2B2AE3D, 0x27D4EB2F, 0x165667B1
+    mask = 0xFFFFFFFF
+
+    def rotl(x: int, r: int) -> int:
+        return ((x << r) | (x >> (32 - r))) & mask
+
+    n, p = len(data), 0
+    if n >= 16:
+        v = [(seed + p1 + p2) & mask, (seed + p2) & mask, seed, (seed - p1) & mask]
+        while p + 16 <= n:
+            for i in range(4):
+                (word,) = struct.unpack_from("<I", data, p)
+                v[i] = rotl((v[i] + word * p2) & mask, 13) * p1 & mask
+                p += 4
+        h = (rotl(v[0], 1) + rotl(v[1], 7) + rotl(v[2], 12) + rotl(v[3], 18)) & mask
+    else:
+        h = (seed + p5) & mask
+    h = (h + n) & mask
+    while p + 4 <= n:
+        (word,) = struct.unpack_from("<I", data, p)
+        h = rotl((h + word * p3) & mask, 17) * p4 & mask
+        p += 4
+    while p < n:
+        h = rotl((h + data[p] * p5) & mask, 11) * p1 & mask
+        p += 1
+    h = ((h ^ (h >> 15)) * p2) & mask
+    h = ((h ^ (h >> 13)) * p3) & mask
+    return h ^ (h >> 16)
+
+
+def lz4_frame(
+    flg: int, bd: int, *blocks: bytes, content: bytes = b"", end_mark: bool = True
+) -> bytes:
+    """An LZ4 frame around raw `blocks`, with sizes and checksums as FLG asks."""
+    descriptor = bytes((flg, bd)) + (struct.pack("<Q", len(content)) if flg & 0x08 else b"")
+    out = [struct.pack("<I", 0x184D2204), descriptor, bytes(((xxh32(descriptor) >> 8) & 0xFF,))]
+    for block in blocks:
+        out.append(block)
+        if flg & 0x10:
+            out.append(struct.pack("<I", xxh32(block[4:])))
+    if end_mark:
+        out.append(struct.pack("<I", 0))
+        if flg & 0x04:
+            out.append(struct.pack("<I", xxh32(content)))
+    return b"".join(out)
 
 
 def lz4_block(data: bytes, *, stored: bool = False) -> bytes:
     body = data if stored else bytes(cramjam.lz4.compress_block(data, store_size=False))
     return struct.pack("<I", len(body) | (0x80000000 if stored else 0)) + body
+
+
+def test_xxh32_matches_the_header_checksums_cramjam_writes() -> None:
+    for content_checksum, hc in ((False, 0xAD), (True, 0xBD)):
+        c = cramjam.lz4.Compressor(block_linked=False, content_checksum=content_checksum)
+        c.compress(b"x")
+        frame = bytes(c.finish())
+        assert frame[6] == hc == (xxh32(frame[4:6]) >> 8) & 0xFF
 
 
 def test_lz4_output_is_what_kafka_reads() -> None:
@@ -188,18 +241,19 @@ def test_lz4_output_is_what_kafka_reads() -> None:
 
 def test_lz4_frames_kafka_accepts() -> None:
     codec = CompressionType.LZ4
-    end = struct.pack("<I", 0)
-    assert (
-        decompress(codec, lz4_frame(0x60, 0x40, lz4_block(b"stored", stored=True), end))
-        == b"stored"
+    stored = lz4_frame(0x60, 0x40, lz4_block(b"stored", stored=True))
+    assert decompress(codec, stored) == b"stored"
+    text = PAYLOAD[:60_000]
+    with_size = lz4_frame(0x68, 0x40, lz4_block(text), content=text)
+    assert decompress(codec, with_size) == text
+    checksums = lz4_frame(
+        0x74, 0x70, lz4_block(b"abc"), lz4_block(b"de", stored=True), content=b"abcde"
     )
-    with_size = lz4_frame(0x68, 0x40, lz4_block(PAYLOAD[:60_000]), end, extra_header=b"\x00" * 8)
-    assert decompress(codec, with_size) == PAYLOAD[:60_000]
-    checksums = lz4_frame(0x74, 0x70, lz4_block(b"abc"), b"\x00" * 4, end, b"\x11" * 4)
-    assert decompress(codec, checksums) == b"abc"
-    assert decompress(codec, lz4_frame(0x60, 0x40, end)) == b""
+    assert decompress(codec, checksums) == b"abcde"
+    assert decompress(codec, lz4_frame(0x60, 0x40)) == b""
     # bytes after the end mark are ignored, as Kafka's Lz4BlockInputStream does
     assert decompress(codec, compress(codec, b"abc") + b"more") == b"abc"
+    assert decompress(codec, checksums + b"x") == b"abcde"
 
 
 @pytest.mark.parametrize(
@@ -211,24 +265,36 @@ def test_lz4_frames_kafka_accepts() -> None:
         (lz4_frame(0x60, 0x30), "block descriptor"),  # 16 KiB blocks
         (lz4_frame(0x60, 0x41), "block descriptor"),
         (lz4_frame(0x60, 0x40, struct.pack("<I", 65537) + b"x"), "exceeded max"),
-        (lz4_frame(0x60, 0x40, lz4_block(b"abc")), "end mark"),
-        (lz4_frame(0x60, 0x40, struct.pack("<I", 100) + b"x"), "truncated"),
+        (lz4_frame(0x60, 0x40, lz4_block(b"abc"), end_mark=False), "end mark"),
+        (lz4_frame(0x60, 0x40, struct.pack("<I", 100) + b"x", end_mark=False), "truncated"),
+        (lz4_frame(0x64, 0x40, lz4_block(b"abc"), content=b"abc")[:-2], "content checksum"),
+        (lz4_frame(0x68, 0x40)[:10], "truncated frame header"),
         (b"\x04\x22\x4d\x19" + b"\x00" * 10, "not an LZ4 frame"),
+        # checked by the decoder
+        (lz4_frame(0x60, 0x40)[:6] + b"\x00" + struct.pack("<I", 0), "lz4: .*[Cc]hecksum"),
+        (lz4_frame(0x70, 0x40, lz4_block(b"abc"))[:-5] + b"\x00" * 5, "lz4: .*[Cc]hecksum"),
+        (lz4_frame(0x68, 0x40, lz4_block(b"abc"), content=b"abcd"), "lz4: "),
+        (lz4_frame(0x60, 0x40, struct.pack("<I", 3) + b"\xff\xff\xff"), "lz4: "),
     ],
 )
-def test_lz4_frames_kafka_rejects(frame: bytes, message: str) -> None:
+def test_lz4_frames_rejected(frame: bytes, message: str) -> None:
     with pytest.raises(CorruptRecordError, match=message):
         decompress(CompressionType.LZ4, frame)
 
 
-def test_lz4_limit_counts_stored_and_compressed_blocks() -> None:
-    end = struct.pack("<I", 0)
-    frame = lz4_frame(0x60, 0x40, lz4_block(b"s" * 100, stored=True), lz4_block(b"c" * 100), end)
-    assert decompress(CompressionType.LZ4, frame, 200) == b"s" * 100 + b"c" * 100
+def test_lz4_limit_uses_the_content_size_or_the_block_bound() -> None:
+    codec = CompressionType.LZ4
+    content = b"s" * 100 + b"c" * 100
+    blocks = (lz4_block(b"s" * 100, stored=True), lz4_block(b"c" * 100))
+    sized = lz4_frame(0x68, 0x40, *blocks, content=content)
+    assert decompress(codec, sized, 200) == content
     with pytest.raises(RecordTooLargeError):
-        decompress(CompressionType.LZ4, frame, 199)
+        decompress(codec, sized, 199)
+    # without a content size, a compressed block may hold a whole 64 KiB block
+    unsized = lz4_frame(0x60, 0x40, *blocks)
+    assert decompress(codec, unsized, 100 + 65536) == content
     with pytest.raises(RecordTooLargeError):
-        decompress(CompressionType.LZ4, frame, 99)
+        decompress(codec, unsized, 100 + 65535)
 
 
 # --- zstd -------------------------------------------------------------------------------
