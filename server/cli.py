@@ -10,9 +10,12 @@ from importlib.metadata import version
 
 import uvloop
 
+from config.broker_config import BrokerConfig
 from config.definitions import ConfigError
 from config.loader import load_broker_config
 from config.log_format import configure_logging, log_event
+from server.broker_server import BrokerServer, install_signal_handlers
+from server.kafka_apis import preload_schemas
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -34,10 +37,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-async def _run_broker(config_path: str | None, overrides: list[str]) -> int:
-    from server.broker_server import BrokerServer, install_signal_handlers
-
-    config = load_broker_config(config_path, overrides)
+async def _run_broker(config: BrokerConfig) -> int:
     server = BrokerServer(config)
     install_signal_handlers(server)
     await server.run()
@@ -48,7 +48,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     configure_logging(args.log_level)
     try:
-        return uvloop.run(_run_broker(args.config, args.override))
+        config = load_broker_config(args.config, args.override)
+        # Every schema module is imported before the event loop starts, so that no
+        # request ever waits on an import.
+        preload_schemas()
+        return uvloop.run(_run_broker(config))
     except ConfigError as e:
         print(f"tiercel: configuration error: {e}", file=sys.stderr)
         return 1

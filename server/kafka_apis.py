@@ -102,6 +102,15 @@ def api_table(modules: Sequence[ModuleType] = HANDLER_MODULES) -> dict[int, ApiS
     return table
 
 
+def preload_schemas(table: dict[int, ApiSpec] | None = None) -> None:
+    """Import the kio request and response classes of every supported version."""
+    for spec in (api_table() if table is None else table).values():
+        for version in range(spec.min_version, spec.max_version + 1):
+            request_class(spec.api_key, version)
+            response_class(spec.api_key, version)
+    response_class(API_VERSIONS_KEY, 0)
+
+
 class KafkaApis:
     def __init__(self, services: BrokerServices, table: dict[int, ApiSpec] | None = None) -> None:
         self._services = services

@@ -9,6 +9,8 @@ import pytest
 
 from support.broker import BrokerProcess
 
+LOOP_BLOCKED_S = 1.0
+
 
 @pytest.fixture
 def broker_factory(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
@@ -24,6 +26,12 @@ def broker_factory(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
     yield factory
     for broker in started:
         broker.kill()
+    # A callback that held the event loop this long stalled every client: that is a bug.
+    # (Shorter reports are expected on a loaded 2-core CI machine and only printed.)
+    blocked = [line for b in started for line in b.slow_callbacks(LOOP_BLOCKED_S)]
+    for line in (line for b in started for line in b.slow_callbacks(0.1)):
+        print("slow callback:", line)
+    assert not blocked, "event loop blocked:\n" + "\n".join(blocked)
 
 
 @pytest.fixture

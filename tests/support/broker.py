@@ -18,6 +18,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 TIERCEL = Path(sys.executable).with_name("tiercel")
+_SLOW_CALLBACK = re.compile(r"Executing <.*> took (\d+\.\d+) seconds")
 _STARTED = re.compile(r"event=broker_started .*listeners=\S*PLAINTEXT://([^:,\s]+):(\d+)")
 
 
@@ -64,7 +65,10 @@ class BrokerProcess:
         log = open(self.log_path, "ab")
         log.write(f"---- start #{self._runs} ----\n".encode())
         log.flush()
-        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=log, cwd=self.data_dir)
+        # asyncio debug mode: the loop reports any callback that blocks it (design.md §2).
+        env = {**os.environ, "PYTHONASYNCIODEBUG": "1"}
+        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=log, cwd=self.data_dir,
+                                     env=env)
         log.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -107,6 +111,15 @@ class BrokerProcess:
     def restart(self) -> BrokerProcess:
         self.stop()
         return self.start()
+
+    def slow_callbacks(self, threshold_s: float) -> list[str]:
+        """Loop callbacks asyncio debug mode reported as blocking for >= ``threshold_s``."""
+        slow = []
+        for line in self.log_text().splitlines():
+            match = _SLOW_CALLBACK.search(line)
+            if match and float(match.group(1)) >= threshold_s:
+                slow.append(line)
+        return slow
 
     @property
     def running(self) -> bool:
