@@ -43,15 +43,6 @@ from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopi
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import Records, i8, i16, i32, i32Timedelta, i64
-from support.broker import BrokerProcess
-from support.wire import (
-    ConnectionClosedError,
-    WireClient,
-    decode_response,
-    encode_header,
-    encode_request,
-    size_prefixed,
-)
 
 from protocol.record_batch import (
     ATTRIBUTES_OFFSET,
@@ -64,6 +55,15 @@ from protocol.record_batch import (
 )
 from protocol.record_builder import SimpleRecord, build_record_batch
 from protocol.records import decode_records
+from support.broker import BrokerProcess
+from support.wire import (
+    ConnectionClosedError,
+    WireClient,
+    decode_response,
+    encode_header,
+    encode_request,
+    size_prefixed,
+)
 
 MAX_REQUEST = 1024 * 1024  # socket.request.max.bytes for this module's broker
 SMALL_MAX_MESSAGE = 16 * 1024  # max.message.bytes of SMALL

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from support.broker import BrokerProcess
+from support.broker import TIERCEL, BrokerProcess
 
 
 def _produce(bootstrap: str, topic: str, count: int) -> list[int]:
@@ -50,3 +55,49 @@ def test_sigterm_is_a_clean_shutdown_and_restart_keeps_records(broker: BrokerPro
     assert "clean_shutdown=True" in broker.tail()
     assert _consume_all(broker.bootstrap, "lifecycle", 50) == [b"v%d" % i for i in range(50)]
     assert _produce(broker.bootstrap, "lifecycle", 5) == list(range(50, 55))
+
+
+def test_sigint_is_a_clean_shutdown_too(broker: BrokerProcess) -> None:
+    assert broker.proc is not None
+    broker.proc.send_signal(signal.SIGINT)
+    assert broker.proc.wait(30) == 0
+    assert (broker.log_dir / ".kafka_cleanshutdown").exists()
+
+
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        ("log.retention.hour=1", "log.retention.hour"),
+        ("log.retention.hour=1", "log.retention.hours"),
+        ("num.partitions=many", "num.partitions"),
+        ("listeners=PLAINTEXT://127.0.0.1:notaport", "listeners"),
+    ],
+)
+def test_bad_config_stops_startup_naming_the_key(
+    tmp_path: Path, override: str, expected: str
+) -> None:
+    result = subprocess.run(
+        [str(TIERCEL), "broker", "--override", f"log.dirs={tmp_path}", "--override", override],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 1
+    assert expected in result.stderr
+
+
+def test_config_file_and_overrides(tmp_path: Path) -> None:
+    config = tmp_path / "broker.yaml"
+    config.write_text("num.partitions: 3\nlisteners: PLAINTEXT://127.0.0.1:0\n"
+                      f"log.dirs: {tmp_path / 'data'}\n")
+    broker = BrokerProcess(tmp_path / "b", {"num.partitions": 2})
+    broker.overrides.pop("listeners")
+    broker.overrides.pop("log.dirs")
+    broker.config_file = config
+    broker.start()
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic("defaults")])["defaults"].result(15)
+        # The override (2) beats the file (3).
+        assert len(admin.list_topics("defaults", timeout=10).topics["defaults"].partitions) == 2
+        assert (tmp_path / "data" / "meta.properties").exists()
+    finally:
+        broker.kill()

@@ -32,7 +32,6 @@ from golden_capture import (
 )
 from kio.schema.index import api_key_map
 from kio.serial import entity_reader, entity_writer
-from support.wire import encode_header
 
 from config.log_config import LogConfig
 from protocol.compression import CompressionType, decompress
@@ -42,6 +41,7 @@ from protocol.records import decode_records
 from protocol.request_header import RequestHeader, parse_request_header
 from server.kafka_apis import api_table
 from storage.log_validator import validate_records
+from support.wire import encode_header
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 FRAMES = sorted(GOLDEN.glob("*/*.bin"))
