@@ -23,8 +23,12 @@ _STARTED = re.compile(r"event=broker_started .*listeners=\S*PLAINTEXT://([^:,\s]
 
 
 class BrokerProcess:
-    def __init__(self, data_dir: Path, overrides: dict[str, object] | None = None,
-                 config_file: Path | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        overrides: dict[str, object] | None = None,
+        config_file: Path | None = None,
+    ) -> None:
         self.data_dir = data_dir
         self.overrides: dict[str, object] = {
             "node.id": 1,
@@ -62,14 +66,14 @@ class BrokerProcess:
             self.overrides["listeners"] = f"PLAINTEXT://127.0.0.1:{self.port}"
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._runs += 1
-        log = open(self.log_path, "ab")
-        log.write(f"---- start #{self._runs} ----\n".encode())
-        log.flush()
         # asyncio debug mode: the loop reports any callback that blocks it (design.md §2).
         env = {**os.environ, "PYTHONASYNCIODEBUG": "1"}
-        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=log, cwd=self.data_dir,
-                                     env=env)
-        log.close()
+        with open(self.log_path, "ab") as log:
+            log.write(f"---- start #{self._runs} ----\n".encode())
+            log.flush()
+            self.proc = subprocess.Popen(
+                self.command(), stdout=log, stderr=log, cwd=self.data_dir, env=env
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             match = _STARTED.search(self._this_run_log())
