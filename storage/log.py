@@ -254,7 +254,13 @@ class Log:
             return
         first = max(bisect.bisect_right(self._base_offsets, self.recovery_point) - 1, 0)
         segments = [s for s in self._segments[first:] if s.base_offset < target]
-        await self._scheduler.run_blocking(_flush_segments, segments)
+        for segment in segments:
+            segment.pin()
+        try:
+            await self._scheduler.run_blocking(_flush_segments, segments)
+        finally:
+            for segment in segments:
+                segment.unpin()
         self._last_flush_ms = now_ms()
         if not self.deleted:
             self.recovery_point = max(self.recovery_point, min(target, self.log_end_offset))
@@ -508,9 +514,10 @@ class Log:
 
 
 def _flush_segments(segments: list[LogSegment]) -> None:
+    # Pinned by the caller, so their descriptors stay open even if they are closed
+    # (deleted, truncated away) while this runs.
     for segment in segments:
-        if not segment.closed:
-            segment.flush()
+        segment.flush()
 
 
 def first_record_at_or_after(batch: bytes, target: int, min_offset: int) -> tuple[int, int] | None:

@@ -270,6 +270,8 @@ class LogManager:
             ),
         )
         for name, interval_ms, job in periodic:
+            if interval_ms <= 0:
+                continue  # Kafka cannot schedule a zero period either; treat it as off
             self._tasks.append(
                 asyncio.get_running_loop().create_task(
                     self._every(interval_ms / 1000, job), name=name

@@ -108,6 +108,7 @@ class LogSegment:
         self.max_timestamp_so_far = last.timestamp
         self.offset_of_max_timestamp_so_far = last.offset
         self.closed = False
+        self._pins = 0
 
     # -- append ----------------------------------------------------------------------
 
@@ -373,12 +374,26 @@ class LogSegment:
         self.offset_index.flush()
         self.time_index.flush()
 
+    def pin(self) -> None:
+        """Keep the file descriptors open while an executor thread uses them (a flush);
+        a close requested meanwhile happens at the last `unpin`. Event-loop only."""
+        self._pins += 1
+
+    def unpin(self) -> None:
+        self._pins -= 1
+        if self._pins == 0 and self.closed:
+            self._close_files()
+
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            os.close(self._fd)
-            self.offset_index.close()
-            self.time_index.close()
+            if self._pins == 0:
+                self._close_files()
+
+    def _close_files(self) -> None:
+        os.close(self._fd)
+        self.offset_index.close()
+        self.time_index.close()
 
     def rename_to_deleted(self) -> list[str]:
         """Close the files and add the ``.deleted`` suffix, as Kafka does before
