@@ -17,6 +17,7 @@ import crc32c
 
 from protocol.compression import CompressionType, compress
 from protocol.record_batch import (
+    COMPRESSION_CODEC_MASK,
     LOG_OVERHEAD,
     MAGIC_V2,
     NO_PARTITION_LEADER_EPOCH,
@@ -25,6 +26,8 @@ from protocol.record_batch import (
     NO_SEQUENCE,
     NO_TIMESTAMP,
     RECORD_BATCH_OVERHEAD,
+    ReadableBuffer,
+    RecordBatchHeader,
     TimestampType,
     compute_attributes,
 )
@@ -151,3 +154,31 @@ def _append_nullable(out: bytearray, data: bytes | None) -> None:
     else:
         out += encode_varint(len(data))
         out += data
+
+
+def recompress_batch(
+    header: RecordBatchHeader, records: ReadableBuffer, codec: CompressionType
+) -> bytes:
+    """The batch described by ``header`` with its (uncompressed) ``records`` section
+    compressed with ``codec`` instead: what a broker stores for a topic whose
+    compression.type differs from the producer's. Offsets, timestamps, producer state
+    and flags are kept; the CRC is recomputed. The records are not decoded: the
+    uncompressed records section is the same whatever the codec."""
+    payload = compress(codec, records) if codec != CompressionType.NONE else bytes(records)
+    attributes = (header.attributes & ~COMPRESSION_CODEC_MASK) | codec
+    covered_header = _CRC_COVERED_HEADER.pack(
+        attributes,
+        header.last_offset_delta,
+        header.base_timestamp,
+        header.max_timestamp,
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+        header.records_count,
+    )
+    crc = crc32c.crc32c(payload, crc32c.crc32c(covered_header))
+    batch_length = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(payload)
+    prefix = _PREFIX.pack(
+        header.base_offset, batch_length, header.partition_leader_epoch, MAGIC_V2, crc
+    )
+    return b"".join((prefix, covered_header, payload))

@@ -162,7 +162,7 @@ class ReplicaManager:
             config = partition.log.config
             now = int(time.time() * 1000)
             data = records or b""
-            if validation_is_costly(data):
+            if validation_is_costly(data, config):
                 validated = await self._scheduler.run_blocking(validate_records, data, config, now)
                 partition = self.get_partition_or_error(tp)  # it may have gone meanwhile
             else:

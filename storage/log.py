@@ -458,6 +458,9 @@ class Log:
         active = self.active_segment
         removed = active.truncate_to(offset)
         self._end_offset = LogOffsetMetadata(active.next_offset(), active.base_offset, active.size)
+        # Cutting inside the batch that holds the log start offset ends the log below it;
+        # the start follows the end down (Kafka's min(target, log start)).
+        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self._epoch_checkpoint.request()
         self.recovery_point = min(self.recovery_point, self.log_end_offset)

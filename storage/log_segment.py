@@ -88,9 +88,12 @@ class LogSegment:
         self.log_path = prefix + LOG_FILE_SUFFIX
         flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
         self._fd = os.open(self.log_path, flags, 0o644)
-        self.size = os.fstat(self._fd).st_size if file_exists else 0
+        self.size = os.fstat(self._fd).st_size
         if not file_exists and self.size:
+            # A brand-new segment: bytes left under this name are stale (Kafka's roll
+            # deletes such a file first).
             os.ftruncate(self._fd, 0)
+            self.size = 0
         self.index_files_existed = file_exists and all(
             os.path.exists(prefix + suffix)
             for suffix in (INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX)
@@ -127,7 +130,13 @@ class LogSegment:
                 self.offset_of_max_timestamp_so_far = batch.last_offset
             if self.rolling_based_timestamp is None:
                 self.rolling_based_timestamp = batch.max_timestamp
-            if self.bytes_since_last_index_entry > self.index_interval_bytes:
+            # The roll check runs before an append, not between its batches: an index
+            # that fills up mid-append (or in a recovery under a smaller
+            # segment.index.bytes) leaves the rest unindexed rather than failing after
+            # the bytes were written.
+            if self.bytes_since_last_index_entry > self.index_interval_bytes and not (
+                self.offset_index.is_full or self.time_index.is_full
+            ):
                 self.offset_index.append(batch.last_offset, position)
                 self.time_index.maybe_append(
                     self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far

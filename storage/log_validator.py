@@ -17,7 +17,11 @@ Checks, with Kafka's error for each:
 - batch size over max.message.bytes                                   MESSAGE_TOO_LARGE
 - batch size over segment.bytes                                       RECORD_LIST_TOO_LARGE
 - CreateTime timestamps outside message.timestamp.before/after.max.ms INVALID_TIMESTAMP
-- an unknown compression codec                                        UNSUPPORTED_COMPRESSION_TYPE
+- an unknown compression codec (as Kafka)                             UNKNOWN_SERVER_ERROR
+
+A topic whose compression.type names a codec stores every batch with that codec: a
+batch from the producer with another one is recompressed (its records section is the
+same whatever the codec, so only the payload is re-encoded, never the records).
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ from protocol.errors import (
     RecordTooLargeError,
 )
 from protocol.record_batch import (
+    ATTRIBUTES_OFFSET,
+    COMPRESSION_CODEC_MASK,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     MAGIC_V2,
@@ -48,7 +54,7 @@ from protocol.record_batch import (
     patched_timestamp_prefix,
     read_header,
 )
-from protocol.records import RecordsSummary
+from protocol.record_builder import recompress_batch
 from protocol.records import validate_records as walk_records
 from storage.log_values import AppendBatch, Buffer
 
@@ -75,12 +81,22 @@ class ValidatedRecords:
     size: int
 
 
-def validation_is_costly(records: Buffer) -> bool:
-    """True for a large compressed batch: validate it off the event loop."""
+def validation_is_costly(records: Buffer, config: LogConfig) -> bool:
+    """True for a large batch that must be decompressed or recompressed: validate it
+    off the event loop."""
     if len(records) < COSTLY_COMPRESSED_BYTES or len(records) < RECORD_BATCH_OVERHEAD:
         return False
-    attributes = int.from_bytes(records[21:23], "big")
-    return attributes & 0x07 != CompressionType.NONE
+    codec = records[ATTRIBUTES_OFFSET + 1] & COMPRESSION_CODEC_MASK
+    return codec != CompressionType.NONE or _target_codec(config, codec) != codec
+
+
+def _target_codec(config: LogConfig, batch_codec: int) -> int:
+    """The codec a batch is stored with: the producer's, unless the topic names one."""
+    if config.compression_type == "producer":
+        return batch_codec
+    if config.compression_type == "uncompressed":
+        return CompressionType.NONE
+    return CompressionType.from_name(config.compression_type)
 
 
 def validate_records(
@@ -98,17 +114,53 @@ def validate_records(
             raise InvalidRecordError(
                 "Produce requests are only allowed to contain exactly one record batch"
             )
-        batch = _validate_batch(view[pos:], config, now_ms)
+        batch, consumed = _validate_batch(view[pos:], config, now_ms)
         batches.append(batch)
         count += batch.header.records_count
-        pos += batch.header.batch_length + LOG_OVERHEAD
+        pos += consumed
     return ValidatedRecords(tuple(batches), count, len(view))
 
 
-def _validate_batch(view: memoryview, config: LogConfig, now_ms: int) -> ValidatedBatch:
+def _validate_batch(view: memoryview, config: LogConfig, now_ms: int) -> tuple[ValidatedBatch, int]:
+    """The validated first batch of ``view`` and the bytes it took up there (a
+    recompressed batch has another size)."""
+    batch, header = _checked_batch(view, config)
+    consumed = len(batch)
+    records = _records(batch, header)
+    summary = walk_records(records, header.records_count, 0)
+    if config.compact and summary.null_key_indexes:
+        raise InvalidRecordError("Compacted topic cannot accept message without key")
+    target = _target_codec(config, header.compression)
+    if target != header.compression:
+        # compression.type names another codec: store the batch recompressed (Kafka).
+        batch = memoryview(recompress_batch(header, records, CompressionType(target)))
+        header = read_header(batch, 0)
+    max_timestamp = header.base_timestamp + summary.max_timestamp_delta
+    if TimestampType(header.timestamp_type) is TimestampType.CREATE_TIME and (
+        config.message_timestamp_type == "CreateTime"
+    ):
+        _check_timestamps(
+            header.base_timestamp + summary.min_timestamp_delta, max_timestamp, config, now_ms
+        )
+    validated = ValidatedBatch(batch, header, max_timestamp, summary.offset_delta_of_max_timestamp)
+    return validated, consumed
+
+
+def _checked_batch(view: memoryview, config: LogConfig) -> tuple[memoryview, RecordBatchHeader]:
+    """The first batch of ``view`` once its framing, CRC, size and header fields pass."""
     if len(view) > MAGIC_OFFSET and view[MAGIC_OFFSET] != MAGIC_V2:
         raise InvalidRecordError(
             f"Record batches with magic {view[MAGIC_OFFSET]} are not supported, only magic 2"
+        )
+    if len(view) < RECORD_BATCH_OVERHEAD:
+        declared = int.from_bytes(view[8:12], "big", signed=True) + LOG_OVERHEAD
+        if len(view) >= LOG_OVERHEAD and declared <= len(view):
+            raise CorruptRecordError(
+                f"Record batch size {declared} is smaller than the minimum batch overhead"
+            )
+        raise InvalidRecordError(
+            f"Produce requests must have at least one complete record batch: "
+            f"{len(view)} bytes received"
         )
     header = read_header(view, 0)
     size = header.batch_length + LOG_OVERHEAD
@@ -134,6 +186,11 @@ def _validate_batch(view: memoryview, config: LogConfig, now_ms: int) -> Validat
         raise RecordBatchTooLargeError(
             f"The record batch is {size} bytes, larger than segment.bytes ({config.segment_bytes})"
         )
+    _check_header_fields(header)
+    return batch, header
+
+
+def _check_header_fields(header: RecordBatchHeader) -> None:
     if header.base_offset != 0:
         raise InvalidRecordError(
             f"The baseOffset of the record batch should be 0, but it is {header.base_offset}"
@@ -145,25 +202,13 @@ def _validate_batch(view: memoryview, config: LogConfig, now_ms: int) -> Validat
             f"Inconsistent batch offset range and record count: lastOffsetDelta "
             f"{header.last_offset_delta}, count {header.records_count}"
         )
-    summary = _walk(batch, header)
-    if config.compact and summary.null_key_indexes:
-        raise InvalidRecordError("Compacted topic cannot accept message without key")
-    max_timestamp = header.base_timestamp + summary.max_timestamp_delta
-    if TimestampType(header.timestamp_type) is TimestampType.CREATE_TIME and (
-        config.message_timestamp_type == "CreateTime"
-    ):
-        _check_timestamps(
-            header.base_timestamp + summary.min_timestamp_delta, max_timestamp, config, now_ms
-        )
-    return ValidatedBatch(batch, header, max_timestamp, summary.offset_delta_of_max_timestamp)
 
 
-def _walk(batch: memoryview, header: RecordBatchHeader) -> RecordsSummary:
-    codec = header.compression
-    if codec == CompressionType.NONE:
-        return walk_records(batch, header.records_count, RECORDS_OFFSET)
-    data = decompress(codec, batch[RECORDS_OFFSET:], MAX_DECOMPRESSED_BATCH_BYTES)
-    return walk_records(data, header.records_count, 0)
+def _records(batch: memoryview, header: RecordBatchHeader) -> Buffer:
+    """The batch's records section, decompressed."""
+    if header.compression == CompressionType.NONE:
+        return batch[RECORDS_OFFSET:]
+    return decompress(header.compression, batch[RECORDS_OFFSET:], MAX_DECOMPRESSED_BATCH_BYTES)
 
 
 def _check_timestamps(min_ts: int, max_ts: int, config: LogConfig, now_ms: int) -> None:
@@ -216,6 +261,7 @@ def assign_offsets(
         out.append(AppendBatch(chunks, len(batch.view), offset, last, max_timestamp, leader_epoch))
         if max_timestamp > best_timestamp:
             best_timestamp = max_timestamp
-            offset_of_max = last if log_append else offset + batch.offset_delta_of_max_timestamp
+            # With LogAppendTime every record carries the max: the first one is reported.
+            offset_of_max = offset if log_append else offset + batch.offset_delta_of_max_timestamp
         offset = last + 1
     return out, offset_of_max, now_ms if log_append else -1

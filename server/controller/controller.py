@@ -40,6 +40,8 @@ class Controller:
         self.epoch = 0
         self.is_active = False
         self._watches: list[WatchHandle] = []
+        # Per topic: its assignment node, so partitions added later get a leader too.
+        self._topic_watches: dict[str, WatchHandle] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -52,7 +54,7 @@ class Controller:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="controller")
 
     async def shutdown(self) -> None:
-        for handle in self._watches:
+        for handle in [*self._watches, *self._topic_watches.values()]:
             handle.cancel()
         if self._task is not None:
             self._task.cancel()
@@ -114,7 +116,14 @@ class Controller:
             return
         for topic in await self._store.get_children(zk.DELETE_TOPICS_PATH):
             await self._delete_topic(topic)
-        for topic in await self._store.get_children(zk.TOPICS_PATH):
+        topics = set(await self._store.get_children(zk.TOPICS_PATH))
+        for gone in self._topic_watches.keys() - topics:
+            self._topic_watches.pop(gone).cancel()
+        for topic in sorted(topics):
+            if topic not in self._topic_watches:
+                self._topic_watches[topic] = await self._store.watch_data(
+                    zk.topic_path(topic), self._poke
+                )
             await self._initialize_partitions(topic)
 
     async def _live_brokers(self) -> set[int]:

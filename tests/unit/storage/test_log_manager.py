@@ -1,0 +1,315 @@
+"""LogManager: log dirs and meta.properties, loading partitions, offset checkpoints, the
+clean-shutdown marker, creating and deleting logs, retention and flush passes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from log_support import BASE_TS, log_records, produce, small_config
+
+from config.broker_config import BrokerConfig
+from config.log_config import LogConfig
+from protocol.errors import KafkaStorageError
+from storage import log as log_module
+from storage.checkpoint_file import OffsetCheckpointFile, PartitionMetadataFile
+from storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
+from storage.meta_properties import MetaProperties
+from storage.scheduler import Scheduler
+from storage.topic_partition import TopicPartition
+
+CONFIG = small_config()
+TP0 = TopicPartition("orders", 0)
+TP1 = TopicPartition("orders", 1)
+
+
+def broker(dirs: list[Path], node_id: int = 1, **settings: object) -> BrokerConfig:
+    return BrokerConfig({"log.dirs": [str(d) for d in dirs], "node.id": node_id, **settings})
+
+
+def manager(
+    dirs: list[Path],
+    scheduler: Scheduler,
+    node_id: int = 1,
+    config_for: Callable[[str], LogConfig] = lambda topic: CONFIG,
+    **settings: object,
+) -> LogManager:
+    return LogManager(broker(dirs, node_id, **settings), scheduler, config_for)
+
+
+def fill(log: object, batches: int) -> None:
+    for i in range(batches):
+        produce(log, [b"%03d" % i * 10, b"x"], [BASE_TS + i, BASE_TS + i])  # type: ignore[arg-type]
+
+
+def checkpoint(path: Path) -> dict[TopicPartition, int]:
+    return OffsetCheckpointFile(path).read()
+
+
+# -- start-up ----------------------------------------------------------------------------
+
+
+async def test_startup_creates_dirs_and_meta_properties(
+    tmp_path: Path, scheduler: Scheduler
+) -> None:
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    lm = manager(dirs, scheduler, node_id=7)
+    cluster_id = await lm.startup(None)
+    assert len(cluster_id) == 22
+    for d in dirs:
+        meta = MetaProperties.read(str(d))
+        assert meta == MetaProperties(cluster_id, 7)
+        text = (d / "meta.properties").read_text()
+        assert "node.id=7\n" in text and "version=1\n" in text
+        assert f"cluster.id={cluster_id}\n" in text
+    assert lm.log_dirs == [str(d) for d in dirs]
+    await lm.shutdown()
+    # the same dirs keep their cluster id
+    again = manager(dirs, scheduler, node_id=7)
+    assert await again.startup(None) == cluster_id
+    await again.shutdown()
+
+
+async def test_startup_uses_the_given_cluster_id(tmp_path: Path, scheduler: Scheduler) -> None:
+    lm = manager([tmp_path / "a"], scheduler)
+    assert await lm.startup("AAAAAAAAAAAAAAAAAAAAAA") == "AAAAAAAAAAAAAAAAAAAAAA"
+    await lm.shutdown()
+    other = manager([tmp_path / "a"], scheduler)
+    with pytest.raises(KafkaStorageError, match=r"cluster\.id"):
+        await other.startup("BBBBBBBBBBBBBBBBBBBBBB")
+
+
+async def test_startup_refuses_another_nodes_log_dir(tmp_path: Path, scheduler: Scheduler) -> None:
+    lm = manager([tmp_path / "a"], scheduler, node_id=1)
+    await lm.startup(None)
+    await lm.shutdown()
+    other = manager([tmp_path / "a"], scheduler, node_id=2)
+    with pytest.raises(KafkaStorageError, match=r"node\.id"):
+        await other.startup(None)
+
+
+async def test_marker_removed_at_startup_and_written_at_shutdown(
+    tmp_path: Path, scheduler: Scheduler
+) -> None:
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    lm = manager(dirs, scheduler)
+    await lm.startup(None)
+    assert not lm.had_clean_shutdown  # fresh dirs carry no marker
+    await lm.shutdown()
+    assert all((d / CLEAN_SHUTDOWN_FILE).exists() for d in dirs)
+    lm = manager(dirs, scheduler)
+    await lm.startup(None)
+    assert lm.had_clean_shutdown
+    assert not any((d / CLEAN_SHUTDOWN_FILE).exists() for d in dirs)
+    await lm.shutdown()
+    (dirs[1] / CLEAN_SHUTDOWN_FILE).unlink()  # one dir did not stop cleanly
+    lm = manager(dirs, scheduler)
+    await lm.startup(None)
+    assert not lm.had_clean_shutdown
+    await lm.shutdown()
+
+
+# -- logs --------------------------------------------------------------------------------
+
+
+async def test_get_or_create_log_spreads_over_dirs(tmp_path: Path, scheduler: Scheduler) -> None:
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    lm = manager(dirs, scheduler)
+    await lm.startup(None)
+    topic_id = uuid.uuid4()
+    first = lm.get_or_create_log(TP0, CONFIG, topic_id)
+    second = lm.get_or_create_log(TP1, CONFIG, topic_id)
+    assert lm.get_or_create_log(TP0, CONFIG, topic_id) is first
+    assert lm.get_log(TP0) is first
+    assert lm.get_log(TopicPartition("orders", 9)) is None
+    assert {lm.dir_of(first), lm.dir_of(second)} == {str(d) for d in dirs}
+    assert os.path.basename(first.dir) == "orders-0"
+    assert sorted(os.listdir(first.dir))[:3] == [
+        "00000000000000000000.index",
+        "00000000000000000000.log",
+        "00000000000000000000.timeindex",
+    ]
+    assert first.log_end_offset == 0 and first.topic_id == topic_id
+    await scheduler.drain()
+    assert PartitionMetadataFile(os.path.join(first.dir, "partition.metadata")).read() == topic_id
+    await lm.shutdown()
+
+
+async def test_shutdown_writes_checkpoints_and_startup_loads_them(
+    tmp_path: Path, scheduler: Scheduler
+) -> None:
+    root = tmp_path / "a"
+    lm = manager([root], scheduler)
+    await lm.startup(None)
+    log0 = lm.get_or_create_log(TP0, CONFIG, uuid.uuid4())
+    log1 = lm.get_or_create_log(TP1, CONFIG, None)
+    fill(log0, 30)
+    fill(log1, 3)
+    log0.update_high_watermark(50)
+    log0.maybe_increment_log_start_offset(20)
+    log1.update_high_watermark(4)
+    await lm.shutdown()
+    assert checkpoint(root / "recovery-point-offset-checkpoint") == {TP0: 60, TP1: 6}
+    assert checkpoint(root / "replication-offset-checkpoint") == {TP0: 50, TP1: 4}
+    assert checkpoint(root / "log-start-offset-checkpoint") == {TP0: 20, TP1: 0}
+    assert (root / CLEAN_SHUTDOWN_FILE).exists()
+
+    lm = manager([root], scheduler)
+    await lm.startup(None)
+    assert set(lm.logs) == {TP0, TP1}
+    loaded = lm.get_log(TP0)
+    assert loaded is not None and loaded.topic_id == log0.topic_id
+    assert (loaded.log_end_offset, loaded.high_watermark) == (60, 50)
+    assert (loaded.log_start_offset, loaded.recovery_point) == (20, 60)
+    assert [r.offset for r in log_records(loaded)] == list(range(60))
+    assert lm.get_log(TP1).high_watermark == 4  # type: ignore[union-attr]
+    await lm.shutdown()
+
+
+async def test_unclean_startup_recovers_from_the_recovery_point(
+    tmp_path: Path, scheduler: Scheduler
+) -> None:
+    root = tmp_path / "a"
+    lm = manager([root], scheduler)
+    await lm.startup(None)
+    log = lm.get_or_create_log(TP0, CONFIG, None)
+    fill(log, 30)
+    log.update_high_watermark(60)
+    await lm.shutdown()
+    (root / CLEAN_SHUTDOWN_FILE).unlink()
+    active = max(p for p in (root / "orders-0").iterdir() if p.suffix == ".log")
+    with open(active, "ab") as f:
+        f.write(b"\x00" * 8 + b"\x00\x00\x10\x00" + b"torn")
+    lm = manager([root], scheduler)
+    await lm.startup(None)
+    assert not lm.had_clean_shutdown
+    loaded = lm.get_log(TP0)
+    assert loaded is not None
+    assert loaded.log_end_offset == 60
+    assert loaded.active_segment.size == os.path.getsize(active)
+    assert [r.offset for r in log_records(loaded)] == list(range(60))
+    await lm.shutdown()
+
+
+async def test_delete_log_renames_then_removes_the_dir(
+    tmp_path: Path, scheduler: Scheduler, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "a"
+    lm = manager([root], scheduler)
+    await lm.startup(None)
+    log = lm.get_or_create_log(TP0, CONFIG, None)
+    fill(log, 5)
+    original = log.dir
+    seen: list[str] = []
+
+    real_rmtree = shutil.rmtree
+
+    def rmtree(path: str, ignore_errors: bool = False) -> None:
+        # by the time the removal runs, the name is already free
+        assert not os.path.exists(original)
+        assert os.path.isdir(path)
+        seen.append(path)
+        real_rmtree(path, ignore_errors)
+
+    monkeypatch.setattr(log_module.shutil, "rmtree", rmtree)
+    await lm.delete_log(TP0)
+    assert len(seen) == 1
+    assert os.path.dirname(seen[0]) == str(root)
+    assert os.path.basename(seen[0]).startswith("orders-0.")
+    assert seen[0].endswith("-delete")
+    assert not os.path.exists(seen[0])
+    assert lm.get_log(TP0) is None
+    assert log.deleted
+    await lm.delete_log(TP0)  # deleting twice is harmless
+    # the partition can be created again, empty
+    again = lm.get_or_create_log(TP0, CONFIG, None)
+    assert again.log_end_offset == 0
+    await lm.shutdown()
+
+
+async def test_startup_removes_dirs_left_for_deletion(tmp_path: Path, scheduler: Scheduler) -> None:
+    root = tmp_path / "a"
+    lm = manager([root], scheduler)
+    await lm.startup(None)
+    await lm.shutdown()
+    leftover = root / f"orders-0.{uuid.uuid4().hex}-delete"
+    leftover.mkdir()
+    (leftover / "00000000000000000000.log").write_bytes(b"old")
+    lm = manager([root], scheduler)
+    await lm.startup(None)
+    await scheduler.drain()
+    assert not leftover.exists()
+    assert lm.logs == {}
+    await lm.shutdown()
+
+
+async def test_cleanup_logs_and_flush_dirty_logs(tmp_path: Path, scheduler: Scheduler) -> None:
+    configs = {"old": small_config(retention_ms=1000), "kept": small_config(flush_ms=0)}
+    lm = manager([tmp_path / "a"], scheduler, config_for=configs.__getitem__)
+    await lm.startup(None)
+    old = lm.get_or_create_log(TopicPartition("old", 0), configs["old"], None)
+    kept = lm.get_or_create_log(TopicPartition("kept", 0), configs["kept"], None)
+    fill(old, 30)
+    fill(kept, 30)
+    old.update_high_watermark(60)
+    kept.update_high_watermark(60)
+    segments = len(old.segments)
+    assert lm.cleanup_logs() == segments
+    assert old.log_start_offset == 60 and len(kept.segments) == segments
+    await scheduler.drain()
+    recovery = kept.recovery_point
+    fill(kept, 1)
+    await lm.flush_dirty_logs()
+    assert kept.recovery_point == 62 > recovery
+    lm.update_topic_config("kept", configs["old"])
+    assert kept.config is configs["old"]
+    # the active segment holds offsets above the high watermark (60 < 62): it stays
+    assert lm.cleanup_logs() == segments - 1
+    kept.update_high_watermark(62)
+    assert lm.cleanup_logs() == 1
+    assert kept.log_start_offset == kept.log_end_offset == 62
+    await lm.shutdown()
+
+
+async def test_periodic_retention_and_checkpoints(tmp_path: Path, scheduler: Scheduler) -> None:
+    root = tmp_path / "a"
+    expiring = small_config(retention_ms=1000)
+    lm = manager(
+        [root],
+        scheduler,
+        config_for=lambda topic: expiring,
+        **{
+            "log.retention.check.interval.ms": 20,
+            "log.flush.offset.checkpoint.interval.ms": 20,
+            "log.flush.start.offset.checkpoint.interval.ms": 20,
+            "replica.high.watermark.checkpoint.interval.ms": 20,
+        },
+    )
+    await lm.startup(None)
+    log = lm.get_or_create_log(TP0, expiring, None)
+    fill(log, 30)
+    log.update_high_watermark(60)
+    await log.flush()
+    names = [
+        "recovery-point-offset-checkpoint",
+        "replication-offset-checkpoint",
+        "log-start-offset-checkpoint",
+    ]
+
+    def written() -> list[dict[TopicPartition, int]]:
+        return [checkpoint(root / name) for name in names if (root / name).exists()]
+
+    for _ in range(200):  # no shutdown: only the periodic tasks can do this
+        await asyncio.sleep(0.01)
+        if written() == [{TP0: 60}] * 3:
+            break
+    assert [s.base_offset for s in log.segments] == [60]
+    assert log.log_start_offset == 60
+    assert written() == [{TP0: 60}] * 3
+    assert not (root / CLEAN_SHUTDOWN_FILE).exists()
+    await lm.shutdown()
