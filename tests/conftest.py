@@ -17,8 +17,9 @@ def broker_factory(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
     """Start brokers with ``factory(**overrides)``; every one is killed at teardown."""
     started: list[BrokerProcess] = []
 
-    def factory(overrides: dict[str, object] | None = None, name: str | None = None,
-                start: bool = True) -> BrokerProcess:
+    def factory(
+        overrides: dict[str, object] | None = None, name: str | None = None, start: bool = True
+    ) -> BrokerProcess:
         broker = BrokerProcess(tmp_path / (name or f"broker{len(started)}"), overrides)
         started.append(broker)
         return broker.start() if start else broker

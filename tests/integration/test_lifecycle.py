@@ -17,15 +17,17 @@ def _produce(bootstrap: str, topic: str, count: int) -> list[int]:
     offsets: list[int] = []
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
     for i in range(count):
-        producer.produce(topic, value=b"v%d" % i,
-                         on_delivery=lambda err, msg: offsets.append(msg.offset()))
+        producer.produce(
+            topic, value=b"v%d" % i, on_delivery=lambda err, msg: offsets.append(msg.offset())
+        )
     assert producer.flush(15) == 0
     return offsets
 
 
 def _consume_all(bootstrap: str, topic: str, expected: int) -> list[bytes]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "lifecycle",
-                         "enable.auto.commit": False})
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "lifecycle", "enable.auto.commit": False}
+    )
     consumer.assign([TopicPartition(topic, 0, 0)])
     values: list[bytes] = []
     for _ in range(200):
@@ -78,7 +80,9 @@ def test_bad_config_stops_startup_naming_the_key(
 ) -> None:
     result = subprocess.run(
         [str(TIERCEL), "broker", "--override", f"log.dirs={tmp_path}", "--override", override],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 1
     assert expected in result.stderr
@@ -86,8 +90,9 @@ def test_bad_config_stops_startup_naming_the_key(
 
 def test_config_file_and_overrides(tmp_path: Path) -> None:
     config = tmp_path / "broker.yaml"
-    config.write_text("num.partitions: 3\nlisteners: PLAINTEXT://127.0.0.1:0\n"
-                      f"log.dirs: {tmp_path / 'data'}\n")
+    config.write_text(
+        f"num.partitions: 3\nlisteners: PLAINTEXT://127.0.0.1:0\nlog.dirs: {tmp_path / 'data'}\n"
+    )
     broker = BrokerProcess(tmp_path / "b", {"num.partitions": 2})
     broker.overrides.pop("listeners")
     broker.overrides.pop("log.dirs")
