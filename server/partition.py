@@ -71,10 +71,6 @@ class Partition:
     def is_leader(self) -> bool:
         return self.state.leader == self.local_broker_id
 
-    @property
-    def in_sync_replicas(self) -> tuple[int, ...]:
-        return self.state.isr
-
     def make_leader(self, state: PartitionState) -> bool:
         """Become (or stay) leader with the controller's epoch; True if anything changed.
 

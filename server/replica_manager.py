@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -20,7 +20,6 @@ from config.log_format import log_event
 from protocol.errors import (
     InvalidRequiredAcksError,
     KafkaError,
-    KafkaStorageError,
     NotLeaderOrFollowerError,
     RequestTimedOutError,
     UnknownServerError,
@@ -295,9 +294,3 @@ class ReplicaManager:
         """Answer every waiting request now with what it has."""
         self.fetch_purgatory.complete_all()
         self.produce_purgatory.complete_all()
-
-    def leaders(self) -> Iterable[Partition]:
-        return (p for p in self.partitions.values() if p.is_leader)
-
-    def storage_error(self, tp: TopicPartition, e: OSError) -> KafkaStorageError:
-        return KafkaStorageError(f"{tp}: {e}")

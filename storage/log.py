@@ -34,7 +34,7 @@ from protocol.errors import OffsetOutOfRangeError
 from protocol.record_batch import RECORDS_OFFSET, TimestampType, read_header
 from protocol.records import decode_records
 from storage.leader_epoch_cache import LeaderEpochFileCache
-from storage.log_segment import BatchPosition, LogSegment
+from storage.log_segment import LogSegment
 from storage.log_validator import ValidatedRecords, assign_offsets
 from storage.log_values import (
     AppendBatch,
@@ -91,7 +91,6 @@ class Log:
         self._high_watermark = LogOffsetMetadata(self.log_start_offset)
         self.update_high_watermark(self.log_start_offset)
         self._last_flush_ms = now_ms()
-        self._flush_in_progress = False
         self.deleted = False
 
     # -- offsets -----------------------------------------------------------------------
@@ -304,15 +303,6 @@ class Log:
             if result is not None:
                 return FetchDataInfo(result[0], result[1])
         return FetchDataInfo(LogOffsetMetadata(start_offset), b"")
-
-    def batch_holding(self, offset: int) -> tuple[LogSegment, BatchPosition] | None:
-        """The segment and batch that contain ``offset``, if it is in the local log."""
-        i = bisect.bisect_right(self._base_offsets, offset) - 1
-        for segment in self._segments[max(i, 0) :]:
-            batch = segment.translate_offset(offset)
-            if batch is not None:
-                return segment, batch
-        return None
 
     def epoch_for_offset(self, offset: int) -> int | None:
         return self.leader_epoch_cache.epoch_for_offset(offset)

@@ -234,14 +234,6 @@ class LogManager:
             await log.delete()
             log_event(_log, logging.INFO, "log_deleted", partition=str(tp))
 
-    def update_topic_config(self, topic: str, config: LogConfig) -> None:
-        for tp, log in self._logs.items():
-            if tp.topic == topic:
-                log.update_config(config)
-
-    def dir_of(self, log: Log) -> str:
-        return os.path.dirname(log.dir)
-
     @property
     def log_dirs(self) -> list[str]:
         return [d.path for d in self._dirs]

@@ -71,7 +71,6 @@ class LogAppendInfo:
 class FetchDataInfo:
     fetch_offset_metadata: LogOffsetMetadata
     records: Buffer
-    first_entry_incomplete: bool = False
 
     @property
     def size(self) -> int:

@@ -57,10 +57,6 @@ def topic_path(topic: str) -> str:
     return f"{TOPICS_PATH}/{topic}"
 
 
-def partitions_path(topic: str) -> str:
-    return f"{TOPICS_PATH}/{topic}/partitions"
-
-
 def partition_path(topic: str, partition: int) -> str:
     return f"{TOPICS_PATH}/{topic}/partitions/{partition}"
 

@@ -202,22 +202,6 @@ async def test_read_out_of_range(tmp_path: Path, scheduler: Scheduler) -> None:
     await log.close()
 
 
-async def test_batch_holding(tmp_path: Path, scheduler: Scheduler) -> None:
-    log = make_log(tmp_path, scheduler)
-    fill(log, 20, per_batch=3)
-    for offset in range(60):
-        found = log.batch_holding(offset)
-        assert found is not None
-        segment, batch = found
-        assert batch.header.base_offset == offset - offset % 3
-        assert segment.base_offset <= offset < segment.next_offset()
-    assert log.batch_holding(60) is None
-    await log.close()
-
-
-# -- rolling and indexes -----------------------------------------------------------------
-
-
 async def test_roll_on_segment_bytes(tmp_path: Path, scheduler: Scheduler) -> None:
     log = make_log(tmp_path, scheduler, segment_bytes=600)
     fill(log, 40)

@@ -127,7 +127,7 @@ async def test_get_or_create_log_spreads_over_dirs(tmp_path: Path, scheduler: Sc
     assert lm.get_or_create_log(TP0, CONFIG, topic_id) is first
     assert lm.get_log(TP0) is first
     assert lm.get_log(TopicPartition("orders", 9)) is None
-    assert {lm.dir_of(first), lm.dir_of(second)} == {str(d) for d in dirs}
+    assert {os.path.dirname(first.dir), os.path.dirname(second.dir)} == {str(d) for d in dirs}
     assert os.path.basename(first.dir) == "orders-0"
     assert sorted(os.listdir(first.dir))[:3] == [
         "00000000000000000000.index",
@@ -266,7 +266,7 @@ async def test_cleanup_logs_and_flush_dirty_logs(tmp_path: Path, scheduler: Sche
     fill(kept, 1)
     await lm.flush_dirty_logs()
     assert kept.recovery_point == 62 > recovery
-    lm.update_topic_config("kept", configs["old"])
+    kept.update_config(configs["old"])
     assert kept.config is configs["old"]
     # the active segment holds offsets above the high watermark (60 < 62): it stays
     assert lm.cleanup_logs() == segments - 1
