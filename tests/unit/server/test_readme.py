@@ -26,7 +26,7 @@ def test_readme_lists_exactly_the_supported_api_versions() -> None:
     for key, spec in api_table().items():
         name = "".join(word.capitalize() for word in api_key_map[key].split("_"))
         versions = (
-            f"{spec.min_version}–{spec.max_version}"
+            f"{spec.min_version}\u2013{spec.max_version}"  # an en dash, as in README
             if spec.min_version != spec.max_version
             else f"{spec.min_version}"
         )
