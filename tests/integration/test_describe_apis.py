@@ -27,7 +27,7 @@ from kio.schema.types import TopicName
 from kio.static.primitive import i32
 
 from support.broker import BrokerProcess
-from support.clients import create_topic, running_broker
+from support.clients import create_topic, running_broker, wait_until
 from support.wire import WireClient
 
 
@@ -79,7 +79,9 @@ def test_offset_for_leader_epoch_answers_from_the_epoch_cache(
         response = client.request(_epoch_request(leader_epoch, current))
     partition = response.topics[0].partitions[0]
     assert (partition.error_code, partition.leader_epoch, partition.end_offset) == expected
-    assert (shared.log_dir / "epochs-0" / "leader-epoch-checkpoint").read_text() == "0\n1\n0 0\n"
+    # The checkpoint is written in the background once the epoch's first batch is in.
+    checkpoint = shared.log_dir / "epochs-0" / "leader-epoch-checkpoint"
+    assert wait_until(lambda: checkpoint.exists() and checkpoint.read_text() == "0\n1\n0 0\n", 5)
 
 
 def test_offset_for_leader_epoch_unknown_partition(shared: BrokerProcess) -> None:
