@@ -260,6 +260,10 @@ class Log:
         finally:
             for segment in segments:
                 segment.unpin()
+        if self.leader_epoch_cache.is_dirty:
+            # Recovery only re-reads epochs from batches past the recovery point: the
+            # entries for everything below it must be on disk before it moves.
+            await self._epoch_checkpoint.flush()
         self._last_flush_ms = now_ms()
         if not self.deleted:
             self.recovery_point = max(self.recovery_point, min(target, self.log_end_offset))
