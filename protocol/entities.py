@@ -133,10 +133,20 @@ _COERCIONS: Final[Mapping[str, Callable[[Any], Any]]] = {
 }
 
 
+_ZERO_VALUES: Final[Mapping[str, Any]] = {
+    "string": "",
+    "bytes": b"",
+    "records": b"",
+    "bool": False,
+    "uuid": None,
+    "float64": 0.0,
+}
+
+
 class _FieldPlan:
     """How to fill one field of an entity class from a mapping value."""
 
-    __slots__ = ("coerce", "default", "name", "nested", "nested_is_tuple")
+    __slots__ = ("coerce", "default", "name", "nested", "nested_is_tuple", "zero_value")
 
     def __init__(self, field: Field[Any]) -> None:
         self.name = field.name
@@ -148,15 +158,23 @@ class _FieldPlan:
             self.nested_is_tuple = isinstance(kind, EntityTupleField)
         self.coerce = _COERCIONS.get(field.metadata.get("kafka_type", ""))
         self.default = _field_default(field)
+        self.zero_value = _ZERO_VALUES.get(field.metadata.get("kafka_type", ""), 0)
 
-    def value(self, raw: Any) -> Any:
+    def zero(self) -> Any:
+        if self.nested is not None:
+            return () if self.nested_is_tuple else _build(self.nested, {}, fill_missing=True)
+        if self.coerce is not None:
+            return self.coerce(0)
+        return self.zero_value
+
+    def value(self, raw: Any, fill_missing: bool) -> Any:
         nested = self.nested
         if nested is not None:
             if self.nested_is_tuple:
                 if raw is None:
                     return None
-                return tuple(_build(nested, item) for item in raw)
-            return None if raw is None else _build(nested, raw)
+                return tuple(_build(nested, item, fill_missing) for item in raw)
+            return None if raw is None else _build(nested, raw, fill_missing)
         if self.coerce is not None:
             return self.coerce(raw)
         return raw
@@ -184,24 +202,29 @@ def _plan(entity_type: type[Any]) -> tuple[_FieldPlan, ...]:
     return plan
 
 
-def _build(entity_type: type[Any], values: Any) -> Any:
+def _build(entity_type: type[Any], values: Any, fill_missing: bool = False) -> Any:
     if not isinstance(values, Mapping):
         return values  # already an entity
     kwargs: dict[str, Any] = {}
     for plan in _plan(entity_type):
         raw = values.get(plan.name, _MISSING)
-        if raw is _MISSING:
-            if plan.default is _MISSING:
-                raise TypeError(f"{entity_type.__qualname__}.{plan.name} has no value")
+        if raw is not _MISSING:
+            kwargs[plan.name] = plan.value(raw, fill_missing)
+        elif plan.default is not _MISSING:
             kwargs[plan.name] = plan.default
+        elif fill_missing:
+            kwargs[plan.name] = plan.zero()
         else:
-            kwargs[plan.name] = plan.value(raw)
+            raise TypeError(f"{entity_type.__qualname__}.{plan.name} has no value")
     return entity_type(**kwargs)
 
 
-def build_entity(entity_type: type[E], values: Mapping[str, Any]) -> E:
-    """Build ``entity_type`` from nested mappings; keys the version lacks are ignored."""
-    return _build(entity_type, values)  # type: ignore[no-any-return]
+def build_entity(entity_type: type[E], values: Mapping[str, Any], fill_missing: bool = False) -> E:
+    """Build ``entity_type`` from nested mappings; keys the version lacks are ignored.
+
+    With ``fill_missing``, required fields without a value get their zero value (0, "",
+    an empty array): an error response that only states its error code."""
+    return _build(entity_type, values, fill_missing)  # type: ignore[no-any-return]
 
 
 def entity_fields(entity_type: type[Any]) -> Sequence[str]:

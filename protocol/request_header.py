@@ -25,6 +25,7 @@ from typing import Final
 
 from kio.serial.readers import read_unsigned_varint
 
+_API: Final = struct.Struct(">hhi")
 _PREFIX: Final = struct.Struct(">hhih")
 _SIZE: Final = struct.Struct(">i")
 
@@ -47,9 +48,9 @@ class RequestHeader:
 
 def peek_api(frame: bytes | bytearray | memoryview) -> tuple[int, int, int]:
     """(api_key, api_version, correlation_id) from the fixed start of a request frame."""
-    if len(frame) < 8:
+    if len(frame) < _API.size:
         raise InvalidRequestHeaderError(f"request frame of {len(frame)} bytes has no header")
-    api_key, api_version, correlation_id, _ = _PREFIX.unpack_from(frame, 0)
+    api_key, api_version, correlation_id = _API.unpack_from(frame, 0)
     return api_key, api_version, correlation_id
 
 

@@ -156,17 +156,20 @@ class KafkaApis:
         ctx = RequestContext(
             header, connection.client_address, connection.listener_name, self._services
         )
-        response = await self._call(spec, ctx, request)
-        if response is None:
-            return None
-        return self._encode(api_key, api_version, correlation_id, response)
+        return await self._call(spec, ctx, request)
 
     async def _call(
         self, spec: ApiSpec, ctx: RequestContext, request: Any
-    ) -> Mapping[str, Any] | None:
+    ) -> Sequence[Buffer] | None:
+        """The encoded response. A handler failure is logged with the request; the client
+        gets the error in the response's top-level error code where the API has one
+        (other fields zero), else the connection is closed, as Kafka would."""
+        correlation_id = ctx.header.correlation_id
         try:
             result: Mapping[str, Any] | None = await spec.handler.handle(ctx, request)
-            return result
+            if result is None:
+                return None
+            return self._encode(spec.api_key, ctx.api_version, correlation_id, result)
         except CloseConnection:
             raise
         except Exception as e:
@@ -181,14 +184,25 @@ class KafkaApis:
             )
             _log.debug("request_failed traceback", exc_info=e)
             if "error_code" in entity_fields(response_class(spec.api_key, ctx.api_version)):
-                return {"error_code": code}
+                return self._encode(
+                    spec.api_key,
+                    ctx.api_version,
+                    correlation_id,
+                    {"error_code": code},
+                    fill_missing=True,
+                )
             raise CloseConnection() from e
 
     def _encode(
-        self, api_key: int, api_version: int, correlation_id: int, response: Mapping[str, Any]
+        self,
+        api_key: int,
+        api_version: int,
+        correlation_id: int,
+        response: Mapping[str, Any],
+        fill_missing: bool = False,
     ) -> list[Buffer]:
         response_type = response_class(api_key, api_version)
-        entity = build_entity(response_type, response)
+        entity = build_entity(response_type, response, fill_missing)
         writer = ChunkWriter()
         writer.write(
             response_header_bytes(correlation_id, response_type.__header_schema__.__version__ >= 1)

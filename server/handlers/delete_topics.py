@@ -23,7 +23,7 @@ _ZERO_ID: Final = uuid.UUID(int=0)
 
 
 def _targets(request: Any) -> list[tuple[str | None, uuid.UUID | None]]:
-    if getattr(request, "topics", None):
+    if hasattr(request, "topics"):  # v6+: names or ids; before, names only
         return [(t.name, t.topic_id if t.topic_id != _ZERO_ID else None) for t in request.topics]
     return [(name, None) for name in request.topic_names]
 

@@ -53,7 +53,8 @@ def _partition_response(
 async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
     cache = ctx.broker.metadata_cache
     by_id = ctx.api_version >= _TOPIC_IDS_VERSION
-    if request.session_id != 0:
+    # Sessions (v7+) are never created here, so an id other than 0 cannot be ours.
+    if getattr(request, "session_id", 0) != 0:
         return {
             "throttle_time": 0,
             "error_code": ErrorCode.fetch_session_id_not_found,
@@ -76,7 +77,7 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
                     TopicPartition(name, p.partition),
                     p.fetch_offset,
                     p.partition_max_bytes,
-                    p.current_leader_epoch,
+                    getattr(p, "current_leader_epoch", -1),  # v9+
                     getattr(p, "last_fetched_epoch", -1),
                 )
             )

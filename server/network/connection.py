@@ -184,6 +184,18 @@ class Connection(asyncio.BufferedProtocol):
             except CloseConnection:
                 self.close()
                 return
+            except Exception as e:
+                # A bug, not the client's fault; still never leave the client hanging.
+                log_event(
+                    _log,
+                    logging.ERROR,
+                    "request_processing_failed",
+                    client=self.client_address,
+                    reason=repr(e),
+                )
+                _log.debug("traceback", exc_info=e)
+                self.close()
+                return
             transport = self._transport
             if transport is None or transport.is_closing():
                 return
