@@ -167,6 +167,9 @@ class ReplicaManager:
             else:
                 validated = validate_records(data, config, now)
             info = partition.append_records_to_leader(validated, required_acks, now)
+            if partition.log.needs_flush:
+                # flush.messages reached: as Kafka, fsync before acknowledging.
+                await partition.log.flush()
         except Exception as e:
             return ProduceResult(_as_kafka_error(e, f"produce to {tp}"))
         self.fetch_purgatory.check_and_complete(tp)

@@ -30,7 +30,7 @@ from typing import Final
 from config.log_config import LogConfig
 from config.log_format import log_event
 from protocol.compression import decompress
-from protocol.errors import OffsetOutOfRangeError
+from protocol.errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from protocol.record_batch import RECORDS_OFFSET, TimestampType, read_header
 from protocol.records import decode_records
 from storage.leader_epoch_cache import LeaderEpochFileCache
@@ -91,6 +91,7 @@ class Log:
         self._high_watermark = LogOffsetMetadata(self.log_start_offset)
         self.update_high_watermark(self.log_start_offset)
         self._last_flush_ms = now_ms()
+        self._truncations = 0
         self.deleted = False
 
     # -- offsets -----------------------------------------------------------------------
@@ -171,8 +172,11 @@ class Log:
                 self._maybe_assign_epoch_start_offset(
                     batch.partition_leader_epoch, batch.base_offset
                 )
-        if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
-            self.schedule_flush()
+
+    @property
+    def needs_flush(self) -> bool:
+        """``flush.messages`` unflushed records reached: fsync before acknowledging."""
+        return self.log_end_offset - self.recovery_point >= self.config.flush_messages
 
     def append_as_leader(
         self, validated: ValidatedRecords, leader_epoch: int, now_ms: int
@@ -249,14 +253,15 @@ class Log:
         """fsync every segment holding offsets below ``up_to`` (default: the log end)
         in the executor, then move the recovery point."""
         target = self.log_end_offset if up_to is None else up_to
-        if target <= self.recovery_point:
+        if target <= self.recovery_point or self.deleted:
             return
+        truncations = self._truncations
         first = max(bisect.bisect_right(self._base_offsets, self.recovery_point) - 1, 0)
-        segments = [s for s in self._segments[first:] if s.base_offset < target]
+        segments = [s for s in self._segments[first:] if s.base_offset < target and not s.closed]
         for segment in segments:
             segment.pin()
         try:
-            await self._scheduler.run_blocking(_flush_segments, segments)
+            await self._scheduler.run_blocking(_flush_segments, segments, self.dir)
         finally:
             for segment in segments:
                 segment.unpin()
@@ -265,7 +270,8 @@ class Log:
             # entries for everything below it must be on disk before it moves.
             await self._epoch_checkpoint.flush()
         self._last_flush_ms = now_ms()
-        if not self.deleted:
+        # A truncation meanwhile may have replaced what was synced with unsynced data.
+        if not self.deleted and truncations == self._truncations:
             self.recovery_point = max(self.recovery_point, min(target, self.log_end_offset))
 
     @property
@@ -318,18 +324,21 @@ class Log:
     async def fetch_offset_by_timestamp(self, target: int) -> TimestampAndOffset | None:
         """The first record with timestamp >= ``target`` (ListOffsets by time): the time
         index narrows the search to one batch, whose records are decoded off the loop."""
-        for segment in self._segments:
-            if segment.largest_timestamp() < target:
+        for segment in list(self._segments):  # retention may change the list meanwhile
+            if segment.closed or segment.largest_timestamp() < target:
                 continue
-            batch = segment.find_batch_by_timestamp(target, self.log_start_offset)
-            if batch is None:
-                continue
-            data = segment.read_batch(batch)
-            found = await self._scheduler.run_blocking(
-                first_record_at_or_after, data, target, self.log_start_offset
-            )
-            if found is not None:
-                return TimestampAndOffset(found[0], found[1], self.epoch_for_offset(found[1]))
+            for batch in segment.batches_by_timestamp(target, self.log_start_offset):
+                data = segment.read_batch(batch)
+                found = await self._scheduler.run_blocking(
+                    first_record_at_or_after, data, target, self.log_start_offset
+                )
+                if self.deleted:
+                    raise UnknownTopicOrPartitionError(f"{self.topic_partition} was deleted")
+                if found is not None:
+                    offset = found[1]
+                    return TimestampAndOffset(found[0], offset, self.epoch_for_offset(offset))
+                if segment.closed or segment.size < batch.position + batch.size:
+                    break  # deleted or truncated while we decoded: the rest is gone
         return None
 
     async def fetch_max_timestamp(self) -> TimestampAndOffset | None:
@@ -440,6 +449,7 @@ class Log:
         leader, seed 000's ``Log.truncateTo``); True if anything was removed."""
         if offset >= self.log_end_offset:
             return False
+        self._truncations += 1
         if offset <= self.log_start_offset:
             self.truncate_fully_and_start_at(offset)
             return True
@@ -472,6 +482,7 @@ class Log:
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop every segment and restart the log, empty, at ``offset``."""
+        self._truncations += 1
         doomed = list(self._segments)
         self._schedule_removal(doomed)
         self._segments = [
@@ -510,11 +521,17 @@ class Log:
         await self._scheduler.run_blocking(shutil.rmtree, doomed, True)
 
 
-def _flush_segments(segments: list[LogSegment]) -> None:
+def _flush_segments(segments: list[LogSegment], directory: str) -> None:
     # Pinned by the caller, so their descriptors stay open even if they are closed
     # (deleted, truncated away) while this runs.
     for segment in segments:
         segment.flush()
+    # New segment files exist after a crash only once their directory entry is synced.
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def first_record_at_or_after(batch: bytes, target: int, min_offset: int) -> tuple[int, int] | None:

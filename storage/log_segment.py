@@ -88,11 +88,11 @@ class LogSegment:
         self.log_path = prefix + LOG_FILE_SUFFIX
         flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
         self._fd = os.open(self.log_path, flags, 0o644)
-        self.size = os.fstat(self._fd).st_size
+        self.size = os.fstat(self.fd).st_size
         if not file_exists and self.size:
             # A brand-new segment: bytes left under this name are stale (Kafka's roll
             # deletes such a file first).
-            os.ftruncate(self._fd, 0)
+            os.ftruncate(self.fd, 0)
             self.size = 0
         self.index_files_existed = file_exists and all(
             os.path.exists(prefix + suffix)
@@ -113,12 +113,41 @@ class LogSegment:
         self.closed = False
         self._pins = 0
 
+    @property
+    def fd(self) -> int:
+        """The log file's descriptor; KafkaStorageError once the segment is closed (a
+        reader that raced a deletion must fail, not read whatever reuses the number)."""
+        if self._fd < 0:
+            raise KafkaStorageError(f"{self.log_path} is closed")
+        return self._fd
+
     # -- append ----------------------------------------------------------------------
 
     def append(self, batches: Sequence[AppendBatch]) -> None:
-        """Write whole batches at the end of the file and index them."""
+        """Write whole batches at the end of the file and index them; on failure the
+        segment is as it was before (no orphan bytes whose offsets would be reused)."""
+        before = (
+            self.size,
+            self.bytes_since_last_index_entry,
+            self.max_timestamp_so_far,
+            self.offset_of_max_timestamp_so_far,
+            self.rolling_based_timestamp,
+        )
         self._write_fully([chunk for batch in batches for chunk in batch.chunks])
-        self._index_batches(batches)
+        try:
+            self._index_batches(batches)
+        except Exception as e:
+            (
+                self.size,
+                self.bytes_since_last_index_entry,
+                self.max_timestamp_so_far,
+                self.offset_of_max_timestamp_so_far,
+                self.rolling_based_timestamp,
+            ) = before
+            os.ftruncate(self.fd, self.size)
+            self.offset_index.truncate_to(batches[0].base_offset)
+            self.time_index.truncate_to(batches[0].base_offset)
+            raise KafkaStorageError(f"indexing an append to {self.log_path} failed: {e}") from e
 
     def _index_batches(self, batches: Sequence[AppendBatch]) -> None:
         # Kafka's rule: a batch gets an index entry once more than index.interval.bytes
@@ -151,15 +180,15 @@ class LogSegment:
             for start in range(0, len(chunks), _IOV_MAX):
                 group = chunks[start : start + _IOV_MAX]
                 expected = sum(len(chunk) for chunk in group)
-                written = os.writev(self._fd, group)
+                written = os.writev(self.fd, group)
                 if written < expected:  # only on a full disk or a signal; finish or fail
                     rest = memoryview(b"".join(group))[written:]
                     while rest:
-                        rest = rest[os.write(self._fd, rest) :]
+                        rest = rest[os.write(self.fd, rest) :]
         except OSError as e:
             # Never leave half a batch behind: cut back to the last complete batch so
             # the file stays a valid log, then fail the append.
-            os.ftruncate(self._fd, self.size)
+            os.ftruncate(self.fd, self.size)
             raise KafkaStorageError(f"append to {self.log_path} failed: {e}") from e
 
     def can_convert_to_relative_offset(self, offset: int) -> bool:
@@ -200,7 +229,7 @@ class LogSegment:
         while position + RECORD_BATCH_OVERHEAD <= end:
             offset_in_window = position - window_start
             if offset_in_window + RECORD_BATCH_OVERHEAD > len(window):
-                window = os.pread(self._fd, min(_SCAN_WINDOW, end - position), position)
+                window = os.pread(self.fd, min(_SCAN_WINDOW, end - position), position)
                 window_start, offset_in_window = position, 0
                 if len(window) < RECORD_BATCH_OVERHEAD:
                     return
@@ -236,10 +265,10 @@ class LogSegment:
         fetch_size = min(max_position - batch.position, limit)
         if fetch_size <= 0:
             return metadata, b""
-        return metadata, os.pread(self._fd, fetch_size, batch.position)
+        return metadata, os.pread(self.fd, fetch_size, batch.position)
 
     def read_batch(self, batch: BatchPosition) -> bytes:
-        return os.pread(self._fd, batch.size, batch.position)
+        return os.pread(self.fd, batch.size, batch.position)
 
     def batches_from(self, position: int = 0) -> Iterator[BatchPosition]:
         return self._headers_from(position, self.size)
@@ -252,9 +281,10 @@ class LogSegment:
             next_offset = batch.header.last_offset + 1
         return next_offset
 
-    def find_batch_by_timestamp(self, timestamp: int, starting_offset: int) -> BatchPosition | None:
-        """The first batch at or after ``starting_offset`` whose max timestamp is
-        >= ``timestamp``, starting from the time index's hint."""
+    def batches_by_timestamp(self, timestamp: int, starting_offset: int) -> Iterator[BatchPosition]:
+        """In order, the batches at or after ``starting_offset`` whose max timestamp is
+        >= ``timestamp``, from the time index's hint on: where a record with that
+        timestamp may be (timestamps need not grow, so not only the first one)."""
         hint = self.time_index.lookup(timestamp)
         position = self.offset_index.lookup(max(hint.offset, starting_offset)).position
         for batch in self._headers_from(position, self.size):
@@ -262,14 +292,13 @@ class LogSegment:
                 batch.header.last_offset >= starting_offset
                 and batch.header.max_timestamp >= timestamp
             ):
-                return batch
-        return None
+                yield batch
 
     def largest_timestamp(self) -> int:
         """The segment's max timestamp, or its file's mtime when it has none (Kafka)."""
         if self.max_timestamp_so_far >= 0:
             return self.max_timestamp_so_far
-        return int(os.fstat(self._fd).st_mtime * 1000)
+        return int(os.fstat(self.fd).st_mtime * 1000)
 
     # -- truncation, recovery and lifecycle --------------------------------------------
 
@@ -281,7 +310,7 @@ class LogSegment:
         if batch is None:
             return 0
         removed = self.size - batch.position
-        os.ftruncate(self._fd, batch.position)
+        os.ftruncate(self.fd, batch.position)
         self.size = batch.position
         self.bytes_since_last_index_entry = 0
         if self.size == 0:
@@ -318,7 +347,7 @@ class LogSegment:
         self.bytes_since_last_index_entry = 0
         self.rolling_based_timestamp = None
         self.size = 0
-        file_size = os.fstat(self._fd).st_size
+        file_size = os.fstat(self.fd).st_size
         for batch, data in self._complete_batches(file_size):
             header = batch.header
             if header.magic != MAGIC_V2 or compute_crc(data, 0, batch.size) != header.crc:
@@ -352,7 +381,7 @@ class LogSegment:
                 epoch_cache.assign(epoch, header.base_offset)
         truncated = file_size - self.size
         if truncated:
-            os.ftruncate(self._fd, self.size)
+            os.ftruncate(self.fd, self.size)
         return truncated
 
     def _complete_batches(self, file_size: int) -> Iterator[tuple[BatchPosition, memoryview]]:
@@ -364,14 +393,14 @@ class LogSegment:
         while position + RECORD_BATCH_OVERHEAD <= file_size:
             at = position - chunk_start
             if at + RECORD_BATCH_OVERHEAD > len(chunk):
-                chunk = os.pread(self._fd, _RECOVERY_CHUNK, position)
+                chunk = os.pread(self.fd, _RECOVERY_CHUNK, position)
                 chunk_start, at = position, 0
             header = read_header(chunk, at)
             size = header.batch_length + LOG_OVERHEAD
             if size < RECORD_BATCH_OVERHEAD or position + size > file_size:
                 return
             if at + size > len(chunk):
-                chunk = os.pread(self._fd, max(size, _RECOVERY_CHUNK), position)
+                chunk = os.pread(self.fd, max(size, _RECOVERY_CHUNK), position)
                 chunk_start, at = position, 0
             with memoryview(chunk) as view:
                 yield BatchPosition(position, header), view[at : at + size]
@@ -379,7 +408,7 @@ class LogSegment:
 
     def flush(self) -> None:
         """*Blocking.* fsync the log and both indexes."""
-        os.fsync(self._fd)
+        os.fsync(self.fd)
         self.offset_index.flush()
         self.time_index.flush()
 
@@ -401,6 +430,8 @@ class LogSegment:
 
     def _close_files(self) -> None:
         os.close(self._fd)
+        # The number may be reused by another file at once: never touch it again.
+        self._fd = -1
         self.offset_index.close()
         self.time_index.close()
 

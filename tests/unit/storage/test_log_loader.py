@@ -282,7 +282,7 @@ async def test_missing_or_corrupt_indexes_are_rebuilt(
     # lookups scan the log from the start of the segment.
     assert_indexes_match_a_scan(loaded, require_entries=how != "emptied")
     for segment in loaded.segments:
-        found = segment.find_batch_by_timestamp(BASE_TS + segment.base_offset + 3, 0)
+        found = next(segment.batches_by_timestamp(BASE_TS + segment.base_offset + 3, 0), None)
         assert found is not None and found.header.base_offset == segment.base_offset + 2
     close(loaded)
     if how != "emptied":

@@ -238,13 +238,13 @@ def test_find_batch_by_timestamp(tmp_path: Path) -> None:
         segment.append([append_batch(i * 2, 2, BASE_TS + ts)])
     for target in range(0, 70, 5):
         expected = next((i for i, ts in enumerate(stamps) if ts >= target), None)
-        found = segment.find_batch_by_timestamp(BASE_TS + target, 0)
+        found = next(segment.batches_by_timestamp(BASE_TS + target, 0), None)
         if expected is None:
             assert found is None
         else:
             assert found is not None and found.header.base_offset == 2 * expected, target
     # starting_offset skips earlier batches
-    found = segment.find_batch_by_timestamp(BASE_TS + 10, 5)
+    found = next(segment.batches_by_timestamp(BASE_TS + 10, 5), None)
     assert found is not None and found.header.base_offset == 4
     segment.close()
 
@@ -472,7 +472,7 @@ def test_indexes_and_recovery_agree_with_a_scan(
         assert offset_entries(segment) == offsets
         assert time_entries(segment) == times
         for target in (0, 300, 700, 1001):
-            found = segment.find_batch_by_timestamp(BASE_TS + target, 0)
+            found = next(segment.batches_by_timestamp(BASE_TS + target, 0), None)
             expected = next(
                 (b for b in segment.batches_from(0) if b.header.max_timestamp >= BASE_TS + target),
                 None,
@@ -535,3 +535,37 @@ def test_short_writev_is_completed(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert Path(segment.log_path).read_bytes() == data
     assert segment.size == len(data)
     segment.close()
+
+
+def test_an_append_whose_indexing_fails_leaves_no_bytes_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    segment = new_segment(tmp_path, interval=0)
+    fill(segment, 3)
+    size = segment.size
+
+    def broken(offset: int, position: int) -> None:
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(segment.offset_index, "append", broken)
+    with pytest.raises(KafkaStorageError):
+        segment.append([append_batch(6), append_batch(8)])
+    assert segment.size == size == os.path.getsize(segment.log_path)
+    assert segment.next_offset() == 6
+    monkeypatch.undo()
+    segment.append([append_batch(6)])  # the same offsets are written once, not twice
+    assert [h.base_offset for h in (b.header for b in segment.batches_from(0))] == [0, 2, 4, 6]
+
+
+def test_a_closed_segment_refuses_reads_instead_of_using_a_reused_descriptor(
+    tmp_path: Path,
+) -> None:
+    segment = new_segment(tmp_path)
+    fill(segment, 2)
+    segment.close()
+    with open(tmp_path / "other", "wb") as other:  # likely to get the freed number
+        other.write(b"X" * 4096)
+        with pytest.raises(KafkaStorageError):
+            segment.read(0, 1000, segment.size, True)
+        with pytest.raises(KafkaStorageError):
+            segment.translate_offset(1)
