@@ -33,7 +33,14 @@ from protocol.errors import (
 )
 from server.metadata import zk_data as zk
 from server.metadata.metadata_cache import MetadataCache
-from server.metadata.store import CreateOp, MetadataStore, NodeExistsError, SetOp
+from server.metadata.store import (
+    BadVersionError,
+    CreateOp,
+    MetadataStore,
+    NodeExistsError,
+    NoNodeError,
+    SetOp,
+)
 
 MAX_TOPIC_NAME_LENGTH: Final = 249
 _LEGAL_TOPIC_NAME: Final = re.compile(r"[a-zA-Z0-9._-]+")
@@ -250,12 +257,19 @@ class AdminManager:
         topic = self._cache.topic(name)
         if topic is None:
             raise UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
-        _, stat = await self._store.get(zk.topic_path(name))
-        await self._store.set(
-            zk.topic_path(name),
-            zk.TopicAssignment(topic.topic_id, assignment).encode(),
-            expected_version=stat.version,
-        )
+        try:
+            _, stat = await self._store.get(zk.topic_path(name))
+            await self._store.set(
+                zk.topic_path(name),
+                zk.TopicAssignment(topic.topic_id, assignment).encode(),
+                expected_version=stat.version,
+            )
+        except NoNodeError as e:
+            raise UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.") from e
+        except BadVersionError as e:
+            raise InvalidPartitionsError(
+                f"The partitions of '{name}' changed while this request was served; retry."
+            ) from e
 
     def validated_overrides(self, configs: Mapping[str, str | None]) -> dict[str, str]:
         return self._validated_configs(configs)
@@ -263,6 +277,9 @@ class AdminManager:
     async def set_topic_config(self, name: str, overrides: dict[str, str]) -> None:
         if self._cache.topic(name) is None:
             raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
-        await self._store.multi(
-            [SetOp(zk.topic_config_path(name), zk.encode_topic_config(overrides))]
-        )
+        try:
+            await self._store.multi(
+                [SetOp(zk.topic_config_path(name), zk.encode_topic_config(overrides))]
+            )
+        except NoNodeError as e:
+            raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.") from e

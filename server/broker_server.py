@@ -104,6 +104,7 @@ class BrokerServer:
         await self.controller.startup()
         self.listener = MetadataListener(self.store, self.cache, self._on_topic)
         await self.listener.start()
+        self.replica_manager.delete_stray_logs()
         self._ready.set()
         log_event(
             _log,
@@ -181,6 +182,7 @@ class BrokerServer:
     async def shutdown(self) -> None:
         log_event(_log, logging.INFO, "broker_stopping", node_id=self.config.node_id)
         self.replica_manager.shutdown()
+        self.cache.close()
         await self.socket_server.shutdown()
         await self.listener.stop()
         await self.controller.shutdown()

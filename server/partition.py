@@ -11,6 +11,7 @@ remote-replica bookkeeping of issue 4 plugs into `_maybe_increment_leader_hw`.
 from __future__ import annotations
 
 import logging
+import uuid
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -20,6 +21,7 @@ from protocol.errors import (
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
+    PolicyViolationError,
     UnknownLeaderEpochError,
 )
 from storage.log import Log
@@ -56,7 +58,7 @@ class LogReadResult:
 @dataclass(slots=True)
 class Partition:
     topic_partition: TopicPartition
-    topic_id: object
+    topic_id: uuid.UUID
     log: Log
     local_broker_id: int
     state: PartitionState = field(default_factory=lambda: PartitionState(-1, -1, (), ()))
@@ -81,6 +83,9 @@ class Partition:
         is_new_epoch = state.leader_epoch != self.state.leader_epoch
         self.state = state
         if is_new_epoch:
+            # The epoch starts at the log end offset (seed 000: the new leader records
+            # it before accepting writes), so OffsetForLeaderEpoch knows it at once.
+            self.log.maybe_assign_epoch_start_offset(state.leader_epoch, self.log.log_end_offset)
             log_event(
                 _log,
                 logging.INFO,
@@ -185,6 +190,11 @@ class Partition:
         returns the new low watermark."""
         self._check_leader()
         log = self.log
+        if not log.config.delete:
+            raise PolicyViolationError(
+                f"Records of partition {self.topic_partition} can not be deleted: its "
+                f"cleanup.policy is {','.join(log.config.cleanup_policy)}"
+            )
         target = log.high_watermark if offset == -1 else offset
         if target < 0 or target > log.high_watermark:
             raise OffsetOutOfRangeError(

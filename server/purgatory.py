@@ -36,13 +36,17 @@ class Purgatory:
     def __init__(self, name: str) -> None:
         self.name = name
         self._watchers: dict[TopicPartition, set[DelayedOperation]] = {}
+        self._closed = False
 
     async def wait(
         self, keys: Iterable[TopicPartition], check: Callable[[], bool], timeout_s: float
     ) -> bool:
         """True once ``check()`` holds after a change to one of ``keys``; False on timeout.
 
-        The caller has already found ``check()`` false; it is not re-run before waiting."""
+        The caller has already found ``check()`` false; it is not re-run before waiting.
+        Once the purgatory is closed (shutdown) nothing waits any more."""
+        if self._closed:
+            return check()
         loop = asyncio.get_running_loop()
         op = DelayedOperation(tuple(keys), check, loop.create_future())
         for key in op.keys:
@@ -66,8 +70,14 @@ class Purgatory:
                 completed += 1
         return completed
 
+    def close(self) -> None:
+        """Shutdown: complete what waits, and let nothing wait from now on, so every
+        request is answered with what it has."""
+        self._closed = True
+        self.complete_all()
+
     def complete_all(self) -> None:
-        """Force-complete everything (shutdown): handlers answer with what they have."""
+        """Force-complete everything: handlers answer with what they have."""
         for watchers in list(self._watchers.values()):
             for op in list(watchers):
                 if not op.future.done():

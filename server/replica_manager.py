@@ -8,6 +8,7 @@ high watermark covers them, and applies leadership from the metadata listener.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -22,14 +23,19 @@ from protocol.errors import (
     KafkaError,
     NotLeaderOrFollowerError,
     RequestTimedOutError,
-    UnknownServerError,
     UnknownTopicOrPartitionError,
 )
+from server.error_mapping import as_kafka_error
 from server.metadata.metadata_cache import TopicMetadata
 from server.partition import LogReadResult, Partition
 from server.purgatory import Purgatory
 from storage.log_manager import LogManager
-from storage.log_validator import validate_records, validation_is_costly
+from storage.log_validator import (
+    DecompressionBudgetExceeded,
+    ValidatedRecords,
+    validate_records,
+    validation_is_costly,
+)
 from storage.log_values import FetchIsolation, LogAppendInfo, LogOffsetMetadata
 from storage.scheduler import Scheduler
 from storage.topic_partition import TopicPartition
@@ -37,6 +43,9 @@ from storage.topic_partition import TopicPartition
 _log: Final = logging.getLogger("tiercel.replica_manager")
 
 LogConfigFor = Callable[[str], LogConfig]
+# Decompressing this much to validate a batch is fine on the event loop (about a
+# millisecond); a batch that expands further is validated in the executor.
+LOOP_DECOMPRESSION_BUDGET: Final = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,14 +67,6 @@ class FetchRequestPartition:
 class FetchResult:
     read: LogReadResult | None
     error: KafkaError | None = None
-
-
-def _as_kafka_error(e: Exception, context: str) -> KafkaError:
-    if isinstance(e, KafkaError):
-        return e
-    log_event(_log, logging.ERROR, "unexpected_partition_error", context=context, reason=repr(e))
-    _log.debug("traceback", exc_info=e)
-    return UnknownServerError(str(e))
 
 
 class ReplicaManager:
@@ -106,10 +107,12 @@ class ReplicaManager:
                 continue
             tp = TopicPartition(name, partition_id)
             partition = self.partitions.get(tp)
+            if partition is not None and partition.topic_id != topic.topic_id:
+                # The topic was deleted and recreated while this partition was ours.
+                self._drop_partition(tp, "topic id changed")
+                partition = None
             if partition is None:
-                log = self._log_manager.get_or_create_log(tp, config, topic.topic_id)
-                partition = Partition(tp, topic.topic_id, log, self.node_id)
-                self.partitions[tp] = partition
+                partition = self._create_partition(tp, topic, config)
             elif partition.log.config != config:
                 partition.log.update_config(config)
             state = topic.states.get(partition_id)
@@ -120,17 +123,43 @@ class ReplicaManager:
                 partition.state = state
                 self.fetch_purgatory.check_and_complete(tp)
 
+    def _create_partition(
+        self, tp: TopicPartition, topic: TopicMetadata, config: LogConfig
+    ) -> Partition:
+        log = self._log_manager.get_or_create_log(tp, config, topic.topic_id)
+        if log.topic_id is None:
+            self._log_manager.set_topic_id(log, topic.topic_id)
+        elif log.topic_id != topic.topic_id:
+            # A log left by an earlier topic of the same name (deleted while this broker
+            # was down): never serve its records under the new topic (Kafka's stray log).
+            self._log_manager.delete_log(tp, "stray: topic id mismatch")
+            log = self._log_manager.get_or_create_log(tp, config, topic.topic_id)
+        partition = Partition(tp, topic.topic_id, log, self.node_id)
+        self.partitions[tp] = partition
+        return partition
+
+    def _drop_partition(self, tp: TopicPartition, reason: str) -> None:
+        del self.partitions[tp]
+        self.fetch_purgatory.check_and_complete(tp)
+        self.produce_purgatory.check_and_complete(tp)
+        self._log_manager.delete_log(tp, reason)
+
     async def _remove_topic(self, name: str) -> None:
         doomed = [tp for tp in self.partitions if tp.topic == name]
         for tp in doomed:
-            del self.partitions[tp]
-            self.fetch_purgatory.check_and_complete(tp)
-            self.produce_purgatory.check_and_complete(tp)
-            await self._log_manager.delete_log(tp)
+            self._drop_partition(tp, "topic deleted")
         if doomed:
             log_event(
                 _log, logging.INFO, "topic_replicas_deleted", topic=name, partitions=len(doomed)
             )
+
+    def delete_stray_logs(self) -> int:
+        """Once the metadata is loaded: delete local logs of partitions no topic assigns
+        here (a topic deleted while this broker was down), as Kafka does."""
+        stray = [tp for tp in self._log_manager.logs if tp not in self.partitions]
+        for tp in stray:
+            self._log_manager.delete_log(tp, "stray: not in the metadata")
+        return len(stray)
 
     # -- produce -----------------------------------------------------------------------
 
@@ -158,23 +187,28 @@ class ReplicaManager:
             if not partition.is_leader:
                 raise NotLeaderOrFollowerError(f"broker {self.node_id} does not lead {tp}")
             partition.check_min_isr(required_acks)
-            config = partition.log.config
             now = int(time.time() * 1000)
-            data = records or b""
-            if validation_is_costly(data, config):
-                validated = await self._scheduler.run_blocking(validate_records, data, config, now)
-                partition = self.get_partition_or_error(tp)  # it may have gone meanwhile
-            else:
-                validated = validate_records(data, config, now)
+            validated = await self._validate(records or b"", partition.log.config, now)
+            partition = self.get_partition_or_error(tp)  # it may have gone meanwhile
             info = partition.append_records_to_leader(validated, required_acks, now)
             if partition.log.needs_flush:
                 # flush.messages reached: as Kafka, fsync before acknowledging.
                 await partition.log.flush()
         except Exception as e:
-            return ProduceResult(_as_kafka_error(e, f"produce to {tp}"))
+            return ProduceResult(as_kafka_error(e, f"produce to {tp}"))
         self.fetch_purgatory.check_and_complete(tp)
         self.produce_purgatory.check_and_complete(tp)
         return ProduceResult(info=info)
+
+    async def _validate(self, data: bytes, config: LogConfig, now: int) -> ValidatedRecords:
+        """On the loop when cheap; in the executor for a large compressed batch or one
+        that expands past LOOP_DECOMPRESSION_BUDGET."""
+        if not validation_is_costly(data, config):
+            with contextlib.suppress(DecompressionBudgetExceeded):
+                return validate_records(
+                    data, config, now, decompression_budget=LOOP_DECOMPRESSION_BUDGET
+                )
+        return await self._scheduler.run_blocking(validate_records, data, config, now)
 
     async def _wait_for_replication(
         self, results: dict[TopicPartition, ProduceResult], timeout_ms: int
@@ -182,20 +216,22 @@ class ReplicaManager:
         """acks=all: wait until the high watermark covers every successful append."""
         pending = {tp: r.info.next_offset for tp, r in results.items() if r.info is not None}
 
-        def replicated() -> bool:
-            for tp, needed in pending.items():
-                partition = self.partitions.get(tp)
-                if partition is None or partition.log.high_watermark < needed:
-                    return False
-            return True
-
-        if not pending or replicated():
-            return
-        if await self.produce_purgatory.wait(pending, replicated, timeout_ms / 1000):
-            return
-        for tp, needed in pending.items():
+        def done(tp: TopicPartition, needed: int) -> bool:
+            # A partition gone meanwhile is done too: waiting longer cannot help it.
             partition = self.partitions.get(tp)
-            if partition is None or partition.log.high_watermark < needed:
+            return partition is None or partition.log.high_watermark >= needed
+
+        def replicated() -> bool:
+            return all(done(tp, needed) for tp, needed in pending.items())
+
+        if pending and not replicated():
+            await self.produce_purgatory.wait(pending, replicated, timeout_ms / 1000)
+        for tp, needed in pending.items():
+            if tp not in self.partitions:
+                results[tp] = ProduceResult(
+                    UnknownTopicOrPartitionError(f"{tp} was deleted before it was replicated")
+                )
+            elif not done(tp, needed):
                 results[tp] = ProduceResult(
                     RequestTimedOutError(
                         f"{tp} was not replicated to the ISR within {timeout_ms} ms"
@@ -228,7 +264,7 @@ class ReplicaManager:
                 )
             except Exception as e:
                 results.append(
-                    FetchResult(None, _as_kafka_error(e, f"fetch from {request.topic_partition}"))
+                    FetchResult(None, as_kafka_error(e, f"fetch from {request.topic_partition}"))
                 )
                 continue
             size = read.info.size
@@ -255,10 +291,11 @@ class ReplicaManager:
             or available >= min_bytes
             or not requests
             or any(r.error is not None for r in results)
+            or any(r.read is not None and r.read.diverging_epoch is not None for r in results)
         ):
             return results
         positions = {
-            request.topic_partition: r.read.info.fetch_offset_metadata
+            request.topic_partition: (r.read.info.fetch_offset_metadata, request.max_bytes)
             for request, r in zip(requests, results, strict=True)
             if r.read is not None
         }
@@ -270,30 +307,38 @@ class ReplicaManager:
         return self._read(requests, max_bytes, isolation)
 
     def _bytes_available(
-        self, positions: dict[TopicPartition, LogOffsetMetadata], isolation: FetchIsolation
+        self,
+        positions: dict[TopicPartition, tuple[LogOffsetMetadata, int]],
+        isolation: FetchIsolation,
     ) -> int:
+        """What a delayed fetch would get now, as Kafka's DelayedFetch counts it; "a lot"
+        when the fetch must be answered at once (partition gone, log truncated below the
+        fetch position, data on a later segment)."""
+        now = 2**31
         total = 0
-        for tp, start in positions.items():
+        for tp, (start, max_bytes) in positions.items():
             partition = self.partitions.get(tp)
             if partition is None:
-                return 2**31  # gone: answer now, the read reports the error
+                return now  # the read reports the error
             log = partition.log
             end = (
                 log.log_end_offset_metadata
                 if isolation is FetchIsolation.LOG_END
                 else log.high_watermark_metadata
             )
-            if end.message_offset <= start.message_offset:
+            if end.message_offset < start.message_offset:
+                return now  # truncated under the fetcher: it must learn now
+            if end.message_offset == start.message_offset:
                 continue
             if end.on_same_segment(start) and start.relative_position_in_segment >= 0:
-                total += end.position_diff(start)
+                total += min(end.position_diff(start), max_bytes)
             else:
-                return 2**31  # data on a later segment: enough to answer now, as Kafka does
+                return now
         return total
 
     # -- shutdown ----------------------------------------------------------------------
 
     def shutdown(self) -> None:
         """Answer every waiting request now with what it has."""
-        self.fetch_purgatory.complete_all()
-        self.produce_purgatory.complete_all()
+        self.fetch_purgatory.close()
+        self.produce_purgatory.close()

@@ -127,7 +127,9 @@ class AbstractIndex(ABC):
         base_offset: int,
         max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
     ) -> None:
-        if max_index_size < self.ENTRY_SIZE:
+        if max_index_size < 0:
+            # Below one entry is allowed (segment.index.bytes >= 4, as in Kafka): the
+            # index is then always full and every append rolls a new segment.
             raise ValueError(f"Invalid max index size: {max_index_size}")
         self._path = os.fspath(path)
         self._base_offset = base_offset

@@ -65,7 +65,7 @@ class Log:
         recovery_point: int,
         leader_epoch_cache: LeaderEpochFileCache,
         scheduler: Scheduler,
-        topic_id: object = None,
+        topic_id: uuid.UUID | None = None,
     ) -> None:
         """Built by `load_log`, which recovers the segments first."""
         assert segments, "a log always has an active segment"
@@ -77,11 +77,12 @@ class Log:
         self._base_offsets = [segment.base_offset for segment in segments]
         self._scheduler = scheduler
         self.leader_epoch_cache = leader_epoch_cache
-        # The cache snapshots its own entries when flushing, under its own lock.
+        # The cache snapshots its own entries when flushing, under its own lock. A log
+        # deleted meanwhile writes nothing: its directory name may already be reused.
         self._epoch_checkpoint: CoalescingWriter[None] = CoalescingWriter(
             scheduler,
             lambda: None,
-            lambda _: leader_epoch_cache.flush(),
+            lambda _: self.deleted or leader_epoch_cache.flush(),
             f"{directory}/leader-epoch-checkpoint",
         )
         active = segments[-1]
@@ -169,7 +170,7 @@ class Log:
         )
         for batch in batches:
             if batch.partition_leader_epoch >= 0:
-                self._maybe_assign_epoch_start_offset(
+                self.maybe_assign_epoch_start_offset(
                     batch.partition_leader_epoch, batch.base_offset
                 )
 
@@ -202,7 +203,7 @@ class Log:
             valid_bytes=sum(batch.size for batch in batches),
         )
 
-    def _maybe_assign_epoch_start_offset(self, epoch: int, start_offset: int) -> None:
+    def maybe_assign_epoch_start_offset(self, epoch: int, start_offset: int) -> None:
         if self.leader_epoch_cache.assign(epoch, start_offset):
             self._epoch_checkpoint.request()
 
@@ -510,15 +511,18 @@ class Log:
         for segment in self._segments:
             segment.close()
 
-    async def delete(self) -> None:
+    def delete(self) -> None:
         """Remove the partition directory (topic deletion). It is renamed at once with
-        Kafka's ``.<id>-delete`` suffix, freeing the name, then removed in the executor."""
+        Kafka's ``.<id>-delete`` suffix — a metadata update, so a topic recreated under
+        the same name never meets the old files — then removed in the background."""
         self.deleted = True
         for segment in self._segments:
             segment.close()
         doomed = f"{self.dir}.{uuid.uuid4().hex}-delete"
         os.rename(self.dir, doomed)
-        await self._scheduler.run_blocking(shutil.rmtree, doomed, True)
+        self._scheduler.run_blocking_in_background(
+            shutil.rmtree, doomed, True, name=f"remove {os.path.basename(doomed)}"
+        )
 
 
 def _flush_segments(segments: list[LogSegment], directory: str) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
+import uuid
 from dataclasses import dataclass
 from typing import Final
 
@@ -60,7 +61,7 @@ class LoadedLog:
     log_start_offset: int
     recovery_point: int
     leader_epoch_cache: LeaderEpochFileCache
-    topic_id: object
+    topic_id: uuid.UUID | None
     recovered_bytes_truncated: int
 
 

@@ -22,6 +22,7 @@ import asyncio
 import logging
 import os
 import shutil
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
@@ -195,7 +196,9 @@ class LogManager:
     def logs(self) -> dict[TopicPartition, Log]:
         return self._logs
 
-    def get_or_create_log(self, tp: TopicPartition, config: LogConfig, topic_id: object) -> Log:
+    def get_or_create_log(
+        self, tp: TopicPartition, config: LogConfig, topic_id: uuid.UUID | None
+    ) -> Log:
         """The partition's log, created empty in the log dir with the fewest partitions.
 
         Creating is a mkdir and a few opens — the cost of an append — so it runs on the
@@ -210,15 +213,26 @@ class LogManager:
         epoch_cache = LeaderEpochFileCache(
             tp, LeaderEpochCheckpointFile(os.path.join(path, LEADER_EPOCH_CHECKPOINT_FILENAME))
         )
-        log = Log(path, tp, config, [segment], 0, 0, epoch_cache, self._scheduler, topic_id)
+        log = Log(path, tp, config, [segment], 0, 0, epoch_cache, self._scheduler, None)
         self._logs[tp] = log
         if topic_id is not None:
-            metadata = PartitionMetadataFile(os.path.join(path, PARTITION_METADATA_FILENAME))
-            self._scheduler.run_blocking_in_background(
-                metadata.write, topic_id, name=f"partition.metadata {tp}"
-            )
+            self.set_topic_id(log, topic_id)
         log_event(_log, logging.INFO, "log_created", partition=str(tp), dir=log_dir.path)
         return log
+
+    def set_topic_id(self, log: Log, topic_id: uuid.UUID) -> None:
+        """Record the topic id in the log and, in the background, ``partition.metadata``
+        (skipped if the log is deleted first: its directory name may be reused)."""
+        log.topic_id = topic_id
+        metadata = PartitionMetadataFile(os.path.join(log.dir, PARTITION_METADATA_FILENAME))
+
+        def write() -> None:
+            if not log.deleted:
+                metadata.write(topic_id)
+
+        self._scheduler.run_blocking_in_background(
+            write, name=f"partition.metadata {log.topic_partition}"
+        )
 
     def _next_log_dir(self) -> _LogDir:
         counts = {d.path: 0 for d in self._dirs}
@@ -228,11 +242,11 @@ class LogManager:
                 counts[parent] += 1
         return min(self._dirs, key=lambda d: counts[d.path])
 
-    async def delete_log(self, tp: TopicPartition) -> None:
+    def delete_log(self, tp: TopicPartition, reason: str) -> None:
         log = self._logs.pop(tp, None)
         if log is not None:
-            await log.delete()
-            log_event(_log, logging.INFO, "log_deleted", partition=str(tp))
+            log.delete()
+            log_event(_log, logging.INFO, "log_deleted", partition=str(tp), reason=reason)
 
     @property
     def log_dirs(self) -> list[str]:

@@ -99,10 +99,22 @@ def _target_codec(config: LogConfig, batch_codec: int) -> int:
     return CompressionType.from_name(config.compression_type)
 
 
+class DecompressionBudgetExceeded(Exception):
+    """Validating would decompress more than the caller allowed: do it in the executor."""
+
+
 def validate_records(
-    records: Buffer, config: LogConfig, now_ms: int, single_batch: bool = True
+    records: Buffer,
+    config: LogConfig,
+    now_ms: int,
+    single_batch: bool = True,
+    decompression_budget: int = MAX_DECOMPRESSED_BATCH_BYTES,
 ) -> ValidatedRecords:
-    """Validate produced records (one batch for Produce v3+); pure, any thread."""
+    """Validate produced records (one batch for Produce v3+); pure, any thread.
+
+    A compressed batch whose records expand past ``decompression_budget`` raises
+    DecompressionBudgetExceeded (when the budget is below the hard limit), so that a
+    small batch of zeros is not inflated to megabytes on the event loop."""
     view = memoryview(records)
     if len(view) == 0:
         raise InvalidRecordError("Produce requests must contain at least one record batch")
@@ -114,19 +126,21 @@ def validate_records(
             raise InvalidRecordError(
                 "Produce requests are only allowed to contain exactly one record batch"
             )
-        batch, consumed = _validate_batch(view[pos:], config, now_ms)
+        batch, consumed = _validate_batch(view[pos:], config, now_ms, decompression_budget)
         batches.append(batch)
         count += batch.header.records_count
         pos += consumed
     return ValidatedRecords(tuple(batches), count, len(view))
 
 
-def _validate_batch(view: memoryview, config: LogConfig, now_ms: int) -> tuple[ValidatedBatch, int]:
+def _validate_batch(
+    view: memoryview, config: LogConfig, now_ms: int, decompression_budget: int
+) -> tuple[ValidatedBatch, int]:
     """The validated first batch of ``view`` and the bytes it took up there (a
     recompressed batch has another size)."""
     batch, header = _checked_batch(view, config)
     consumed = len(batch)
-    records = _records(batch, header)
+    records = _records(batch, header, decompression_budget)
     summary = walk_records(records, header.records_count, 0)
     if config.compact and summary.null_key_indexes:
         raise InvalidRecordError("Compacted topic cannot accept message without key")
@@ -204,11 +218,17 @@ def _check_header_fields(header: RecordBatchHeader) -> None:
         )
 
 
-def _records(batch: memoryview, header: RecordBatchHeader) -> Buffer:
+def _records(batch: memoryview, header: RecordBatchHeader, budget: int) -> Buffer:
     """The batch's records section, decompressed."""
     if header.compression == CompressionType.NONE:
         return batch[RECORDS_OFFSET:]
-    return decompress(header.compression, batch[RECORDS_OFFSET:], MAX_DECOMPRESSED_BATCH_BYTES)
+    limit = min(budget, MAX_DECOMPRESSED_BATCH_BYTES)
+    try:
+        return decompress(header.compression, batch[RECORDS_OFFSET:], limit)
+    except RecordTooLargeError:
+        if limit < MAX_DECOMPRESSED_BATCH_BYTES:
+            raise DecompressionBudgetExceeded() from None
+        raise
 
 
 def _check_timestamps(min_ts: int, max_ts: int, config: LogConfig, now_ms: int) -> None:

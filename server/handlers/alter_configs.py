@@ -6,7 +6,13 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from protocol.errors import ErrorCode, InvalidRequestError, KafkaError
+from protocol.errors import (
+    ErrorCode,
+    InvalidRequestError,
+    KafkaError,
+    UnknownTopicOrPartitionError,
+)
+from server.error_mapping import as_kafka_error
 from server.handlers.describe_configs import TOPIC_RESOURCE
 from server.request_context import RequestContext
 
@@ -21,6 +27,8 @@ def check_topic_resource(ctx: RequestContext, resource_type: int, name: str) -> 
             f"Only topic configs can be altered (resource type {TOPIC_RESOURCE}), "
             f"not resource type {resource_type}: dynamic broker configs are not supported"
         )
+    if ctx.broker.metadata_cache.topic(name) is None:
+        raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
 
 
 def response_entry(resource: Any, error: KafkaError | None) -> dict[str, Any]:
@@ -42,7 +50,7 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
             overrides = admin.validated_overrides({c.name: c.value for c in resource.configs})
             if not request.validate_only:
                 await admin.set_topic_config(resource.resource_name, overrides)
-        except KafkaError as e:
-            error = e
+        except Exception as e:
+            error = as_kafka_error(e, "alter_configs")
         responses.append(response_entry(resource, error))
     return {"throttle_time": 0, "responses": responses}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from protocol.errors import ErrorCode, InvalidRequestError, KafkaError, RequestTimedOutError
+from server.error_mapping import as_kafka_error
 from server.handlers.common import timeout_ms, wait_for_metadata
 from server.request_context import RequestContext
 
@@ -32,8 +33,8 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
             if not request.validate_only:
                 await admin.create_partitions(topic.name, planned)
                 grown[topic.name] = topic.count
-        except KafkaError as e:
-            error = e
+        except Exception as e:
+            error = as_kafka_error(e, "create_partitions")
         results.append(
             {
                 "name": topic.name,

@@ -7,6 +7,7 @@ from typing import Any, Final
 from config.log_config import describe_topic_configs
 from protocol.errors import ErrorCode, InvalidRequestError, KafkaError, RequestTimedOutError
 from server.admin_manager import CreatedTopic, NewTopic
+from server.error_mapping import as_kafka_error
 from server.handlers.common import timeout_ms, wait_for_metadata
 from server.request_context import RequestContext
 
@@ -80,8 +81,9 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
                 await admin.create_topic(topic.name, planned)
                 created.append(topic.name)
             results[topic.name] = _result(ctx, topic.name, planned, None)
-        except KafkaError as e:
-            results[topic.name] = _result(ctx, topic.name, None, e)
+        except Exception as e:
+            error = as_kafka_error(e, "create_topics")
+            results[topic.name] = _result(ctx, topic.name, None, error)
     if created:
         ready = await wait_for_metadata(
             ctx,

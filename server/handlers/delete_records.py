@@ -6,6 +6,7 @@ from collections import defaultdict
 from typing import Any, Final
 
 from protocol.errors import ErrorCode, KafkaError
+from server.error_mapping import as_kafka_error
 from server.request_context import RequestContext
 from storage.topic_partition import TopicPartition
 
@@ -25,8 +26,8 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
             try:
                 partition = replica_manager.get_partition_or_error(tp)
                 low_watermark = partition.delete_records_on_leader(p.offset)
-            except KafkaError as e:
-                error = e
+            except Exception as e:
+                error = as_kafka_error(e, "delete_records")
             topics[topic.name].append(
                 {
                     "partition_index": tp.partition,

@@ -12,6 +12,7 @@ from protocol.errors import (
     RequestTimedOutError,
     UnknownTopicIdError,
 )
+from server.error_mapping import as_kafka_error
 from server.handlers.common import timeout_ms, wait_for_metadata
 from server.request_context import RequestContext
 
@@ -44,8 +45,8 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
                     raise UnknownTopicIdError(f"Topic id {topic_id} does not exist")
             topic_id = await admin.delete_topic(name)
             requested.append(topic_id)
-        except KafkaError as e:
-            error = e
+        except Exception as e:
+            error = as_kafka_error(e, "delete_topics")
         responses.append(
             {
                 "name": name,

@@ -6,6 +6,7 @@ from typing import Any, Final
 
 from config.log_config import ConfigEntry, describe_broker_configs, describe_topic_configs
 from protocol.errors import ErrorCode, InvalidRequestError, KafkaError, UnknownTopicOrPartitionError
+from server.error_mapping import as_kafka_error
 from server.request_context import RequestContext
 
 API_KEY: Final = 32
@@ -62,8 +63,8 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
             for entry in _entries(ctx, resource.resource_type, resource.resource_name):
                 if wanted is None or entry.name in wanted:
                     configs.append(_entry(entry, synonyms, documentation))
-        except KafkaError as e:
-            error = e
+        except Exception as e:
+            error = as_kafka_error(e, "describe_configs")
         results.append(
             {
                 "error_code": error.error_code if error else ErrorCode.none,

@@ -50,6 +50,13 @@ def _partition_response(
     return response
 
 
+def _replica_id(request: Any) -> int:
+    """The fetching replica's broker id (-1 for consumers): a field before v15, inside
+    ReplicaState (KIP-903) from v15."""
+    state = getattr(request, "replica_state", None)
+    return state.replica_id if state is not None else getattr(request, "replica_id", -1)
+
+
 async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
     cache = ctx.broker.metadata_cache
     by_id = ctx.api_version >= _TOPIC_IDS_VERSION
@@ -82,7 +89,12 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
                 )
             )
     read_committed = request.isolation_level == _READ_COMMITTED
-    isolation = FetchIsolation.TXN_COMMITTED if read_committed else FetchIsolation.HIGH_WATERMARK
+    if _replica_id(request) >= 0:
+        isolation = FetchIsolation.LOG_END  # a follower reads up to the log end
+    elif read_committed:
+        isolation = FetchIsolation.TXN_COMMITTED
+    else:
+        isolation = FetchIsolation.HIGH_WATERMARK
     results = await ctx.broker.replica_manager.fetch_messages(
         requests,
         timeout_ms(request.max_wait),

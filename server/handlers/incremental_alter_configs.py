@@ -6,6 +6,7 @@ from typing import Any, Final
 
 from config.definitions import TOPIC_CONFIGS, ConfigType
 from protocol.errors import InvalidConfigError, InvalidRequestError, KafkaError
+from server.error_mapping import as_kafka_error
 from server.handlers.alter_configs import check_topic_resource, response_entry
 from server.request_context import RequestContext
 
@@ -66,7 +67,7 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
             overrides = admin.validated_overrides(_apply(current, resource.configs))
             if not request.validate_only:
                 await admin.set_topic_config(resource.resource_name, overrides)
-        except KafkaError as e:
-            error = e
+        except Exception as e:
+            error = as_kafka_error(e, "incremental_alter_configs")
         responses.append(response_entry(resource, error))
     return {"throttle_time": 0, "responses": responses}

@@ -12,6 +12,7 @@ from protocol.errors import (
     NotLeaderOrFollowerError,
     UnsupportedVersionError,
 )
+from server.error_mapping import as_kafka_error
 from server.handlers.common import current_leader
 from server.partition import Partition
 from server.request_context import RequestContext
@@ -77,8 +78,8 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
                     raise NotLeaderOrFollowerError(f"this broker does not lead {tp}")
                 partition.check_epoch(getattr(p, "current_leader_epoch", -1))
                 found = await _lookup(ctx, partition, p.timestamp, replica_id)
-            except KafkaError as e:
-                error = e
+            except Exception as e:
+                error = as_kafka_error(e, "list_offsets")
             topics[topic.name].append(
                 {
                     "partition_index": tp.partition,

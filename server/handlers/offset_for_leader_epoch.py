@@ -9,6 +9,7 @@ from collections import defaultdict
 from typing import Any, Final
 
 from protocol.errors import ErrorCode, KafkaError
+from server.error_mapping import as_kafka_error
 from server.request_context import RequestContext
 from storage.topic_partition import TopicPartition
 
@@ -30,8 +31,8 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
                 epoch, end_offset = partition.last_offset_for_leader_epoch(
                     p.current_leader_epoch, p.leader_epoch
                 )
-            except KafkaError as e:
-                error = e
+            except Exception as e:
+                error = as_kafka_error(e, "offset_for_leader_epoch")
             topics[topic.topic].append(
                 {
                     "error_code": error.error_code if error else ErrorCode.none,

@@ -45,6 +45,12 @@ class MetadataCache:
         self.topics: dict[str, TopicMetadata] = {}
         self._topic_names: dict[uuid.UUID, str] = {}
         self._changed = asyncio.Event()
+        self._closed = False
+
+    def close(self) -> None:
+        """Shutdown: requests waiting for metadata answer now with what there is."""
+        self._closed = True
+        self._notify()
 
     def topic(self, name: str) -> TopicMetadata | None:
         return self.topics.get(name)
@@ -91,6 +97,8 @@ class MetadataCache:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         while not condition(self):
+            if self._closed:
+                return False
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return False

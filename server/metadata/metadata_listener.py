@@ -100,7 +100,11 @@ class MetadataListener:
             await self._refresh_topic_list()
         while self._dirty:
             topic = self._dirty.pop()
-            await self._refresh_topic(topic)
+            try:
+                await self._refresh_topic(topic)
+            except Exception:
+                self._dirty.add(topic)  # retried with the next round, never dropped
+                raise
 
     async def _refresh_brokers(self) -> None:
         brokers = {}

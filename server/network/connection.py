@@ -2,7 +2,8 @@
 
 Event-loop only. Bytes arrive through ``get_buffer``/``buffer_updated`` (a buffered
 protocol: small frames are cut out of a 64 KiB receive buffer, a large frame is received
-straight into a buffer of its exact size, so produce data is not copied on the way in).
+straight into buffers of its own that grow as it arrives, so produce data is copied at
+most once on the way in and a size prefix alone commits no memory).
 Complete size-prefixed frames are queued and handled one at a time, in arrival order, by
 the connection's processor task, so responses leave in request order (clients pipeline
 requests and match responses by order as well as correlation id). Like Kafka's muted
@@ -31,10 +32,51 @@ FrameHandler = Callable[["Connection", bytes | memoryview], Awaitable[Sequence[B
 _log: Final = logging.getLogger("tiercel.network")
 # Small frames are parsed out of this receive buffer; larger ones get a buffer of their own.
 _RECV_BUFFER_SIZE: Final = 64 * 1024
+_FIRST_CHUNK: Final = 256 * 1024
 
 
 class CloseConnection(Exception):
     """Raised by the request handler when the connection must be closed without reply."""
+
+
+class _LargeFrame:
+    """A frame too big for the receive buffer, received in place: into buffers that grow
+    (doubling, from 256 KiB) as its bytes arrive, so a client that only sends a large
+    size prefix commits no memory for the rest."""
+
+    __slots__ = ("_chunks", "_last_filled", "filled", "size")
+
+    def __init__(self, size: int, first: bytes | bytearray) -> None:
+        self.size = size
+        self._chunks: list[bytearray] = []
+        self._last_filled = 0
+        self.filled = 0
+        self._add_chunk(max(len(first), _FIRST_CHUNK))
+        self._chunks[0][: len(first)] = first
+        self.received(len(first))
+
+    def _add_chunk(self, wanted: int) -> None:
+        self._chunks.append(bytearray(min(wanted, self.size - self.filled)))
+        self._last_filled = 0
+
+    def free_space(self) -> memoryview:
+        last = self._chunks[-1]
+        if self._last_filled == len(last):
+            self._add_chunk(2 * len(last))
+            last = self._chunks[-1]
+        return memoryview(last)[self._last_filled :]
+
+    def received(self, nbytes: int) -> bool:
+        """Account for bytes written into `free_space`; True once the frame is whole."""
+        self._last_filled += nbytes
+        self.filled += nbytes
+        return self.filled == self.size
+
+    def frame(self) -> memoryview | bytes:
+        if len(self._chunks) == 1:
+            # kio's readers take read-only buffers; a read-only view costs no copy.
+            return memoryview(self._chunks[0]).toreadonly()
+        return b"".join(self._chunks)
 
 
 class Connection(asyncio.BufferedProtocol):
@@ -53,8 +95,7 @@ class Connection(asyncio.BufferedProtocol):
         self._on_closed = on_closed
         self._recv = bytearray(_RECV_BUFFER_SIZE)
         self._recv_len = 0
-        self._frame: bytearray | None = None
-        self._frame_filled = 0
+        self._large: _LargeFrame | None = None
         self._frames: collections.deque[bytes | memoryview] = collections.deque()
         self._frame_ready = asyncio.Event()
         self._write_ready = asyncio.Event()
@@ -79,19 +120,18 @@ class Connection(asyncio.BufferedProtocol):
         )
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if self._frame is not None:
-            # A large frame is received straight into its own buffer: no copies.
-            return memoryview(self._frame)[self._frame_filled :]
+        large = self._large
+        if large is not None:
+            return large.free_space()
         return memoryview(self._recv)[self._recv_len :]
 
     def buffer_updated(self, nbytes: int) -> None:
         self.last_active = time.monotonic()
-        if self._frame is not None:
-            self._frame_filled += nbytes
-            if self._frame_filled == len(self._frame):
-                # kio's readers take read-only buffers; a read-only view costs no copy.
-                self._queue(memoryview(self._frame).toreadonly())
-                self._frame = None
+        large = self._large
+        if large is not None:
+            if large.received(nbytes):
+                self._queue(large.frame())
+                self._large = None
             return
         self._recv_len += nbytes
         self._parse_frames()
@@ -118,9 +158,7 @@ class Connection(asyncio.BufferedProtocol):
                 self._queue(bytes(recv[start : start + size]))
                 pos = start + size
             elif size > _RECV_BUFFER_SIZE - 4:
-                frame = bytearray(size)
-                frame[: end - start] = recv[start:end]
-                self._frame, self._frame_filled = frame, end - start
+                self._large = _LargeFrame(size, recv[start:end])
                 pos = end
             else:
                 break
@@ -138,7 +176,7 @@ class Connection(asyncio.BufferedProtocol):
 
     def eof_received(self) -> bool | None:
         # Half-closed by the client: answer what was already received, then close.
-        partial = self._recv_len + (self._frame_filled if self._frame is not None else 0)
+        partial = self._recv_len + (self._large.filled if self._large is not None else 0)
         if partial:
             log_event(
                 _log,
@@ -225,6 +263,12 @@ class Connection(asyncio.BufferedProtocol):
         if not self._closing and self._transport is not None:
             self._closing = True
             self._transport.close()
+
+    def abort(self) -> None:
+        """Drop the connection now, unsent responses included."""
+        self._closing = True
+        if self._transport is not None:
+            self._transport.abort()
 
     async def shutdown(self) -> None:
         """Stop reading, finish the requests already received, then close."""

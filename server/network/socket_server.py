@@ -18,6 +18,7 @@ from config.log_format import log_event
 from server.network.connection import Connection, FrameHandler
 
 _log: Final = logging.getLogger("tiercel.network")
+SHUTDOWN_DRAIN_S: Final = 10.0
 
 
 class SocketServer:
@@ -89,10 +90,25 @@ class SocketServer:
                     connection.close()
 
     async def shutdown(self) -> None:
-        """Stop accepting, answer requests already received, close every connection."""
+        """Stop accepting, answer requests already received, close every connection.
+
+        A client that stopped reading cannot hold the broker up: after
+        ``SHUTDOWN_DRAIN_S`` the remaining connections are aborted."""
         for server in self._servers:
             server.close()
         if self._reaper is not None:
             self._reaper.cancel()
-        if self.connections:
-            await asyncio.gather(*(c.shutdown() for c in list(self.connections)))
+        drains = [asyncio.ensure_future(c.shutdown()) for c in list(self.connections)]
+        if not drains:
+            return
+        _, pending = await asyncio.wait(drains, timeout=SHUTDOWN_DRAIN_S)
+        for task in pending:
+            task.cancel()
+        for connection in list(self.connections):
+            log_event(
+                _log,
+                logging.WARNING,
+                "connection_aborted_at_shutdown",
+                client=connection.client_address,
+            )
+            connection.abort()

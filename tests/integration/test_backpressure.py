@@ -103,3 +103,24 @@ def test_a_client_that_does_not_read_is_paused(broker_factory) -> None:  # type:
     assert _rss_kib(broker.proc.pid) - rss_before < 64 * 1024
     hog.close()
     assert broker.running
+
+
+def test_large_size_prefixes_alone_commit_no_memory(broker_factory) -> None:  # type: ignore[no-untyped-def]
+    broker: BrokerProcess = broker_factory()
+    assert broker.proc is not None
+    rss_before = _rss_kib(broker.proc.pid)
+    # 200 clients each announce a ~100 MB request (socket.request.max.bytes allows it)
+    # and send only its first bytes: the broker must not reserve 20 GB for them.
+    hogs = []
+    for _ in range(200):
+        hog = socket.create_connection(("127.0.0.1", broker.port or 0))
+        hog.sendall((100 * 1024 * 1024 - 1).to_bytes(4, "big") + b"\x00" * 70000)
+        hogs.append(hog)
+    time.sleep(1.0)
+    grown_mib = (_rss_kib(broker.proc.pid) - rss_before) / 1024
+    assert grown_mib < 200, f"RSS grew by {grown_mib:.0f} MiB"
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all"})
+    producer.produce("after-hogs", b"still served")
+    assert producer.flush(15) == 0
+    for hog in hogs:
+        hog.close()

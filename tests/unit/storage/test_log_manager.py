@@ -217,7 +217,9 @@ async def test_delete_log_renames_then_removes_the_dir(
         real_rmtree(path, ignore_errors)
 
     monkeypatch.setattr(log_module.shutil, "rmtree", rmtree)
-    await lm.delete_log(TP0)
+    lm.delete_log(TP0, "test")
+    assert not os.path.exists(original)  # renamed at once
+    await scheduler.drain()  # removed in the background
     assert len(seen) == 1
     assert os.path.dirname(seen[0]) == str(root)
     assert os.path.basename(seen[0]).startswith("orders-0.")
@@ -225,7 +227,7 @@ async def test_delete_log_renames_then_removes_the_dir(
     assert not os.path.exists(seen[0])
     assert lm.get_log(TP0) is None
     assert log.deleted
-    await lm.delete_log(TP0)  # deleting twice is harmless
+    lm.delete_log(TP0, "test")  # deleting twice is harmless
     # the partition can be created again, empty
     again = lm.get_or_create_log(TP0, CONFIG, None)
     assert again.log_end_offset == 0

@@ -36,6 +36,7 @@ from protocol.record_batch import (
 from protocol.record_builder import SimpleRecord, build_record_batch
 from storage.log_validator import (
     COSTLY_COMPRESSED_BYTES,
+    DecompressionBudgetExceeded,
     assign_offsets,
     validate_records,
     validation_is_costly,
@@ -342,3 +343,16 @@ def test_validation_is_costly_only_for_large_compressed_batches() -> None:
     assert not validation_is_costly(
         batch_bytes(values[:10], compression=CompressionType.GZIP), CONFIG
     )
+
+
+def test_a_small_batch_that_expands_a_lot_exceeds_the_loop_budget() -> None:
+    zeros = build_record_batch(
+        [SimpleRecord(b"k", bytes(4 * 1024 * 1024), timestamp=NOW)],
+        compression=CompressionType.ZSTD,
+    )
+    assert len(zeros) < 4096  # cheap-looking on the wire
+    config = small_config(segment_bytes=1 << 30)
+    with pytest.raises(DecompressionBudgetExceeded):
+        validate_records(zeros, config, NOW, decompression_budget=1024 * 1024)
+    # With the whole budget (in the executor) it is a valid batch.
+    assert validate_records(zeros, config, NOW).record_count == 1

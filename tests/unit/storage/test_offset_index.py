@@ -79,8 +79,13 @@ def test_append_validation(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         index.append(BASE + 3, 30)
     assert os.path.getsize(index.path) == 24
+    # Smaller than one entry (segment.index.bytes may be as low as 4): always full.
+    tiny = OffsetIndex(tmp_path / "tiny.index", BASE, max_index_size=7)
+    assert tiny.is_full
     with pytest.raises(ValueError):
-        OffsetIndex(tmp_path / "tiny.index", BASE, max_index_size=7)
+        tiny.append(BASE, 0)
+    with pytest.raises(ValueError):
+        OffsetIndex(tmp_path / "negative.index", BASE, max_index_size=-1)
 
 
 def test_truncate_to_drops_entries_at_or_after_and_shrinks_the_file(tmp_path: Path) -> None:

@@ -1,0 +1,24 @@
+"""Turning any failure into a Kafka error, so one bad partition never fails a request."""
+
+from __future__ import annotations
+
+import logging
+from typing import Final
+
+from config.log_format import log_event
+from protocol.errors import KafkaError, KafkaStorageError, UnknownServerError
+
+_log: Final = logging.getLogger("tiercel.errors")
+
+
+def as_kafka_error(e: Exception, context: str) -> KafkaError:
+    """``e`` itself if it is a Kafka error; an I/O error becomes KAFKA_STORAGE_ERROR and
+    anything else UNKNOWN_SERVER_ERROR, logged with ``context`` because it is a bug."""
+    if isinstance(e, KafkaError):
+        return e
+    if isinstance(e, OSError):
+        log_event(_log, logging.ERROR, "storage_error", context=context, reason=repr(e))
+        return KafkaStorageError(f"{context}: {e}")
+    log_event(_log, logging.ERROR, "unexpected_error", context=context, reason=repr(e))
+    _log.debug("traceback", exc_info=e)
+    return UnknownServerError(str(e))
