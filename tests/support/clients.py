@@ -344,23 +344,25 @@ def _consume_kafka_python(
         settle = None
         while time.monotonic() < deadline and (settle is None or time.monotonic() < settle):
             for batch in consumer.poll(timeout_ms=200).values():
-                records.extend(
-                    Record(
-                        m.partition,
-                        m.offset,
-                        m.key,
-                        m.value,
-                        tuple(m.headers),
-                        m.timestamp,
-                        m.timestamp_type,
-                    )
-                    for m in batch
-                )
+                records.extend(_record_from(m) for m in batch)
             if settle is None and len(records) >= count:
                 settle = time.monotonic() + 0.3
     finally:
         consumer.close()
     return records
+
+
+def _record_from(message: Any) -> Record:
+    """A kafka-python or aiokafka ConsumerRecord (they share the attribute names)."""
+    return Record(
+        message.partition,
+        message.offset,
+        message.key,
+        message.value,
+        tuple(message.headers),
+        message.timestamp,
+        message.timestamp_type,
+    )
 
 
 async def _consume_aiokafka(
@@ -389,18 +391,7 @@ async def _consume_aiokafka(
             # aiokafka's record type allows None fields that a fetched record never has.
             batches: dict[Any, Any] = await consumer.getmany(timeout_ms=200)
             for batch in batches.values():
-                records.extend(
-                    Record(
-                        m.partition,
-                        m.offset,
-                        m.key,
-                        m.value,
-                        tuple(m.headers),
-                        m.timestamp,
-                        m.timestamp_type,
-                    )
-                    for m in batch
-                )
+                records.extend(_record_from(m) for m in batch)
             if settle is None and len(records) >= count:
                 settle = time.monotonic() + 0.3
     finally:
