@@ -1,40 +1,31 @@
 """LocalMetadataStore: the embedded MetadataStore, kept in one JSON file in a directory.
 
-`metadata-store.json` (UTF-8 JSON, nodes sorted by path, one a line):
-
-    {"version": 1, "nodes": {
-    "/": {"ctime": 1700000000000, "mtime": 1700000000000, "version": 0, "encoding": ...},
-    "/b": {"ctime": <ms>, "mtime": <ms>, "version": 0, "encoding": "base64", "data": "3q2+7w=="},
-    "/c": {"ctime": <ms>, "mtime": <ms>, "version": 4, "encoding": "utf-8", "data": "{\\"id\\":1}"}
-    }}
-
-`version` is the format version. Each node maps to its Stat fields and its bytes: `encoding`
-"utf-8" when the bytes are valid UTF-8 (Kafka's znodes hold JSON, so the file stays readable),
-else "base64". Only persistent nodes are stored, and every stored node's parent is stored
-(ephemeral nodes cannot have children). The file is replaced whole: written to
-`metadata-store.json.tmp`, fsynced, renamed over the old one, and the directory fsynced, so a
-crash leaves the old or the new document, never a mix. `metadata-store.lock` carries an flock
-while a store has the directory open.
+Persistent nodes live in memory (`_Tree`) and, durably, in the file that
+`local_store_file` reads and rewrites atomically; ephemeral nodes only in memory. Every
+mutation is applied to memory at once and returns once a rewrite including it is on
+disk; one writer task coalesces rewrites.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import contextlib
-import fcntl
-import json
-import json.encoder
 import logging
 import os
 import secrets
-import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from functools import partial
-from typing import Any, TypeVar, assert_never
+from typing import TypeVar, assert_never
 
+from server.metadata.local_store_file import (
+    FILE_NAME,
+    CorruptMetadataStoreError,
+    Node,
+    StoreFile,
+    now_ms,
+    split,
+)
 from server.metadata.store import (
     BadVersionError,
     CheckOp,
@@ -59,190 +50,26 @@ from server.metadata.store import (
 
 __all__ = ["FILE_NAME", "CorruptMetadataStoreError", "LocalMetadataStore"]
 
-FILE_NAME = "metadata-store.json"
-_TMP_NAME = FILE_NAME + ".tmp"
-_LOCK_NAME = "metadata-store.lock"
-_FORMAT_VERSION = 1
-
-# JSON string literal of a str, leaving non-ASCII as is (the file is UTF-8).
-_json_string: Callable[[str], str] = json.encoder.encode_basestring
 _T = TypeVar("_T")
 logger = logging.getLogger(__name__)
-
-
-class CorruptMetadataStoreError(MetadataStoreError):
-    """The store file is not a valid document; `file` is its path."""
-
-    def __init__(self, file: str, reason: str) -> None:
-        super().__init__(f"metadata store file {file} is corrupt: {reason}")
-        self.file = file
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-def _split(path: str) -> tuple[str, str]:
-    """(parent path, name) of a non-root path."""
-    parent, _, name = path.rpartition("/")
-    return parent or "/", name
-
-
-@dataclass(frozen=True, slots=True)
-class _Node:
-    data: bytes
-    version: int
-    ctime: int
-    mtime: int
-    ephemeral_owner: int
-
-
-def _encode(nodes: Mapping[str, _Node]) -> bytes:
-    # Formatted by hand, one node a line: readable, and about 4x faster than json.dumps with
-    # an indent, which matters because a write re-encodes every node.
-    lines = []
-    for path in sorted(nodes):
-        node = nodes[path]
-        if node.ephemeral_owner:
-            continue
-        try:
-            encoding, text = "utf-8", node.data.decode("utf-8")
-        except UnicodeDecodeError:
-            encoding, text = "base64", base64.b64encode(node.data).decode("ascii")
-        lines.append(
-            f'{_json_string(path)}: {{"ctime": {node.ctime}, "mtime": {node.mtime}, '
-            f'"version": {node.version}, "encoding": "{encoding}", "data": {_json_string(text)}}}'
-        )
-    body = ",\n".join(lines)
-    return f'{{"version": {_FORMAT_VERSION}, "nodes": {{\n{body}\n}}}}\n'.encode()
-
-
-def _decode_node(entry: Any) -> _Node:
-    """One stored node; ValueError (UnicodeError and binascii.Error are ValueErrors) if bad."""
-    if not isinstance(entry, dict):
-        raise ValueError("entry is not an object")
-    version, ctime, mtime = entry.get("version"), entry.get("ctime"), entry.get("mtime")
-    if type(version) is not int or type(ctime) is not int or type(mtime) is not int:
-        raise ValueError("version, ctime and mtime must be integers")
-    if version < 0:
-        raise ValueError(f"negative version {version}")
-    encoding, text = entry.get("encoding"), entry.get("data")
-    if not isinstance(text, str):
-        raise ValueError("data is not a string")
-    if encoding == "utf-8":
-        data = text.encode("utf-8")
-    elif encoding == "base64":
-        data = base64.b64decode(text, validate=True)
-    else:
-        raise ValueError(f"unknown encoding {encoding!r}")
-    return _Node(data, version, ctime, mtime, 0)
-
-
-def _decode(raw: bytes, file: str) -> dict[str, _Node]:
-    try:
-        document = json.loads(raw.decode("utf-8"))
-    except ValueError as exc:
-        raise CorruptMetadataStoreError(file, f"not UTF-8 JSON ({exc})") from exc
-    if not isinstance(document, dict) or not isinstance(document.get("nodes"), dict):
-        raise CorruptMetadataStoreError(file, "not an object with a 'nodes' object")
-    if document.get("version") != _FORMAT_VERSION:
-        raise CorruptMetadataStoreError(file, f"unknown format version {document.get('version')!r}")
-    nodes: dict[str, _Node] = {}
-    for path, entry in document["nodes"].items():
-        try:
-            nodes[check_path(path)] = _decode_node(entry)
-        except ValueError as exc:
-            raise CorruptMetadataStoreError(file, f"node {path!r}: {exc}") from exc
-    if "/" not in nodes:
-        raise CorruptMetadataStoreError(file, "no root node")
-    for path in nodes:
-        if path != "/" and _split(path)[0] not in nodes:
-            raise CorruptMetadataStoreError(file, f"node {path!r} has no parent")
-    return nodes
-
-
-class _StoreFile:
-    """The store's files in one directory: the lock, the document and its temp file.
-
-    `open()` takes the lock and must come first; `release()` drops it. Any thread; blocking,
-    call from an executor (`release()` only closes a descriptor and may run on the loop).
-    """
-
-    def __init__(self, directory: str) -> None:
-        self.directory = directory
-        self.path = os.path.join(directory, FILE_NAME)
-        self._tmp_path = os.path.join(directory, _TMP_NAME)
-        self._lock_fd: int | None = None
-
-    def open(self) -> dict[str, _Node]:
-        """Lock the directory and load the persistent nodes (creating the file if absent)."""
-        os.makedirs(self.directory, exist_ok=True)
-        fd = os.open(os.path.join(self.directory, _LOCK_NAME), os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise MetadataStoreError(
-                f"metadata store directory {self.directory} is in use by another store"
-            ) from None
-        self._lock_fd = fd
-        try:
-            return self._load()
-        except BaseException:
-            self.release()
-            raise
-
-    def _load(self) -> dict[str, _Node]:
-        # A leftover temp file is a write that crashed before its rename: never acknowledged.
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self._tmp_path)
-        try:
-            with open(self.path, "rb") as f:
-                raw = f.read()
-        except FileNotFoundError:
-            # A new store: written at once so that the root's ctime stays fixed.
-            now = _now_ms()
-            nodes = {"/": _Node(b"", 0, now, now, 0)}
-            self.write(nodes)
-            return nodes
-        return _decode(raw, self.path)
-
-    def write(self, nodes: Mapping[str, _Node]) -> None:
-        """Durably replace the document with the persistent nodes among `nodes`."""
-        raw = _encode(nodes)
-        with open(self._tmp_path, "wb") as f:
-            f.write(raw)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(self._tmp_path, self.path)
-        dir_fd = os.open(self.directory, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-
-    def release(self) -> None:
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
 
 
 class _Tree:
     """The nodes in memory, with each node's child names.
 
     Invariants: '/' is present; every other node's parent is present and lists the node's
-    name; ephemeral nodes have no children; `_Node`s are immutable, so a shallow copy of
+    name; ephemeral nodes have no children; `Node`s are immutable, so a shallow copy of
     `nodes` is a consistent snapshot. Event-loop only.
     """
 
     __slots__ = ("children", "nodes")
 
-    def __init__(self, nodes: dict[str, _Node]) -> None:
+    def __init__(self, nodes: dict[str, Node]) -> None:
         self.nodes = nodes
         self.children: dict[str, set[str]] = {path: set() for path in nodes}
         for path in nodes:
             if path != "/":
-                parent, name = _split(path)
+                parent, name = split(path)
                 self.children[parent].add(name)
 
     def stat(self, path: str) -> Stat:
@@ -250,19 +77,19 @@ class _Tree:
         children = len(self.children[path])
         return Stat(node.version, node.ctime, node.mtime, node.ephemeral_owner, children)
 
-    def insert(self, path: str, node: _Node) -> None:
+    def insert(self, path: str, node: Node) -> None:
         self.nodes[path] = node
         self.children[path] = set()
-        parent, name = _split(path)
+        parent, name = split(path)
         self.children[parent].add(name)
 
     def remove(self, path: str) -> None:
         del self.nodes[path]
         del self.children[path]
-        parent, name = _split(path)
+        parent, name = split(path)
         self.children[parent].discard(name)
 
-    def put(self, path: str, node: _Node) -> None:
+    def put(self, path: str, node: Node) -> None:
         self.nodes[path] = node
 
 
@@ -307,7 +134,7 @@ class _Edit:
     def create(self, path: str, data: bytes, *, ephemeral: bool, make_parents: bool) -> str:
         if path in self._tree.nodes:
             raise NodeExistsError(path, op_index=self.op_index)
-        parent, _ = _split(path)
+        parent, _ = split(path)
         parent_node = self._tree.nodes.get(parent)
         if parent_node is None:
             if not make_parents:
@@ -316,7 +143,7 @@ class _Edit:
         elif parent_node.ephemeral_owner:
             raise NoChildrenForEphemeralsError(path, op_index=self.op_index)
         owner = self._session_id if ephemeral else 0
-        self._tree.insert(path, _Node(bytes(data), 0, self._now_ms, self._now_ms, owner))
+        self._tree.insert(path, Node(bytes(data), 0, self._now_ms, self._now_ms, owner))
         self._undo.append(partial(self._tree.remove, path))
         self.persistent |= not ephemeral
         self.events.append(WatchEvent(path, EventType.CREATED))
@@ -348,9 +175,9 @@ class _Edit:
         self._undo.append(partial(self._tree.insert, path, node))
         self.persistent |= not node.ephemeral_owner
         self.events.append(WatchEvent(path, EventType.DELETED))
-        self.events.append(WatchEvent(_split(path)[0], EventType.CHILDREN_CHANGED))
+        self.events.append(WatchEvent(split(path)[0], EventType.CHILDREN_CHANGED))
 
-    def _node(self, path: str, expected_version: int) -> _Node:
+    def _node(self, path: str, expected_version: int) -> Node:
         """The node at `path`, checked against `expected_version` (-1: any)."""
         node = self._tree.nodes.get(path)
         if node is None:
@@ -404,7 +231,7 @@ class LocalMetadataStore(MetadataStore):
     """
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
-        self._file = _StoreFile(os.fspath(directory))
+        self._file = StoreFile(os.fspath(directory))
         self._tree: _Tree | None = None
         self._open = False
         self._failure: Exception | None = None
@@ -519,7 +346,7 @@ class LocalMetadataStore(MetadataStore):
         return self._tree
 
     async def _mutate(self, change: Callable[[_Edit], _T]) -> _T:
-        edit = _Edit(self._live_tree(), self._session_id, _now_ms())
+        edit = _Edit(self._live_tree(), self._session_id, now_ms())
         try:
             result = change(edit)
         except BaseException:
