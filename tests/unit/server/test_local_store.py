@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from server.metadata import local_store
+from server.metadata import local_store_file
 from server.metadata.local_store import FILE_NAME, CorruptMetadataStoreError, LocalMetadataStore
 from server.metadata.store import (
     BadVersionError,
@@ -458,13 +458,13 @@ async def test_mutation_returns_and_watch_fires_only_after_durable_write(
     recorder = Recorder()
     await store.watch_data("/a", recorder)
     release = threading.Event()
-    real_write = local_store.StoreFile.write
+    real_write = local_store_file.StoreFile.write
 
-    def held_write(self: local_store.StoreFile, nodes: dict[str, object]) -> None:
+    def held_write(self: local_store_file.StoreFile, nodes: dict[str, object]) -> None:
         assert release.wait(5)
         real_write(self, nodes)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(local_store.StoreFile, "write", held_write)
+    monkeypatch.setattr(local_store_file.StoreFile, "write", held_write)
     create = asyncio.create_task(store.create("/a", b"1"))
     await asyncio.sleep(0.05)
     assert not create.done()
@@ -518,10 +518,10 @@ async def test_write_failure_fails_the_store(
     await store.start()
     await store.create("/a", b"1")
 
-    def broken_write(self: local_store.StoreFile, nodes: object) -> None:
+    def broken_write(self: local_store_file.StoreFile, nodes: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(local_store.StoreFile, "write", broken_write)
+    monkeypatch.setattr(local_store_file.StoreFile, "write", broken_write)
     with pytest.raises(MetadataStoreError, match="No space left") as info:
         await store.set("/a", b"2")
     assert isinstance(info.value.__cause__, OSError)
