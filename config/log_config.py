@@ -80,6 +80,15 @@ class LogConfig:
     def delete(self) -> bool:
         return "delete" in self.cleanup_policy
 
+    @property
+    def max_segment_ms(self) -> int:
+        """The age at which the active segment rolls: segment.ms, or max.compaction.lag.ms
+        when that is shorter on a compacted topic (KIP-354), since the cleaner never
+        touches the active segment."""
+        if self.compact and self.max_compaction_lag_ms > 0:
+            return min(self.max_compaction_lag_ms, self.segment_ms)
+        return self.segment_ms
+
     @classmethod
     def from_overrides(cls, broker: BrokerConfig, overrides: Mapping[str, str]) -> LogConfig:
         """The topic's config: `overrides` on top of the broker's topic defaults.

@@ -170,3 +170,58 @@ class TopicDeletionDisabledError(KafkaError):
 
 class ResourceNotFoundError(KafkaError):
     error_code = ErrorCode.resource_not_found
+
+
+class CoordinatorLoadInProgressError(KafkaError):
+    error_code = ErrorCode.coordinator_load_in_progress
+    retriable = True
+
+
+class OutOfOrderSequenceNumberError(KafkaError):
+    error_code = ErrorCode.out_of_order_sequence_number
+
+
+class InvalidProducerEpochError(KafkaError):
+    error_code = ErrorCode.invalid_producer_epoch
+
+
+class InvalidTxnStateError(KafkaError):
+    error_code = ErrorCode.invalid_txn_state
+
+
+class TransactionalIdAuthorizationFailedError(KafkaError):
+    error_code = ErrorCode.transactional_id_authorization_failed
+
+
+class CoordinatorNotAvailableError(KafkaError):
+    error_code = ErrorCode.coordinator_not_available
+    retriable = True
+
+
+class NotCoordinatorError(KafkaError):
+    error_code = ErrorCode.not_coordinator
+    retriable = True
+
+
+class IllegalGenerationError(KafkaError):
+    error_code = ErrorCode.illegal_generation
+
+
+class InconsistentGroupProtocolError(KafkaError):
+    error_code = ErrorCode.inconsistent_group_protocol
+
+
+class InvalidGroupIdError(KafkaError):
+    error_code = ErrorCode.invalid_group_id
+
+
+class UnknownMemberIdError(KafkaError):
+    error_code = ErrorCode.unknown_member_id
+
+
+class RebalanceInProgressError(KafkaError):
+    error_code = ErrorCode.rebalance_in_progress
+
+
+class FencedInstanceIdError(KafkaError):
+    error_code = ErrorCode.fenced_instance_id

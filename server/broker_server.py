@@ -27,6 +27,10 @@ from config.log_config import LogConfig
 from config.log_format import log_event
 from server.admin_manager import AdminManager
 from server.controller.controller import Controller
+from server.coordinator.group.group_config import GroupCoordinatorConfig
+from server.coordinator.group.group_coordinator import GroupCoordinator
+from server.coordinator.group.group_metadata_manager import GroupMetadataManager
+from server.coordinator.transaction.producer_id_manager import ProducerIdManager
 from server.kafka_apis import KafkaApis
 from server.metadata import zk_data as zk
 from server.metadata.local_store import LocalMetadataStore
@@ -80,6 +84,18 @@ class BrokerServer:
         self.replica_manager = ReplicaManager(
             config, config.node_id, self.log_manager, self.scheduler, self.log_config_for
         )
+        group_config = GroupCoordinatorConfig.from_broker_config(config)
+        self.group_coordinator = GroupCoordinator(
+            group_config,
+            GroupMetadataManager(group_config, self.replica_manager, self.cache, self.scheduler),
+            self.scheduler,
+        )
+        # Before the metadata listener starts: leading a __consumer_offsets partition
+        # loads its groups.
+        self.replica_manager.leadership_listeners.append(
+            self.group_coordinator.on_leadership_change
+        )
+        self.group_coordinator.startup()
         services = BrokerServices(
             config=config,
             node_id=config.node_id,
@@ -89,6 +105,8 @@ class BrokerServer:
             log_manager=self.log_manager,
             admin_manager=AdminManager(config, self.store, self.cache),
             scheduler=self.scheduler,
+            group_coordinator=self.group_coordinator,
+            producer_id_manager=ProducerIdManager(config.node_id, self.store),
         )
         self._apis = KafkaApis(services)
         self.socket_server = SocketServer(
@@ -182,6 +200,7 @@ class BrokerServer:
     async def shutdown(self) -> None:
         log_event(_log, logging.INFO, "broker_stopping", node_id=self.config.node_id)
         self.replica_manager.shutdown()
+        await self.group_coordinator.shutdown()
         self.cache.close()
         await self.socket_server.shutdown()
         await self.listener.stop()

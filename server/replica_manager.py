@@ -20,6 +20,7 @@ from config.log_config import LogConfig
 from config.log_format import log_event
 from protocol.errors import (
     InvalidRequiredAcksError,
+    InvalidTopicError,
     KafkaError,
     NotLeaderOrFollowerError,
     RequestTimedOutError,
@@ -43,6 +44,12 @@ from storage.topic_partition import TopicPartition
 _log: Final = logging.getLogger("tiercel.replica_manager")
 
 LogConfigFor = Callable[[str], LogConfig]
+# Told (partition, leader epoch) when this broker becomes or stays leader with a new
+# state, (partition, None) when it stops leading it; the group coordinator follows the
+# leadership of __consumer_offsets this way (Kafka's onLeadershipChange callback).
+LeadershipListener = Callable[[TopicPartition, int | None], None]
+# Kafka's Topic.isInternal: clients cannot produce to these, only coordinators.
+INTERNAL_TOPICS: Final = frozenset({"__consumer_offsets", "__transaction_state"})
 # Decompressing this much to validate a batch is fine on the event loop (about a
 # millisecond); a batch that expands further is validated in the executor.
 LOOP_DECOMPRESSION_BUDGET: Final = 1024 * 1024
@@ -86,6 +93,7 @@ class ReplicaManager:
         self.partitions: dict[TopicPartition, Partition] = {}
         self.fetch_purgatory = Purgatory("fetch")
         self.produce_purgatory = Purgatory("produce")
+        self.leadership_listeners: list[LeadershipListener] = []
 
     # -- partitions --------------------------------------------------------------------
 
@@ -119,9 +127,13 @@ class ReplicaManager:
             if state is not None and state.leader == self.node_id:
                 if partition.make_leader(state):
                     self.fetch_purgatory.check_and_complete(tp)
+                    self._leadership_changed(tp, state.leader_epoch)
             elif state is not None:
+                was_leader = partition.is_leader
                 partition.state = state
                 self.fetch_purgatory.check_and_complete(tp)
+                if was_leader:
+                    self._leadership_changed(tp, None)
 
     def _create_partition(
         self, tp: TopicPartition, topic: TopicMetadata, config: LogConfig
@@ -139,10 +151,16 @@ class ReplicaManager:
         return partition
 
     def _drop_partition(self, tp: TopicPartition, reason: str) -> None:
-        del self.partitions[tp]
+        was_leader = self.partitions.pop(tp).is_leader
         self.fetch_purgatory.check_and_complete(tp)
         self.produce_purgatory.check_and_complete(tp)
         self._log_manager.delete_log(tp, reason)
+        if was_leader:
+            self._leadership_changed(tp, None)
+
+    def _leadership_changed(self, tp: TopicPartition, leader_epoch: int | None) -> None:
+        for listener in self.leadership_listeners:
+            listener(tp, leader_epoch)
 
     async def _remove_topic(self, name: str) -> None:
         doomed = [tp for tp in self.partitions if tp.topic == name]
@@ -168,12 +186,20 @@ class ReplicaManager:
         timeout_ms: int,
         required_acks: int,
         entries: dict[TopicPartition, bytes | None],
+        internal_topics_allowed: bool = False,
     ) -> dict[TopicPartition, ProduceResult]:
+        """Append to the partitions this broker leads; only coordinators may write to
+        internal topics (``internal_topics_allowed``), clients get INVALID_TOPIC_EXCEPTION."""
         if required_acks not in (-1, 0, 1):
             error = InvalidRequiredAcksError(f"acks={required_acks} is not 0, 1 or -1")
             return {tp: ProduceResult(error) for tp in entries}
         results = {}
         for tp, records in entries.items():
+            if tp.topic in INTERNAL_TOPICS and not internal_topics_allowed:
+                results[tp] = ProduceResult(
+                    InvalidTopicError(f"Cannot append to internal topic {tp.topic}")
+                )
+                continue
             results[tp] = await self._append_to_partition(tp, records, required_acks)
         if required_acks == -1:
             await self._wait_for_replication(results, timeout_ms)

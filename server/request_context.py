@@ -10,6 +10,8 @@ from protocol.request_header import RequestHeader
 if TYPE_CHECKING:
     from config.broker_config import BrokerConfig
     from server.admin_manager import AdminManager
+    from server.coordinator.group.group_coordinator import GroupCoordinator
+    from server.coordinator.transaction.producer_id_manager import ProducerIdManager
     from server.metadata.metadata_cache import MetadataCache
     from server.replica_manager import ReplicaManager
     from storage.log_manager import LogManager
@@ -28,6 +30,8 @@ class BrokerServices:
     log_manager: LogManager
     admin_manager: AdminManager
     scheduler: Scheduler
+    group_coordinator: GroupCoordinator
+    producer_id_manager: ProducerIdManager
     api_versions: list[tuple[int, int, int]] = field(default_factory=list)
     """(api_key, min, max) as ApiVersions advertises them; set by KafkaApis."""
 

@@ -9,7 +9,8 @@ Contract: event-loop only. Appends and reads are page-cache ``writev``/``pread``
 loop; every fsync, rename, deletion and checkpoint write goes through the `Scheduler`.
 
 Invariants:
-- segments are sorted by base offset, contiguous in offsets, the last one is active;
+- segments are sorted by base offset and cover disjoint offset ranges, the last one is
+  active; offsets are contiguous except where compaction removed records (gaps);
 - log_start_offset <= high_watermark <= log_end_offset;
 - recovery_point <= log_end_offset, and everything below it is fsynced;
 - the epoch cache has no entry at or beyond the log end offset.
@@ -33,6 +34,7 @@ from protocol.compression import decompress
 from protocol.errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from protocol.record_batch import RECORDS_OFFSET, TimestampType, read_header
 from protocol.records import decode_records
+from storage.file_names import CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX
 from storage.leader_epoch_cache import LeaderEpochFileCache
 from storage.log_segment import LogSegment
 from storage.log_validator import ValidatedRecords, assign_offsets
@@ -44,7 +46,12 @@ from storage.log_values import (
     LogOffsetMetadata,
     TimestampAndOffset,
 )
+from storage.producer_append_info import AppendOrigin, ProducerAppendInfo
+from storage.producer_state import ProducerStateManager
+from storage.producer_state_entry import BatchMetadata
+from storage.producer_state_loader import rebuild_producer_state
 from storage.scheduler import CoalescingWriter, Scheduler
+from storage.snapshot_io import ExecutorSnapshotIo
 from storage.topic_partition import TopicPartition
 
 _log: Final = logging.getLogger("tiercel.log")
@@ -66,8 +73,10 @@ class Log:
         leader_epoch_cache: LeaderEpochFileCache,
         scheduler: Scheduler,
         topic_id: uuid.UUID | None = None,
+        producer_state: ProducerStateManager | None = None,
     ) -> None:
-        """Built by `load_log`, which recovers the segments first."""
+        """Built by `load_log`, which recovers the segments and rebuilds the producer
+        state first; ``producer_state`` None is a new log's (no producer seen yet)."""
         assert segments, "a log always has an active segment"
         self.dir = directory
         self.topic_partition = topic_partition
@@ -94,6 +103,12 @@ class Log:
         self._last_flush_ms = now_ms()
         self._truncations = 0
         self.deleted = False
+        if producer_state is None:
+            producer_state = ProducerStateManager(topic_partition, directory)
+            producer_state.update_map_end_offset(self.log_end_offset)
+        self._snapshot_io = ExecutorSnapshotIo(scheduler, f"producer snapshot {topic_partition}")
+        producer_state.set_io(self._snapshot_io)
+        self.producer_state = producer_state
 
     # -- offsets -----------------------------------------------------------------------
 
@@ -157,9 +172,15 @@ class Log:
 
     def append(self, batches: Sequence[AppendBatch]) -> None:
         """Write batches whose offsets are already assigned (starting at the log end
-        offset), rolling first when the active segment cannot take them."""
+        offset: a follower's, or a replay), updating the producer state unchecked."""
         if not batches:
             return
+        updates, _ = self.producer_state.prepare_append(batches, AppendOrigin.REPLICATION)
+        self._append_batches(batches)
+        self._update_producer_state(updates, batches[-1].last_offset + 1)
+
+    def _append_batches(self, batches: Sequence[AppendBatch]) -> None:
+        """Write ``batches``, rolling first when the active segment cannot take them."""
         size = sum(batch.size for batch in batches)
         last = batches[-1]
         max_timestamp = max(batch.max_timestamp for batch in batches)
@@ -183,7 +204,10 @@ class Log:
         self, validated: ValidatedRecords, leader_epoch: int, now_ms: int
     ) -> LogAppendInfo:
         """Assign offsets from the log end offset and stamp ``leader_epoch`` into the
-        validated batches, then append them."""
+        validated batches, check them against the producer state, then append them.
+
+        A client's retry of one of a producer's last five batches is not written again:
+        the answer carries the offsets it was first written at (Kafka's duplicate)."""
         batches, offset_of_max_timestamp, log_append_time = assign_offsets(
             validated,
             self.log_end_offset,
@@ -191,7 +215,11 @@ class Log:
             self.config.message_timestamp_type,
             now_ms,
         )
-        self.append(batches)
+        updates, duplicate = self.producer_state.prepare_append(batches, AppendOrigin.CLIENT)
+        if duplicate is not None:
+            return self._duplicate_info(duplicate, validated.size)
+        self._append_batches(batches)
+        self._update_producer_state(updates, batches[-1].last_offset + 1)
         return LogAppendInfo(
             first_offset=batches[0].base_offset,
             last_offset=batches[-1].last_offset,
@@ -203,6 +231,25 @@ class Log:
             valid_bytes=sum(batch.size for batch in batches),
         )
 
+    def _update_producer_state(self, updates: Sequence[ProducerAppendInfo], end: int) -> None:
+        for info in updates:
+            self.producer_state.update(info)
+        # Also without producers: a snapshot must say which offset it reflects.
+        self.producer_state.update_map_end_offset(end)
+
+    def _duplicate_info(self, duplicate: BatchMetadata, size: int) -> LogAppendInfo:
+        # As Kafka: the original offsets, and the batch's timestamp as log append time.
+        return LogAppendInfo(
+            first_offset=duplicate.first_offset,
+            last_offset=duplicate.last_offset,
+            max_timestamp=duplicate.timestamp,
+            offset_of_max_timestamp=duplicate.last_offset,
+            log_append_time=duplicate.timestamp,
+            log_start_offset=self.log_start_offset,
+            num_messages=duplicate.offset_delta + 1,
+            valid_bytes=size,
+        )
+
     def maybe_assign_epoch_start_offset(self, epoch: int, start_offset: int) -> None:
         if self.leader_epoch_cache.assign(epoch, start_offset):
             self._epoch_checkpoint.request()
@@ -210,7 +257,7 @@ class Log:
     def _maybe_roll(self, messages_size: int, max_timestamp: int, max_offset: int) -> LogSegment:
         segment = self.active_segment
         config = self.config
-        roll_ms = config.segment_ms - self._roll_jitter(segment.base_offset)
+        roll_ms = config.max_segment_ms - self._roll_jitter(segment.base_offset)
         if segment.should_roll(
             messages_size, max_timestamp, max_offset, config.segment_bytes, roll_ms, now_ms()
         ):
@@ -235,6 +282,10 @@ class Log:
         self._segments.append(segment)
         self._base_offsets.append(new_base)
         self._end_offset = LogOffsetMetadata(new_base, new_base, 0)
+        # A snapshot at every segment base: loading replays at most the segments after
+        # the latest one, and retention deletes a segment's snapshot with it.
+        self.producer_state.update_map_end_offset(new_base)
+        self.producer_state.take_snapshot()
         log_event(
             _log,
             logging.INFO,
@@ -376,6 +427,7 @@ class Log:
         self.log_start_offset = new_start
         self.leader_epoch_cache.truncate_from_start(new_start)
         self._epoch_checkpoint.request()
+        self.producer_state.on_log_start_offset_incremented(new_start)
         return True
 
     def delete_old_segments(self) -> int:
@@ -421,7 +473,9 @@ class Log:
             self.log_start_offset = new_start
             self.leader_epoch_cache.truncate_from_start(new_start)
             self._epoch_checkpoint.request()
+            self.producer_state.on_log_start_offset_incremented(new_start)
         for segment in segments:
+            self.producer_state.delete_snapshot(segment.base_offset)
             log_event(
                 _log,
                 logging.INFO,
@@ -470,6 +524,18 @@ class Log:
         self._epoch_checkpoint.request()
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.update_high_watermark(min(self.high_watermark, self.log_end_offset))
+        for segment in doomed:
+            self.producer_state.delete_snapshot(segment.base_offset)
+        # On the loop, as Kafka does under its log lock: one small snapshot read and a
+        # header scan of at most the segment that was cut.
+        rebuild_producer_state(
+            self.producer_state,
+            self._segments,
+            self.log_start_offset,
+            self.log_end_offset,
+            False,
+            now_ms(),
+        )
         log_event(
             _log,
             logging.INFO,
@@ -497,7 +563,60 @@ class Log:
         self.recovery_point = offset
         self.leader_epoch_cache.clear()
         self._epoch_checkpoint.request()
+        self.producer_state.truncate_fully_and_start_at(offset)
+        rebuild_producer_state(self.producer_state, self._segments, offset, offset, False, now_ms())
         self.update_high_watermark(offset)
+
+    @property
+    def truncations(self) -> int:
+        """How many truncations the log has seen: a cleaning compares it before its swap."""
+        return self._truncations
+
+    def replace_segments(
+        self, cleaned: LogSegment, old: Sequence[LogSegment], truncations: int
+    ) -> bool:
+        """Swap ``cleaned`` (files ``.cleaned``, fsynced, same base offset as ``old[0]``)
+        in for the consecutive non-active segments ``old``, crash-safely as Kafka's
+        replaceSegments: rename it ``.swap``, swap in memory, rename ``old`` ``.deleted``,
+        drop the suffix; a crash between two renames is completed at load. False, and
+        nothing changed, when the log changed meanwhile: deleted, truncated since
+        ``truncations``, or ``old`` no longer its segments."""
+        if self.deleted or truncations != self._truncations:
+            return False
+        i = next((n for n, s in enumerate(self._segments) if s is old[0]), -1)
+        count = len(old)
+        current = self._segments[i : i + count] if i >= 0 else []
+        if len(current) != count or any(a is not b for a, b in zip(current, old, strict=True)):
+            return False
+        assert i + count < len(self._segments), "the active segment is never cleaned"
+        cleaned.change_file_suffixes(CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
+        self._segments[i : i + count] = [cleaned]
+        self._base_offsets[i : i + count] = [cleaned.base_offset]
+        self._schedule_removal(list(old))
+        for segment in old[1:]:
+            # Kafka drops the producer snapshots of the segments gone, not replaced.
+            self.producer_state.delete_snapshot(segment.base_offset)
+        cleaned.change_file_suffixes(SWAP_FILE_SUFFIX, "")
+        # Once synced, the final names survive a power loss (a deleted log's name may
+        # already be reused: leave it).
+        self._scheduler.run_blocking_in_background(
+            self._sync_dir_unless_deleted, name=f"sync {self.topic_partition}"
+        )
+        log_event(
+            _log,
+            logging.INFO,
+            "segments_replaced",
+            partition=str(self.topic_partition),
+            base_offset=cleaned.base_offset,
+            replaced=count,
+            size_before=sum(s.size for s in old),
+            size_after=cleaned.size,
+        )
+        return True
+
+    def _sync_dir_unless_deleted(self) -> None:
+        if not self.deleted:
+            _sync_dir(self.dir)
 
     def update_config(self, config: LogConfig) -> None:
         self.config = config
@@ -505,9 +624,12 @@ class Log:
     # -- lifecycle ---------------------------------------------------------------------
 
     async def close(self) -> None:
-        """Flush everything and close the files (clean shutdown)."""
+        """Flush everything, snapshot the producer state at the log end (so the next
+        start replays nothing) and close the files (clean shutdown)."""
         await self.flush()
         await self._epoch_checkpoint.flush()
+        self.producer_state.take_snapshot()
+        await self._snapshot_io.drain()
         for segment in self._segments:
             segment.close()
 
@@ -516,6 +638,7 @@ class Log:
         Kafka's ``.<id>-delete`` suffix — a metadata update, so a topic recreated under
         the same name never meets the old files — then removed in the background."""
         self.deleted = True
+        self.producer_state.close()
         for segment in self._segments:
             segment.close()
         doomed = f"{self.dir}.{uuid.uuid4().hex}-delete"
@@ -531,6 +654,10 @@ def _flush_segments(segments: list[LogSegment], directory: str) -> None:
     for segment in segments:
         segment.flush()
     # New segment files exist after a crash only once their directory entry is synced.
+    _sync_dir(directory)
+
+
+def _sync_dir(directory: str) -> None:
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)

@@ -7,7 +7,10 @@ What happens, as in Kafka's LogLoader (seed 004: the log end offset comes from t
 segments themselves, it is never stored):
 
 1. Leftovers of interrupted operations are removed: ``.deleted`` and ``.cleaned`` files,
-   and index files whose log file is gone.
+   and index files whose log file is gone. A cleaning that crashed after renaming its
+   segment ``.swap`` is completed, as Kafka's LogLoader does: the segments it replaces
+   (files named in the range from the swap segment's base offset to its next offset)
+   are deleted and the ``.swap`` files take their final names.
 2. Each ``.log`` file becomes a `LogSegment`.
 3. After an unclean shutdown every segment from the one holding the recovery point on is
    scanned batch by batch with CRC checks: indexes are rebuilt and a torn or corrupt
@@ -16,12 +19,16 @@ segments themselves, it is never stored):
    sanity checks run, and a missing or corrupt index triggers the same rebuild.
 4. The leader-epoch cache is loaded, completed from the recovered batches, then
    truncated to the log's offset range.
+5. The producer state is rebuilt: the latest ``<offset>.snapshot`` at or below the log
+   end is loaded and the batches after it are replayed (`storage.producer_state_loader`);
+   snapshots matching no segment (but the newest, written at a clean shutdown) go.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Final
@@ -29,6 +36,7 @@ from typing import Final
 from config.log_config import LogConfig
 from config.log_format import log_event
 from protocol.errors import KafkaError
+from protocol.record_batch import RECORD_BATCH_OVERHEAD, read_header
 from storage.checkpoint_file import (
     LEADER_EPOCH_CHECKPOINT_FILENAME,
     PARTITION_METADATA_FILENAME,
@@ -42,13 +50,23 @@ from storage.file_names import (
     LOG_FILE_SUFFIX,
     SWAP_FILE_SUFFIX,
     TIME_INDEX_FILE_SUFFIX,
+    TXN_INDEX_FILE_SUFFIX,
     offset_from_file_name,
 )
 from storage.leader_epoch_cache import LeaderEpochFileCache
 from storage.log_segment import LogSegment
+from storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
+from storage.producer_state_loader import rebuild_producer_state
 from storage.topic_partition import TopicPartition
 
 _log: Final = logging.getLogger("tiercel.log")
+
+_SEGMENT_FILE_SUFFIXES: Final = (
+    LOG_FILE_SUFFIX,
+    INDEX_FILE_SUFFIX,
+    TIME_INDEX_FILE_SUFFIX,
+    TXN_INDEX_FILE_SUFFIX,
+)
 
 
 @dataclass(slots=True)
@@ -63,6 +81,7 @@ class LoadedLog:
     leader_epoch_cache: LeaderEpochFileCache
     topic_id: uuid.UUID | None
     recovered_bytes_truncated: int
+    producer_state: ProducerStateManager
 
 
 def parse_partition_dir_name(name: str) -> TopicPartition | None:
@@ -79,6 +98,7 @@ def load_partition_dir(
     recovery_point: int,
     log_start_offset: int,
     clean_shutdown: bool,
+    producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
 ) -> LoadedLog:
     name = os.path.basename(directory)
     topic_partition = parse_partition_dir_name(name)
@@ -104,6 +124,16 @@ def load_partition_dir(
     topic_id = PartitionMetadataFile(os.path.join(directory, PARTITION_METADATA_FILENAME)).read()
     if clean_shutdown:
         recovery_point = max(recovery_point, log_end_offset)
+    producer_state = ProducerStateManager(topic_partition, directory, producer_id_expiration_ms)
+    producer_state.remove_stray_snapshots(segment.base_offset for segment in segments)
+    rebuild_producer_state(
+        producer_state,
+        segments,
+        log_start_offset,
+        log_end_offset,
+        clean_shutdown,
+        int(time.time() * 1000),
+    )
     return LoadedLog(
         directory,
         topic_partition,
@@ -113,20 +143,69 @@ def load_partition_dir(
         epoch_cache,
         topic_id,
         truncated,
+        producer_state,
     )
 
 
 def _remove_leftovers(directory: str) -> None:
+    for name in os.listdir(directory):
+        if name.endswith((DELETED_FILE_SUFFIX, CLEANED_FILE_SUFFIX, ".tmp")):
+            os.remove(os.path.join(directory, name))
+    _complete_swaps(directory)
     names = set(os.listdir(directory))
     logs = {n[: -len(LOG_FILE_SUFFIX)] for n in names if n.endswith(LOG_FILE_SUFFIX)}
     for name in names:
-        stale = name.endswith((DELETED_FILE_SUFFIX, CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX))
-        orphan_index = (
+        if (
             name.endswith((INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX))
             and name.rsplit(".", 1)[0] not in logs
-        )
-        if stale or orphan_index or name.endswith(".tmp"):
+        ):
             os.remove(os.path.join(directory, name))
+
+
+def _complete_swaps(directory: str) -> None:
+    """Finish a segment swap the cleaner was interrupted in (see the module docstring).
+
+    The cleaner renames a segment's log file ``.swap`` before its indexes, and the old
+    segments ``.deleted`` before any ``.swap`` loses its suffix; so an index ``.swap``
+    without its log ``.swap`` belongs to a log already renamed. Besides Kafka's range,
+    the old files named after a swap segment's own base offset go too: an emptied
+    segment has an empty range, and its old index must not pair with the new log."""
+    names = sorted(os.listdir(directory))
+    swaps = [n for n in names if n.endswith(SWAP_FILE_SUFFIX)]
+    log_swaps = [n for n in swaps if n.endswith(LOG_FILE_SUFFIX + SWAP_FILE_SUFFIX)]
+    if log_swaps:
+        bases = {offset_from_file_name(n) for n in log_swaps}
+        low = min(bases)
+        high = max(
+            _next_offset(os.path.join(directory, n), offset_from_file_name(n)) for n in log_swaps
+        )
+        for name in names:
+            if name.endswith(_SEGMENT_FILE_SUFFIXES):
+                offset = offset_from_file_name(name)
+                if low <= offset < high or offset in bases:
+                    log_event(_log, logging.INFO, "replaced_segment_file_deleted", file=name)
+                    os.remove(os.path.join(directory, name))
+    for name in swaps:
+        log_event(_log, logging.INFO, "interrupted_swap_completed", file=name)
+        path = os.path.join(directory, name)
+        os.replace(path, path.removesuffix(SWAP_FILE_SUFFIX))
+
+
+def _next_offset(path: str, base_offset: int) -> int:
+    """One past the last offset of the complete batches in a segment file (its base
+    offset when it has none), from the batch headers alone."""
+    next_offset = base_offset
+    with open(path, "rb", buffering=0) as f:
+        size = os.fstat(f.fileno()).st_size
+        position = 0
+        while position + RECORD_BATCH_OVERHEAD <= size:
+            header = read_header(os.pread(f.fileno(), RECORD_BATCH_OVERHEAD, position))
+            batch_size = header.size_in_bytes
+            if batch_size < RECORD_BATCH_OVERHEAD or position + batch_size > size:
+                break
+            next_offset = header.next_offset
+            position += batch_size
+    return next_offset
 
 
 def _open_segments(directory: str, config: LogConfig) -> list[LogSegment]:

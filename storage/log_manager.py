@@ -7,13 +7,15 @@ executor. What it keeps in each log dir, in Kafka's formats:
     recovery-point-offset-checkpoint   fsynced up to here, per partition
     replication-offset-checkpoint      high watermarks
     log-start-offset-checkpoint        log start offsets
+    cleaner-offset-checkpoint          first dirty offset of compacted logs (the LogCleaner)
     .kafka_cleanshutdown               present only between a clean stop and the next start
     <topic>-<partition>/               one per partition replica
 
 At start-up a missing clean-shutdown marker means the broker died: every partition is
 recovered past its recovery point. Periodic tasks apply retention, flush logs per
-``flush.ms`` and write the checkpoints; shutdown flushes and closes every log, writes
-the checkpoints, then the marker.
+``flush.ms`` and write the checkpoints; the `LogCleaner` compacts logs with
+``cleanup.policy=compact`` alongside; shutdown stops the cleaner, flushes and closes
+every log, writes the checkpoints, then the marker.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import asyncio
 import logging
 import os
 import shutil
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -44,9 +47,11 @@ from storage.checkpoint_file import (
 from storage.file_names import DELETE_DIR_SUFFIX
 from storage.leader_epoch_cache import LeaderEpochFileCache
 from storage.log import Log
+from storage.log_cleaner import CleanerConfig, LogCleaner
 from storage.log_loader import LoadedLog, load_partition_dir, parse_partition_dir_name
 from storage.log_segment import LogSegment
 from storage.meta_properties import MetaProperties
+from storage.producer_state import ProducerStateManager
 from storage.scheduler import Scheduler
 from storage.topic_partition import TopicPartition
 
@@ -82,6 +87,9 @@ class LogManager:
         ]
         self._logs: dict[TopicPartition, Log] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        self.cleaner = LogCleaner(
+            CleanerConfig.from_broker(config), [d.path for d in self._dirs], self._logs, scheduler
+        )
         self.cluster_id: str | None = None
         self.had_clean_shutdown = True
 
@@ -93,6 +101,7 @@ class LogManager:
         self.cluster_id = await self._scheduler.run_blocking(self._prepare_dirs, cluster_id)
         for log_dir in self._dirs:
             await self._load_dir(log_dir)
+        await self.cleaner.startup()
         self._start_periodic_tasks()
         return self.cluster_id
 
@@ -146,6 +155,7 @@ class LogManager:
                     recovery_points.get(tp, 0),
                     log_starts.get(tp, 0),
                     clean,
+                    self._config.producer_id_expiration_ms,
                 )
             )
         for loaded in await asyncio.gather(*jobs):
@@ -183,6 +193,7 @@ class LogManager:
             loaded.leader_epoch_cache,
             self._scheduler,
             loaded.topic_id,
+            loaded.producer_state,
         )
         self._logs[loaded.topic_partition] = log
         return log
@@ -213,7 +224,10 @@ class LogManager:
         epoch_cache = LeaderEpochFileCache(
             tp, LeaderEpochCheckpointFile(os.path.join(path, LEADER_EPOCH_CHECKPOINT_FILENAME))
         )
-        log = Log(path, tp, config, [segment], 0, 0, epoch_cache, self._scheduler, None)
+        producer_state = ProducerStateManager(tp, path, self._config.producer_id_expiration_ms)
+        log = Log(
+            path, tp, config, [segment], 0, 0, epoch_cache, self._scheduler, None, producer_state
+        )
         self._logs[tp] = log
         if topic_id is not None:
             self.set_topic_id(log, topic_id)
@@ -244,6 +258,7 @@ class LogManager:
 
     def delete_log(self, tp: TopicPartition, reason: str) -> None:
         log = self._logs.pop(tp, None)
+        self.cleaner.remove_partition(tp)
         if log is not None:
             log.delete()
             log_event(_log, logging.INFO, "log_deleted", partition=str(tp), reason=reason)
@@ -273,6 +288,11 @@ class LogManager:
                 "high-watermark-checkpoint",
                 config.replica_high_watermark_checkpoint_interval_ms,
                 self.checkpoint_high_watermarks,
+            ),
+            (
+                "producer-expiration",
+                config.producer_id_expiration_check_interval_ms,
+                self.remove_expired_producers,
             ),
         )
         for name, interval_ms, job in periodic:
@@ -306,6 +326,12 @@ class LogManager:
             deleted += log.delete_old_segments()
         return deleted
 
+    def remove_expired_producers(self) -> int:
+        """Forget idempotent producers idle for producer.id.expiration.ms (Kafka's
+        PeriodicProducerExpirationCheck); returns how many."""
+        now = int(time.time() * 1000)
+        return sum(log.producer_state.remove_expired_producers(now) for log in self._logs.values())
+
     async def flush_dirty_logs(self) -> None:
         for log in list(self._logs.values()):
             if log.time_since_last_flush_ms >= log.config.flush_ms:
@@ -338,6 +364,7 @@ class LogManager:
     # -- shutdown ----------------------------------------------------------------------
 
     async def shutdown(self) -> None:
+        await self.cleaner.shutdown()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

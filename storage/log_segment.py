@@ -8,7 +8,9 @@ far to the last offset of the batch that carried it.
 
 Contract: event-loop only, except the methods marked *blocking*, which the owning `Log`
 runs in an executor. Appends are ``os.writev`` into the page cache and reads are
-``os.pread`` from it; fsync, scans and index rebuilds are the blocking part.
+``os.pread`` from it; fsync, scans and index rebuilds are the blocking part. A segment
+the log cleaner writes (files named ``.cleaned``) belongs to its thread until the loop
+swaps it into the log.
 
 Invariants: ``size`` is the byte length of the complete batches in the file; every
 index entry points at the start of a batch in ``[0, size)``; ``max_timestamp_so_far``
@@ -78,14 +80,16 @@ class LogSegment:
         max_index_size: int,
         *,
         file_exists: bool = False,
+        file_suffix: str = "",
     ) -> None:
         """Open (or create) the segment's files. Opening existing indexes reads them:
-        *blocking* when ``file_exists``; creating a new segment is only a few opens."""
+        *blocking* when ``file_exists``; creating a new segment is only a few opens.
+        ``file_suffix`` (``.cleaned``) names the files of a segment the cleaner writes."""
         self.directory = directory
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         prefix = os.path.join(directory, filename_prefix_from_offset(base_offset))
-        self.log_path = prefix + LOG_FILE_SUFFIX
+        self.log_path = prefix + LOG_FILE_SUFFIX + file_suffix
         flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
         self._fd = os.open(self.log_path, flags, 0o644)
         self.size = os.fstat(self.fd).st_size
@@ -95,11 +99,15 @@ class LogSegment:
             os.ftruncate(self.fd, 0)
             self.size = 0
         self.index_files_existed = file_exists and all(
-            os.path.exists(prefix + suffix)
+            os.path.exists(prefix + suffix + file_suffix)
             for suffix in (INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX)
         )
-        self.offset_index = OffsetIndex(prefix + INDEX_FILE_SUFFIX, base_offset, max_index_size)
-        self.time_index = TimeIndex(prefix + TIME_INDEX_FILE_SUFFIX, base_offset, max_index_size)
+        self.offset_index = OffsetIndex(
+            prefix + INDEX_FILE_SUFFIX + file_suffix, base_offset, max_index_size
+        )
+        self.time_index = TimeIndex(
+            prefix + TIME_INDEX_FILE_SUFFIX + file_suffix, base_offset, max_index_size
+        )
         if not file_exists:
             # A brand-new segment: index files left under these names are stale.
             self.offset_index.truncate()
@@ -434,6 +442,16 @@ class LogSegment:
         self._fd = -1
         self.offset_index.close()
         self.time_index.close()
+
+    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+        """Rename the log file, then the indexes, from ``old_suffix`` to ``new_suffix``
+        (the cleaner's ``.cleaned`` -> ``.swap`` -> final names); open descriptors stay
+        valid. The log file goes first: at load a ``.log.swap`` decides a swap."""
+        new_log_path = self.log_path.removesuffix(old_suffix) + new_suffix
+        os.rename(self.log_path, new_log_path)
+        self.log_path = new_log_path
+        for index in (self.offset_index, self.time_index):
+            index.rename_to(index.path.removesuffix(old_suffix) + new_suffix)
 
     def rename_to_deleted(self) -> list[str]:
         """Close the files and add the ``.deleted`` suffix, as Kafka does before

@@ -14,6 +14,7 @@ Checks, with Kafka's error for each:
 - record count = lastOffsetDelta + 1 and = the records actually there,
   offset deltas 0..n-1, every record's fields filling its length      INVALID_RECORD
 - no control batches from clients; keys on compacted topics           INVALID_RECORD
+- a producer id without a sequence number                             INVALID_RECORD
 - batch size over max.message.bytes                                   MESSAGE_TOO_LARGE
 - batch size over segment.bytes                                       RECORD_LIST_TOO_LARGE
 - CreateTime timestamps outside message.timestamp.before/after.max.ms INVALID_TIMESTAMP
@@ -216,6 +217,11 @@ def _check_header_fields(header: RecordBatchHeader) -> None:
             f"Inconsistent batch offset range and record count: lastOffsetDelta "
             f"{header.last_offset_delta}, count {header.records_count}"
         )
+    if header.has_producer_id and header.base_sequence < 0:
+        raise InvalidRecordError(
+            f"Invalid sequence number {header.base_sequence} in record batch with "
+            f"producerId {header.producer_id}"
+        )
 
 
 def _records(batch: memoryview, header: RecordBatchHeader, budget: int) -> Buffer:
@@ -278,7 +284,20 @@ def assign_offsets(
             prefix = patched_header_prefix(batch.view, offset, leader_epoch)
         chunks: Sequence[Buffer] = (prefix, batch.view[len(prefix) :])
         last = offset + header.last_offset_delta
-        out.append(AppendBatch(chunks, len(batch.view), offset, last, max_timestamp, leader_epoch))
+        out.append(
+            AppendBatch(
+                chunks,
+                len(batch.view),
+                offset,
+                last,
+                max_timestamp,
+                leader_epoch,
+                header.producer_id,
+                header.producer_epoch,
+                header.base_sequence,
+                header.is_transactional,
+            )
+        )
         if max_timestamp > best_timestamp:
             best_timestamp = max_timestamp
             # With LogAppendTime every record carries the max: the first one is reported.

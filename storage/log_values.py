@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+from protocol.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE
+
 Buffer = bytes | bytearray | memoryview
 
 UNKNOWN_OFFSET = -1
@@ -41,7 +43,8 @@ class LogOffsetMetadata:
 @dataclass(frozen=True, slots=True)
 class AppendBatch:
     """A validated batch ready to be written: its bytes (as chunks, so that the header
-    rewrite needs no copy of the records) and what the indexes need to know of it."""
+    rewrite needs no copy of the records), what the indexes need to know of it, and its
+    producer fields (from the header) for the producer state."""
 
     chunks: Sequence[Buffer]
     size: int
@@ -49,6 +52,10 @@ class AppendBatch:
     last_offset: int
     max_timestamp: int
     partition_leader_epoch: int
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    base_sequence: int = NO_SEQUENCE
+    is_transactional: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,12 +6,12 @@ from typing import Any, Final
 
 from protocol.errors import ErrorCode, KafkaError
 from server.metadata.metadata_cache import Condition
+from server.replica_manager import INTERNAL_TOPICS as INTERNAL_TOPICS
 from server.request_context import RequestContext
 from storage.topic_partition import TopicPartition
 
 # Kafka's "not requested" value for authorized-operations fields.
 AUTHORIZED_OPERATIONS_OMITTED: Final = -(2**31)
-INTERNAL_TOPICS: Final = frozenset({"__consumer_offsets", "__transaction_state"})
 # Leader hints (KIP-951) are sent with these errors.
 _LEADER_HINT_ERRORS: Final = frozenset(
     {ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch}

@@ -7,6 +7,8 @@ from typing import Any, Final
 
 from protocol.errors import ErrorCode, KafkaError
 from server.admin_manager import NewTopic, validate_topic_name
+from server.coordinator.group.group_config import GROUP_METADATA_TOPIC_NAME
+from server.coordinator.group.offsets_topic import ensure_offsets_topic
 from server.handlers.common import AUTHORIZED_OPERATIONS_OMITTED, INTERNAL_TOPICS
 from server.metadata.metadata_cache import MetadataCache, TopicMetadata
 from server.request_context import RequestContext
@@ -84,8 +86,21 @@ def _error_topic(
 
 
 async def _auto_create(ctx: RequestContext, name: str) -> dict[str, Any] | None:
-    """Create ``name`` with the broker defaults; None once it has leaders."""
+    """Create ``name`` with the broker defaults (__consumer_offsets with its own
+    partition count and configs, as Kafka creates internal topics); None once it has
+    leaders."""
     broker = ctx.broker
+    if name == GROUP_METADATA_TOPIC_NAME:
+        try:
+            created = await ensure_offsets_topic(
+                broker.admin_manager,
+                broker.metadata_cache,
+                broker.group_coordinator.config,
+                AUTO_CREATE_WAIT_MS / 1000,
+            )
+        except KafkaError as e:
+            return _error_topic(name, e.error_code)
+        return None if created else _error_topic(name, ErrorCode.leader_not_available)
     try:
         validate_topic_name(name)
         planned = broker.admin_manager.plan_topic(NewTopic(name))

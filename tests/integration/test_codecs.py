@@ -75,21 +75,13 @@ def batch_codecs(partition_dir: Path) -> list[tuple[int, int]]:
 
 
 def _cases() -> list[Any]:
-    cases = []
-    for codec in CODECS:
-        for producer in _clients_with(codec):
-            marks = []
-            if producer == "confluent" and codec == "lz4":
-                marks.append(
-                    pytest.mark.xfail(
-                        reason="librdkafka only compresses lz4 for brokers that advertise "
-                        "FindCoordinator (its proxy for >= 0.8.2); Tiercel has no group "
-                        "coordinator yet, so the batches go uncompressed",
-                        strict=True,
-                    )
-                )
-            cases.append(pytest.param(codec, producer, marks=marks, id=f"{codec}-{producer}"))
-    return cases
+    # librdkafka compresses lz4 only for brokers that advertise FindCoordinator (its
+    # proxy for Kafka >= 0.8.2), which the group coordinator made true.
+    return [
+        pytest.param(codec, producer, id=f"{codec}-{producer}")
+        for codec in CODECS
+        for producer in _clients_with(codec)
+    ]
 
 
 @pytest.mark.parametrize(("codec", "producer"), _cases())

@@ -90,7 +90,9 @@ class BrokerProcess:
         text = self.log_path.read_text(errors="replace")
         return text.rsplit(f"---- start #{self._runs} ----", 1)[-1]
 
-    def tail(self, lines: int = 40) -> str:
+    def tail(self, lines: int = 200) -> str:
+        # 200: a broker that has served a consumer group leads the 50 partitions of
+        # __consumer_offsets, and each logs a line at start-up.
         return "\n".join(self._this_run_log().splitlines()[-lines:])
 
     def log_text(self) -> str:

@@ -142,6 +142,7 @@ def open_log(
         loaded.leader_epoch_cache,
         scheduler,
         loaded.topic_id,
+        loaded.producer_state,
     )
 
 

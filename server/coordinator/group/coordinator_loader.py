@@ -1,0 +1,150 @@
+"""Reading a __consumer_offsets partition back into groups and offsets (Kafka's
+CoordinatorLoaderImpl / GroupMetadataManager.doLoadGroupsAndOffsets).
+
+The log is read on the event loop through ``Log.read`` in ``offsets.load.buffer.size``
+chunks of whole batches (a page-cache ``pread``); decompressing and decoding each chunk
+runs in the executor, and folding the decoded records into the latest state per key is a
+few dictionary operations back on the loop. Later records win; a tombstone removes its
+key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from protocol.compression import decompress
+from protocol.record_batch import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, iter_batches
+from protocol.records import decode_records
+from server.coordinator.group.coordinator_records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    UnknownKey,
+    decode_group_metadata_value,
+    decode_key,
+    decode_offset_commit_value,
+)
+from server.coordinator.group.offset_and_metadata import OffsetAndMetadata
+from storage.log import Log
+from storage.log_values import FetchIsolation
+from storage.scheduler import Scheduler
+from storage.topic_partition import TopicPartition
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedRecord:
+    """One decoded record; ``value`` None is a tombstone. Immutable; any thread."""
+
+    offset: int
+    key: OffsetCommitKey | GroupMetadataKey
+    value: OffsetCommitValue | GroupMetadataValue | None
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedChunk:
+    """Records of a chunk of whole batches, and where the next chunk starts."""
+
+    records: list[LoadedRecord]
+    next_offset: int
+    skipped: int
+    """Records not loaded: unknown key versions, transactional offset commits."""
+
+
+def parse_chunk(data: bytes) -> ParsedChunk:
+    """Decode whole batches. Pure CPU: runs in the executor.
+
+    Control batches are skipped; so are transactional batches, which only
+    TxnOffsetCommit writes and this broker does not accept yet."""
+    records: list[LoadedRecord] = []
+    next_offset = -1
+    skipped = 0
+    for pos, header in iter_batches(data):
+        next_offset = header.next_offset
+        if header.is_control:
+            continue
+        if header.is_transactional:
+            skipped += header.records_count
+            continue
+        end = pos + header.batch_length + LOG_OVERHEAD
+        section = decompress(
+            header.compression, memoryview(data)[pos + RECORD_BATCH_OVERHEAD : end]
+        )
+        for record in decode_records(section, header.records_count):
+            if record.key is None:
+                raise ValueError(f"record at offset {header.base_offset} has no key")
+            key = decode_key(record.key)
+            if isinstance(key, UnknownKey):
+                skipped += 1
+                continue
+            offset = header.base_offset + record.offset_delta
+            value: OffsetCommitValue | GroupMetadataValue | None = None
+            if record.value is not None:
+                value = (
+                    decode_offset_commit_value(record.value)
+                    if isinstance(key, OffsetCommitKey)
+                    else decode_group_metadata_value(record.value)
+                )
+            records.append(LoadedRecord(offset, key, value))
+    return ParsedChunk(records, next_offset, skipped)
+
+
+@dataclass(slots=True)
+class LoadedPartition:
+    """The latest state per key of one partition.
+
+    Invariants: a group is in at most one of ``groups`` and ``removed_groups``.
+    Event-loop only.
+    """
+
+    offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = field(default_factory=dict)
+    groups: dict[str, GroupMetadataValue] = field(default_factory=dict)
+    removed_groups: set[str] = field(default_factory=set)
+    skipped: int = 0
+
+    def apply(self, records: list[LoadedRecord]) -> None:
+        for record in records:
+            key = record.key
+            value = record.value
+            if isinstance(key, OffsetCommitKey):
+                tp = TopicPartition(key.topic, key.partition)
+                group_offsets = self.offsets.setdefault(key.group, {})
+                if isinstance(value, OffsetCommitValue):
+                    group_offsets[tp] = OffsetAndMetadata.from_value(value, record.offset)
+                else:
+                    group_offsets.pop(tp, None)
+                    if not group_offsets:
+                        del self.offsets[key.group]
+            elif isinstance(value, GroupMetadataValue):
+                self.removed_groups.discard(key.group)
+                self.groups[key.group] = value
+            else:
+                self.groups.pop(key.group, None)
+                self.removed_groups.add(key.group)
+
+
+async def load_partition(
+    log: Log,
+    scheduler: Scheduler,
+    buffer_size: int,
+    still_wanted: Callable[[], bool],
+) -> LoadedPartition | None:
+    """Read ``log`` from its start to its current end; None if ``still_wanted`` turned
+    false meanwhile (the partition moved away)."""
+    loaded = LoadedPartition()
+    offset = log.log_start_offset
+    end = log.log_end_offset
+    while offset < end:
+        if not still_wanted():
+            return None
+        info = log.read(offset, buffer_size, FetchIsolation.LOG_END, True)
+        if not info.records:
+            break
+        chunk = await scheduler.run_blocking(parse_chunk, bytes(info.records))
+        if chunk.next_offset <= offset:
+            break
+        loaded.apply(chunk.records)
+        loaded.skipped += chunk.skipped
+        offset = chunk.next_offset
+    return loaded if still_wanted() else None

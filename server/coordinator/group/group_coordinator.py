@@ -1,0 +1,351 @@
+"""GroupCoordinator: the classic consumer-group coordinator, the one object handlers call.
+
+It checks that a request reached the right coordinator (the leader of the group's
+__consumer_offsets partition, loaded), then hands membership requests to `GroupJoin`
+and `GroupMembership` and serves offsets and the admin APIs (ListGroups, DescribeGroups,
+DeleteGroups, OffsetDelete) itself. It follows the leadership of __consumer_offsets
+through ReplicaManager's leadership listeners, loading a partition's groups when this
+broker becomes its leader and dropping them when it stops, and expires the offsets of
+groups past ``offsets.retention.minutes`` every ``offsets.retention.check.interval.ms``.
+The classic protocol's coordinator never assigns partitions: group leaders do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Final
+
+from config.log_format import log_event
+from protocol.errors import (
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
+    ErrorCode,
+    IllegalGenerationError,
+    InvalidGroupIdError,
+    KafkaError,
+    NotCoordinatorError,
+    RebalanceInProgressError,
+    UnknownMemberIdError,
+)
+from server.coordinator.group.group_config import (
+    GROUP_METADATA_TOPIC_NAME,
+    GroupCoordinatorConfig,
+)
+from server.coordinator.group.group_join import GroupJoin, JoinGroupParams
+from server.coordinator.group.group_metadata import GroupMetadata, GroupState, GroupType
+from server.coordinator.group.group_metadata_manager import GroupMetadataManager
+from server.coordinator.group.group_results import (
+    DEAD_GROUP_SUMMARY,
+    EMPTY_GROUP_SUMMARY,
+    UNKNOWN_MEMBER_ID,
+    GroupOverview,
+    GroupSummary,
+    JoinGroupResult,
+    LeaveMemberResult,
+    SyncGroupResult,
+)
+from server.coordinator.group.membership import (
+    GroupMembership,
+    LeavingMember,
+    ParkedRequests,
+    validate_current_member,
+)
+from server.coordinator.group.offset_and_metadata import OffsetAndMetadata
+from server.coordinator.group.rebalance import Rebalancer
+from storage.scheduler import Scheduler
+from storage.topic_partition import TopicPartition
+
+_log: Final = logging.getLogger("tiercel.group_coordinator")
+# OffsetCommit from this version on answers GROUP_ID_NOT_FOUND for an unknown group
+# with a generation, where older versions get ILLEGAL_GENERATION (Kafka 4).
+_GROUP_ID_NOT_FOUND_COMMIT_VERSION: Final = 9
+
+
+class GroupCoordinator:
+    """Invariants: requests are served only while active (between `startup` and
+    `shutdown`) and only for groups whose partition the manager owns and has loaded.
+
+    Event-loop only.
+    """
+
+    def __init__(
+        self, config: GroupCoordinatorConfig, manager: GroupMetadataManager, scheduler: Scheduler
+    ) -> None:
+        self.config = config
+        self.manager = manager
+        self._scheduler = scheduler
+        self.rebalancer = Rebalancer(config, manager, scheduler.spawn)
+        self._parked = ParkedRequests()
+        self._join = GroupJoin(
+            config, manager, self.rebalancer, self.validate_group_status, self._parked
+        )
+        self._membership = GroupMembership(
+            manager, self.rebalancer, self.validate_group_status, self._parked
+        )
+        self._active = False
+        self._expiration: asyncio.Task[None] | None = None
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    def startup(self) -> None:
+        self._active = True
+        self._expiration = self._scheduler.spawn(
+            self._expire_offsets_periodically(), "delete-expired-group-metadata"
+        )
+
+    async def shutdown(self) -> None:
+        """Stop serving: everything parked is answered (NOT_COORDINATOR) so that the
+        broker's connections can drain."""
+        self._active = False
+        if self._expiration is not None:
+            self._expiration.cancel()
+            await asyncio.gather(self._expiration, return_exceptions=True)
+        self.manager.shutdown(self.rebalancer.on_group_unloaded)
+        self._parked.release_all()
+
+    async def _expire_offsets_periodically(self) -> None:
+        interval = self.config.offsets_retention_check_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.manager.cleanup_expired_offsets()
+            except Exception as e:
+                log_event(_log, logging.ERROR, "offset_expiration_failed", reason=repr(e))
+
+    def on_leadership_change(self, tp: TopicPartition, leader_epoch: int | None) -> None:
+        """ReplicaManager's listener: load the groups of a __consumer_offsets partition
+        this broker now leads, drop those of one it no longer leads."""
+        if tp.topic != GROUP_METADATA_TOPIC_NAME:
+            return
+        if leader_epoch is None:
+            self.manager.remove_groups_for_partition(
+                tp.partition, None, self.rebalancer.on_group_unloaded
+            )
+        else:
+            self.manager.schedule_load(tp.partition, leader_epoch, self.rebalancer.on_group_loaded)
+
+    def partition_for(self, group_id: str) -> int:
+        return self.manager.partition_for(group_id)
+
+    def validate_group_status(self, group_id: str, allow_empty_group_id: bool = False) -> None:
+        """The group id is valid, this broker coordinates it and has loaded it. Offset
+        commits and fetches, DescribeGroups and DeleteGroups accept the empty id, for
+        compatibility; group management needs a real one."""
+        if not group_id and not allow_empty_group_id:
+            raise InvalidGroupIdError(f"invalid group id {group_id!r}")
+        if not self._active:
+            raise CoordinatorNotAvailableError("the group coordinator is not active")
+        if self.manager.is_group_loading(group_id):
+            raise CoordinatorLoadInProgressError(f"group {group_id} is being loaded")
+        if not self.manager.is_group_local(group_id):
+            raise NotCoordinatorError(f"this broker is not the coordinator of {group_id}")
+
+    # -- membership -------------------------------------------------------------------
+
+    async def join_group(self, params: JoinGroupParams) -> JoinGroupResult:
+        return await self._join.join_group(params)
+
+    async def sync_group(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        group_instance_id: str | None,
+        assignments: Mapping[str, bytes],
+    ) -> SyncGroupResult:
+        return await self._membership.sync_group(
+            group_id,
+            generation_id,
+            member_id,
+            protocol_type,
+            protocol_name,
+            group_instance_id,
+            assignments,
+        )
+
+    def heartbeat(
+        self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int
+    ) -> ErrorCode:
+        return self._membership.heartbeat(group_id, member_id, group_instance_id, generation_id)
+
+    def leave_group(
+        self, group_id: str, members: Sequence[LeavingMember]
+    ) -> tuple[ErrorCode, list[LeaveMemberResult]]:
+        return self._membership.leave_group(group_id, members)
+
+    # -- offsets ----------------------------------------------------------------------
+
+    async def commit_offsets(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+        api_version: int,
+    ) -> dict[TopicPartition, ErrorCode]:
+        try:
+            self.validate_group_status(group_id, allow_empty_group_id=True)
+            group = self.manager.get_group(group_id)
+            if group is None:
+                if generation_id >= 0:
+                    # A group member from a generation this coordinator never saw.
+                    if api_version >= _GROUP_ID_NOT_FOUND_COMMIT_VERSION:
+                        return dict.fromkeys(offsets, ErrorCode.group_id_not_found)
+                    raise IllegalGenerationError(f"group {group_id} has no generation")
+                # Offsets without group management: a "simple" group, Empty forever.
+                log_event(_log, logging.INFO, "simple_group_created", group=group_id)
+                group = self.manager.add_group(
+                    GroupMetadata(group_id, GroupState.EMPTY, self.manager.clock)
+                )
+            self._validate_offset_commit(group, generation_id, member_id, group_instance_id)
+        except KafkaError as e:
+            return dict.fromkeys(offsets, e.error_code)
+        if not group.is_(GroupState.EMPTY):
+            # A commit proves the member alive, even while the group prepares a
+            # rebalance (the heartbeat response tells it to rejoin).
+            self.rebalancer.complete_and_schedule_next_heartbeat_expiration(
+                group, group.get(member_id)
+            )
+        return await self.manager.store_offsets(group_id, offsets)
+
+    @staticmethod
+    def _validate_offset_commit(
+        group: GroupMetadata, generation_id: int, member_id: str, group_instance_id: str | None
+    ) -> None:
+        if group.is_(GroupState.DEAD):
+            raise CoordinatorNotAvailableError(f"group {group.group_id} is being removed")
+        if generation_id < 0 and group.is_(GroupState.EMPTY):
+            return  # the admin client, or a consumer without group management
+        if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
+            validate_current_member(group, member_id, group_instance_id, "offset-commit")
+            if generation_id != group.generation_id:
+                raise IllegalGenerationError(
+                    f"generation {generation_id} is not {group.generation_id} of {group.group_id}"
+                )
+        elif not group.is_(GroupState.EMPTY):
+            raise UnknownMemberIdError(f"only members may commit to {group.group_id}")
+        if group.is_(GroupState.COMPLETING_REBALANCE):
+            # The member knows the new generation but has no assignment yet.
+            raise RebalanceInProgressError(f"group {group.group_id} is completing a rebalance")
+
+    def fetch_offsets(
+        self, group_id: str, partitions: Sequence[TopicPartition] | None
+    ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]:
+        """The committed offsets of ``partitions`` (None: every partition with one),
+        whatever the group's state: groups may use Kafka only to store offsets. With no
+        transactional commits, no offset is ever unstable (require_stable)."""
+        try:
+            self.validate_group_status(group_id, allow_empty_group_id=True)
+        except KafkaError as e:
+            return e.error_code, {}
+        group = self.manager.get_group(group_id)
+        if group is None or group.is_(GroupState.DEAD):
+            return ErrorCode.none, dict.fromkeys(partitions or ())
+        offsets = self.manager.offsets.all(group_id)
+        wanted = list(offsets) if partitions is None else partitions
+        return ErrorCode.none, {tp: offsets.get(tp) for tp in wanted}
+
+    # -- administration ---------------------------------------------------------------
+
+    def list_groups(
+        self, states: Collection[str], types: Collection[str]
+    ) -> tuple[ErrorCode, list[GroupOverview]]:
+        """States and types compare case-insensitively; an empty filter lets all pass."""
+        if not self._active:
+            return ErrorCode.coordinator_not_available, []
+        error = (
+            ErrorCode.coordinator_load_in_progress if self.manager.is_loading else ErrorCode.none
+        )
+        wanted_states = {s.lower() for s in states}
+        wanted_types = {t.lower() for t in types}
+        groups = [
+            group.overview()
+            for group in self.manager.groups.values()
+            if (not wanted_states or group.is_in_states(wanted_states))
+            and (not wanted_types or GroupType.CLASSIC.value in wanted_types)
+        ]
+        return error, groups
+
+    def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupSummary]:
+        try:
+            self.validate_group_status(group_id, allow_empty_group_id=True)
+        except KafkaError as e:
+            return e.error_code, EMPTY_GROUP_SUMMARY
+        group = self.manager.get_group(group_id)
+        if group is None:
+            return ErrorCode.none, DEAD_GROUP_SUMMARY
+        return ErrorCode.none, group.summary()
+
+    def _missing_group_error(self, group_id: str) -> ErrorCode:
+        if self.manager.group_not_exists(group_id):
+            return ErrorCode.group_id_not_found
+        return ErrorCode.not_coordinator
+
+    async def delete_groups(self, group_ids: Iterable[str]) -> dict[str, ErrorCode]:
+        """Only Empty groups can be deleted; their offsets become tombstones."""
+        errors: dict[str, ErrorCode] = {}
+        eligible: list[GroupMetadata] = []
+        for group_id in dict.fromkeys(group_ids):
+            try:
+                self.validate_group_status(group_id, allow_empty_group_id=True)
+            except KafkaError as e:
+                errors[group_id] = e.error_code
+                continue
+            group = self.manager.get_group(group_id)
+            if group is None or group.is_(GroupState.DEAD):
+                errors[group_id] = self._missing_group_error(group_id)
+            elif group.is_(GroupState.EMPTY):
+                group.transition_to(GroupState.DEAD)
+                eligible.append(group)
+            else:
+                errors[group_id] = ErrorCode.non_empty_group
+        if eligible:
+            removed = await self.manager.cleanup_group_metadata(
+                eligible, lambda g: self.manager.offsets.remove_group(g.group_id)
+            )
+            errors.update(dict.fromkeys((g.group_id for g in eligible), ErrorCode.none))
+            log_event(
+                _log,
+                logging.INFO,
+                "groups_deleted",
+                groups=[g.group_id for g in eligible],
+                offsets=removed,
+            )
+        return errors
+
+    async def delete_offsets(
+        self, group_id: str, partitions: Sequence[TopicPartition]
+    ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        """OffsetDelete: any offset of an Empty group; of a consumer group still in use,
+        only those of topics no member subscribes to."""
+        try:
+            self.validate_group_status(group_id)
+        except KafkaError as e:
+            return e.error_code, {}
+        group = self.manager.get_group(group_id)
+        if group is None or group.is_(GroupState.DEAD):
+            return self._missing_group_error(group_id), {}
+        errors: dict[TopicPartition, ErrorCode] = {}
+        if group.is_(GroupState.EMPTY):
+            eligible = list(partitions)
+        elif group.is_consumer_group:
+            eligible = [tp for tp in partitions if not group.is_subscribed_to_topic(tp.topic)]
+            errors = {
+                tp: ErrorCode.group_subscribed_to_topic
+                for tp in partitions
+                if group.is_subscribed_to_topic(tp.topic)
+            }
+        else:
+            return ErrorCode.non_empty_group, {}
+        if eligible:
+            removed = await self.manager.cleanup_group_metadata(
+                [group], lambda g: self.manager.offsets.remove(g.group_id, eligible)
+            )
+            errors.update(dict.fromkeys(eligible, ErrorCode.none))
+            log_event(_log, logging.INFO, "offsets_deleted", group=group_id, offsets=removed)
+        return ErrorCode.none, errors

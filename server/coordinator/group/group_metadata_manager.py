@@ -1,0 +1,494 @@
+"""GroupMetadataManager: the groups and offsets of the __consumer_offsets partitions this
+broker leads, and their persistence (Kafka's classic GroupMetadataManager).
+
+Every change a client must be able to rely on is a record in __consumer_offsets, written
+through ReplicaManager with acks=-1 like any produce: an offset commit is answered, and
+cached, only once its record is written; a group's generation and assignment likewise.
+Deleted and expired offsets and groups become tombstones. When this broker becomes
+leader of a partition it reads the partition back (groups of that partition answer
+COORDINATOR_LOAD_IN_PROGRESS meanwhile); when it stops leading, the partition's groups
+are dropped from memory (their requests get NOT_COORDINATOR).
+
+The partition of a group is ``Utils.abs(groupId.hashCode) % partitions`` exactly as Kafka
+computes it, so clients, tools and Kafka itself agree on where each group lives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Final
+
+from config.log_format import log_event
+from protocol.compression import CompressionType
+from protocol.errors import ErrorCode
+from protocol.record_builder import SimpleRecord, build_record_batch
+from server.coordinator.group.coordinator_loader import LoadedPartition, load_partition
+from server.coordinator.group.coordinator_records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadataValue,
+    OffsetCommitKey,
+    encode_group_metadata_value,
+    encode_key,
+    encode_offset_commit_value,
+)
+from server.coordinator.group.group_config import (
+    GROUP_METADATA_TOPIC_NAME,
+    GroupCoordinatorConfig,
+)
+from server.coordinator.group.group_metadata import (
+    Clock,
+    GroupMetadata,
+    GroupState,
+    load_group,
+)
+from server.coordinator.group.member_metadata import MemberMetadata
+from server.coordinator.group.offset_and_metadata import OffsetAndMetadata
+from server.coordinator.group.offset_store import OffsetStore
+from server.metadata.metadata_cache import MetadataCache
+from server.replica_manager import ProduceResult, ReplicaManager
+from storage.scheduler import Scheduler
+from storage.topic_partition import TopicPartition
+
+_log: Final = logging.getLogger("tiercel.group_coordinator")
+
+GroupCallback = Callable[[GroupMetadata], None]
+OffsetSelector = Callable[[GroupMetadata], list[TopicPartition]]
+
+# Kafka's translation of append errors for OffsetCommit (maybeConvertOffsetCommitError)
+# and for the group metadata written by SyncGroup (storeGroup's callback).
+_COMMIT_ERRORS: Final = {
+    ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas_after_append: ErrorCode.coordinator_not_available,
+    ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
+    ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
+    ErrorCode.message_too_large: ErrorCode.invalid_commit_offset_size,
+    ErrorCode.record_list_too_large: ErrorCode.invalid_commit_offset_size,
+    ErrorCode.invalid_fetch_size: ErrorCode.invalid_commit_offset_size,
+}
+_GROUP_ERRORS: Final = {
+    **_COMMIT_ERRORS,
+    ErrorCode.request_timed_out: ErrorCode.rebalance_in_progress,
+    ErrorCode.message_too_large: ErrorCode.unknown_server_error,
+    ErrorCode.record_list_too_large: ErrorCode.unknown_server_error,
+    ErrorCode.invalid_fetch_size: ErrorCode.unknown_server_error,
+}
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def java_string_hash(value: str) -> int:
+    """Java's String.hashCode: 31-based over UTF-16 code units, in int32 arithmetic."""
+    h = 0
+    units = value.encode("utf-16-be")
+    for i in range(0, len(units), 2):
+        h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def partition_for(group_id: str, partitions: int) -> int:
+    """Kafka's Utils.abs (n & 0x7fffffff, so Integer.MIN_VALUE maps to 0) of the hash."""
+    return (java_string_hash(group_id) & 0x7FFFFFFF) % partitions
+
+
+class GroupMetadataManager:
+    """Invariants: ``groups`` holds only groups of owned partitions; a partition is in
+    at most one of ``_owned`` and ``_loading``; ``_epochs`` never decreases per
+    partition; every group in ``offsets`` is in ``groups``.
+
+    Event-loop only; partition reads are decoded in the executor.
+    """
+
+    def __init__(
+        self,
+        config: GroupCoordinatorConfig,
+        replica_manager: ReplicaManager,
+        metadata_cache: MetadataCache,
+        scheduler: Scheduler,
+        clock: Clock = now_ms,
+    ) -> None:
+        self.config = config
+        self._replica_manager = replica_manager
+        self._cache = metadata_cache
+        self._scheduler = scheduler
+        self.clock = clock
+        self.groups: dict[str, GroupMetadata] = {}
+        self.offsets = OffsetStore()
+        self._owned: set[int] = set()
+        self._loading: set[int] = set()
+        self._epochs: dict[int, int] = {}
+        self._load_tasks: dict[int, asyncio.Task[None]] = {}
+
+    # -- partitions -------------------------------------------------------------------
+
+    @property
+    def partition_count(self) -> int:
+        """The topic's partition count once it exists (fixed from then on), else the
+        configured count it will be created with."""
+        topic = self._cache.topic(GROUP_METADATA_TOPIC_NAME)
+        if topic is None or not topic.partition_count:
+            return self.config.offsets_topic_num_partitions
+        return topic.partition_count
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.partition_count)
+
+    def is_group_local(self, group_id: str) -> bool:
+        return self.partition_for(group_id) in self._owned
+
+    def is_group_loading(self, group_id: str) -> bool:
+        return self.partition_for(group_id) in self._loading
+
+    @property
+    def is_loading(self) -> bool:
+        return bool(self._loading)
+
+    def group_not_exists(self, group_id: str) -> bool:
+        """This coordinator owns the group's partition and has no live group of that id."""
+        group = self.groups.get(group_id)
+        return self.is_group_local(group_id) and (group is None or group.is_(GroupState.DEAD))
+
+    # -- groups -----------------------------------------------------------------------
+
+    def get_group(self, group_id: str) -> GroupMetadata | None:
+        return self.groups.get(group_id)
+
+    def get_or_maybe_create_group(self, group_id: str, create: bool) -> GroupMetadata | None:
+        group = self.groups.get(group_id)
+        if group is None and create:
+            group = self.groups[group_id] = GroupMetadata(group_id, GroupState.EMPTY, self.clock)
+        return group
+
+    def add_group(self, group: GroupMetadata) -> GroupMetadata:
+        """Add ``group`` unless one of that id exists; the group now cached."""
+        return self.groups.setdefault(group.group_id, group)
+
+    # -- writes -----------------------------------------------------------------------
+
+    def _offsets_partition(self, group_id: str) -> TopicPartition:
+        return TopicPartition(GROUP_METADATA_TOPIC_NAME, self.partition_for(group_id))
+
+    def _is_local_leader(self, tp: TopicPartition) -> bool:
+        partition = self._replica_manager.partitions.get(tp)
+        return partition is not None and partition.is_leader
+
+    async def _append(self, tp: TopicPartition, records: Sequence[SimpleRecord]) -> ProduceResult:
+        batch = build_record_batch(
+            records, compression=CompressionType(self.config.offsets_topic_compression_codec)
+        )
+        results = await self._replica_manager.append_records(
+            self.config.offsets_commit_timeout_ms,
+            -1,
+            {tp: batch},
+            internal_topics_allowed=True,
+        )
+        return results[tp]
+
+    async def store_group(self, group: GroupMetadata, assignment: Mapping[str, bytes]) -> ErrorCode:
+        """Write the group's generation, leader and members with ``assignment``."""
+        tp = self._offsets_partition(group.group_id)
+        if not self._is_local_leader(tp):
+            return ErrorCode.not_coordinator
+        now = self.clock()
+        record = SimpleRecord(
+            encode_key(GroupMetadataKey(group.group_id)),
+            encode_group_metadata_value(_group_metadata_value(group, assignment)),
+            timestamp=now,
+        )
+        result = await self._append(tp, [record])
+        if result.error is None:
+            return ErrorCode.none
+        error = result.error.error_code
+        log_event(
+            _log,
+            logging.WARNING,
+            "group_metadata_write_failed",
+            group=group.group_id,
+            generation=group.generation_id,
+            error=error.name,
+        )
+        return _GROUP_ERRORS.get(error, error)
+
+    async def store_offsets(
+        self, group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+    ) -> dict[TopicPartition, ErrorCode]:
+        """Write commits; those written are cached, unless their partition's offset was
+        deleted while they were being written."""
+        max_metadata = self.config.offset_metadata_max_bytes
+        results = {
+            tp: ErrorCode.offset_metadata_too_large
+            for tp, offset in offsets.items()
+            if len(offset.metadata) > max_metadata
+        }
+        valid = {tp: offset for tp, offset in offsets.items() if tp not in results}
+        if not valid:
+            return results
+        tp_offsets = self._offsets_partition(group_id)
+        if not self._is_local_leader(tp_offsets):
+            return {**results, **dict.fromkeys(valid, ErrorCode.not_coordinator)}
+        records = [
+            SimpleRecord(
+                encode_key(OffsetCommitKey(group_id, tp.topic, tp.partition)),
+                encode_offset_commit_value(offset.to_value()),
+                timestamp=offset.commit_timestamp_ms,
+            )
+            for tp, offset in valid.items()
+        ]
+        self.offsets.begin_commit(group_id, valid)
+        result = await self._append(tp_offsets, records)
+        info = result.info
+        written = None
+        if info is not None:
+            written = {tp: o.at(info.first_offset + i) for i, (tp, o) in enumerate(valid.items())}
+        self.offsets.end_commit(group_id, valid, written)
+        if result.error is None:
+            return {**results, **dict.fromkeys(valid, ErrorCode.none)}
+        error = result.error.error_code
+        return {**results, **dict.fromkeys(valid, _COMMIT_ERRORS.get(error, error))}
+
+    async def cleanup_group_metadata(
+        self, groups: Iterable[GroupMetadata], selector: OffsetSelector
+    ) -> int:
+        """Remove the offsets ``selector`` picks from each group (an Empty group left
+        without offsets dies and is forgotten) and write their tombstones; the number of
+        offsets removed."""
+        now = self.clock()
+        tombstones: dict[TopicPartition, list[SimpleRecord]] = {}
+        removed_count = 0
+        for group in list(groups):
+            group_id = group.group_id
+            removed = selector(group)
+            if group.is_(GroupState.EMPTY) and not self.offsets.has_offsets(group_id):
+                group.transition_to(GroupState.DEAD)
+            records = [
+                SimpleRecord(
+                    encode_key(OffsetCommitKey(group_id, tp.topic, tp.partition)),
+                    None,
+                    timestamp=now,
+                )
+                for tp in removed
+            ]
+            # A group that only stored offsets (generation 0) never wrote its metadata.
+            if group.is_(GroupState.DEAD) and self.groups.get(group_id) is group:
+                del self.groups[group_id]
+                if group.generation_id > 0:
+                    records.append(
+                        SimpleRecord(encode_key(GroupMetadataKey(group_id)), None, timestamp=now)
+                    )
+            removed_count += len(removed)
+            if records:
+                tombstones.setdefault(self._offsets_partition(group_id), []).extend(records)
+        for tp, records in tombstones.items():
+            if not self._is_local_leader(tp):
+                continue
+            result = await self._append(tp, records)
+            if result.error is not None:
+                # The cache is already clean; the next expiration pass does not retry
+                # these, but neither can they resurface before the partition is reloaded.
+                log_event(
+                    _log,
+                    logging.WARNING,
+                    "tombstone_write_failed",
+                    partition=str(tp),
+                    records=len(records),
+                    error=result.error.error_code.name,
+                )
+        return removed_count
+
+    async def cleanup_expired_offsets(self) -> int:
+        """One pass of offsets.retention.minutes over every group."""
+        now = self.clock()
+        retention = self.config.offsets_retention_ms
+
+        def expired(group: GroupMetadata) -> list[TopicPartition]:
+            expiration = group.offset_expiration()
+            if expiration is None:
+                return []
+            tps = self.offsets.expired(group.group_id, now, retention, expiration)
+            return self.offsets.remove(group.group_id, tps)
+
+        removed = await self.cleanup_group_metadata(self.groups.values(), expired)
+        if removed:
+            log_event(_log, logging.INFO, "offsets_expired", offsets=removed)
+        return removed
+
+    # -- loading and unloading --------------------------------------------------------
+
+    def _maybe_update_epoch(self, partition: int, epoch: int | None) -> bool:
+        """Remember the newest epoch; False if ``epoch`` is older than one already seen
+        (a stale leadership change)."""
+        if epoch is None:
+            return True
+        current = self._epochs.get(partition)
+        if current is not None and epoch < current:
+            return False
+        self._epochs[partition] = epoch
+        return True
+
+    def schedule_load(self, partition: int, epoch: int, on_loaded: GroupCallback) -> None:
+        if not self._maybe_update_epoch(partition, epoch):
+            return
+        if partition in self._owned or partition in self._loading:
+            return
+        self._loading.add(partition)
+        self._load_tasks[partition] = self._scheduler.spawn(
+            self._load(partition, epoch, on_loaded), f"load {GROUP_METADATA_TOPIC_NAME}-{partition}"
+        )
+
+    async def _load(self, partition: int, epoch: int, on_loaded: GroupCallback) -> None:
+        started = time.monotonic()
+        tp = TopicPartition(GROUP_METADATA_TOPIC_NAME, partition)
+
+        def still_wanted() -> bool:
+            return partition in self._loading and self._epochs.get(partition) == epoch
+
+        loaded = None
+        try:
+            replica = self._replica_manager.partitions.get(tp)
+            if replica is not None:
+                loaded = await load_partition(
+                    replica.log, self._scheduler, self.config.offsets_load_buffer_size, still_wanted
+                )
+            if loaded is not None:
+                self._install(loaded, on_loaded)
+        except Exception as e:
+            log_event(
+                _log,
+                logging.ERROR,
+                "group_partition_load_failed",
+                partition=str(tp),
+                reason=repr(e),
+            )
+        finally:
+            self._load_tasks.pop(partition, None)
+            if still_wanted():
+                self._loading.discard(partition)
+                self._owned.add(partition)
+                groups = 0 if loaded is None else len(loaded.groups.keys() | loaded.offsets.keys())
+                # Most of the 50 partitions hold nothing: only those with groups are news.
+                log_event(
+                    _log,
+                    logging.INFO if groups else logging.DEBUG,
+                    "group_partition_loaded",
+                    partition=str(tp),
+                    epoch=epoch,
+                    groups=groups,
+                    ms=round((time.monotonic() - started) * 1000, 1),
+                )
+
+    def _install(self, loaded: LoadedPartition, on_loaded: GroupCallback) -> None:
+        group_ids = loaded.groups.keys() | loaded.offsets.keys()
+        for group_id in group_ids:
+            value = loaded.groups.get(group_id)
+            group = (
+                GroupMetadata(group_id, GroupState.EMPTY, self.clock)
+                if value is None
+                else self._group_from_value(group_id, value)
+            )
+            if self.add_group(group) is not group:
+                continue  # created meanwhile; the cached one stays, as in Kafka
+            self.offsets.load(group_id, loaded.offsets.get(group_id, {}))
+            on_loaded(group)
+        if loaded.skipped:
+            log_event(_log, logging.WARNING, "group_records_skipped", records=loaded.skipped)
+
+    def _group_from_value(self, group_id: str, value: GroupMetadataValue) -> GroupMetadata:
+        protocol = value.protocol
+        members = (
+            []
+            if protocol is None
+            else [_member_from_value(value.protocol_type, protocol, m) for m in value.members]
+        )
+        return load_group(
+            group_id,
+            value.generation,
+            value.protocol_type,
+            protocol,
+            value.leader,
+            None if value.current_state_timestamp == -1 else value.current_state_timestamp,
+            members,
+            self.clock,
+        )
+
+    def remove_groups_for_partition(
+        self, partition: int, epoch: int | None, on_unloaded: GroupCallback
+    ) -> None:
+        if not self._maybe_update_epoch(partition, epoch):
+            return
+        task = self._load_tasks.pop(partition, None)
+        if task is not None:
+            task.cancel()
+        was_ours = partition in self._owned or partition in self._loading
+        self._owned.discard(partition)
+        self._loading.discard(partition)
+        removed = 0
+        for group in list(self.groups.values()):
+            if self.partition_for(group.group_id) == partition:
+                on_unloaded(group)
+                del self.groups[group.group_id]
+                self.offsets.remove_group(group.group_id)
+                removed += 1
+        if was_ours:
+            log_event(
+                _log,
+                logging.INFO if removed else logging.DEBUG,
+                "group_partition_unloaded",
+                partition=f"{GROUP_METADATA_TOPIC_NAME}-{partition}",
+                groups=removed,
+            )
+
+    def shutdown(self, on_unloaded: GroupCallback) -> None:
+        for partition in sorted(self._owned | self._loading):
+            self.remove_groups_for_partition(partition, None, on_unloaded)
+
+
+def _member_from_value(
+    protocol_type: str, protocol: str, value: MemberMetadataValue
+) -> MemberMetadata:
+    return MemberMetadata(
+        value.member_id,
+        value.group_instance_id,
+        value.client_id,
+        value.client_host,
+        value.rebalance_timeout,
+        value.session_timeout,
+        protocol_type,
+        ((protocol, value.subscription),),
+        value.assignment,
+    )
+
+
+def _group_metadata_value(
+    group: GroupMetadata, assignment: Mapping[str, bytes]
+) -> GroupMetadataValue:
+    protocol = group.protocol_name
+    members = []
+    for member_id, member in group.members.items():
+        if protocol is None:
+            raise RuntimeError(f"group {group.group_id} has members but no protocol")
+        members.append(
+            MemberMetadataValue(
+                member_id,
+                member.group_instance_id,
+                member.client_id,
+                member.client_host,
+                member.rebalance_timeout_ms,
+                member.session_timeout_ms,
+                member.metadata(protocol),
+                assignment[member_id],
+            )
+        )
+    return GroupMetadataValue(
+        group.protocol_type or "",
+        group.generation_id,
+        protocol,
+        group.leader_id,
+        group.current_state_timestamp_or_default,
+        tuple(members),
+    )

@@ -1,0 +1,89 @@
+"""FindCoordinator (10): which broker coordinates a group, one key (v0-3) or a batch (v4+).
+
+The first request for a group creates __consumer_offsets (as Kafka does) and waits a
+little for its leaders. Transaction coordinators (key type 1) do not exist yet: they get
+COORDINATOR_NOT_AVAILABLE, Kafka's answer when it cannot find a coordinator; share
+coordinators (key type 2) and unknown key types get INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Final
+
+from config.log_format import log_event
+from protocol.errors import ErrorCode, KafkaError
+from server.coordinator.group.group_config import GROUP_METADATA_TOPIC_NAME
+from server.coordinator.group.offsets_topic import ensure_offsets_topic
+from server.request_context import RequestContext
+from storage.topic_partition import TopicPartition
+
+API_KEY: Final = 10
+MIN_VERSION: Final = 0
+MAX_VERSION: Final = 6
+
+_FIRST_BATCHED_VERSION: Final = 4
+_GROUP_KEY_TYPE: Final = 0
+_TRANSACTION_KEY_TYPE: Final = 1
+# How long a request waits for __consumer_offsets to get its leaders after creating it.
+OFFSETS_TOPIC_WAIT_MS: Final = 2000
+_NO_NODE: Final = {"node_id": -1, "host": "", "port": -1}
+# Kafka's Errors.message() of the errors this API answers with (v0-3 carry it).
+_MESSAGES: Final = {
+    ErrorCode.none: "NONE",
+    ErrorCode.coordinator_not_available: "The coordinator is not available.",
+    ErrorCode.invalid_request: (
+        "This most likely occurs because of a request being malformed by the client "
+        "library or the message was sent to an incompatible broker. See the broker logs "
+        "for more details."
+    ),
+}
+_log: Final = logging.getLogger("tiercel.find_coordinator")
+
+
+async def _group_coordinator(
+    ctx: RequestContext, group_id: str
+) -> tuple[ErrorCode, dict[str, Any]]:
+    broker = ctx.broker
+    coordinator = broker.group_coordinator
+    try:
+        ready = await ensure_offsets_topic(
+            broker.admin_manager,
+            broker.metadata_cache,
+            coordinator.config,
+            OFFSETS_TOPIC_WAIT_MS / 1000,
+        )
+    except KafkaError as e:
+        log_event(_log, logging.WARNING, "offsets_topic_not_created", reason=e.message)
+        ready = False
+    if not ready:
+        return ErrorCode.coordinator_not_available, _NO_NODE
+    tp = TopicPartition(GROUP_METADATA_TOPIC_NAME, coordinator.partition_for(group_id))
+    state = broker.metadata_cache.partition_state(tp)
+    registration = None if state is None else broker.metadata_cache.brokers.get(state.leader)
+    endpoint = None if registration is None else registration.endpoint(ctx.listener_name)
+    if state is None or endpoint is None:
+        return ErrorCode.coordinator_not_available, _NO_NODE
+    return ErrorCode.none, {"node_id": state.leader, "host": endpoint.host, "port": endpoint.port}
+
+
+async def _coordinator(
+    ctx: RequestContext, key_type: int, key: str
+) -> tuple[ErrorCode, dict[str, Any]]:
+    if key_type == _GROUP_KEY_TYPE:
+        return await _group_coordinator(ctx, key)
+    if key_type == _TRANSACTION_KEY_TYPE:
+        return ErrorCode.coordinator_not_available, _NO_NODE
+    return ErrorCode.invalid_request, _NO_NODE
+
+
+async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    key_type = getattr(request, "key_type", _GROUP_KEY_TYPE)
+    if ctx.api_version < _FIRST_BATCHED_VERSION:
+        error, node = await _coordinator(ctx, key_type, request.key)
+        return {"throttle_time": 0, "error_code": error, "error_message": _MESSAGES[error], **node}
+    coordinators = []
+    for key in request.coordinator_keys:
+        error, node = await _coordinator(ctx, key_type, key)
+        coordinators.append({"key": key, "error_code": error, "error_message": None, **node})
+    return {"throttle_time": 0, "coordinators": coordinators}

@@ -1,0 +1,84 @@
+"""OffsetFetch (9): a group's committed offsets; several groups per request from v8.
+
+``topics`` null (v2+) asks for every partition the group has an offset for. Errors of
+the group (not coordinator, loading) are top-level from v2, per partition in v1.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from protocol.errors import ErrorCode
+from server.coordinator.group.offset_and_metadata import (
+    INVALID_OFFSET,
+    NO_LEADER_EPOCH,
+    NO_METADATA,
+)
+from server.request_context import RequestContext
+from storage.topic_partition import TopicPartition
+
+API_KEY: Final = 9
+MIN_VERSION: Final = 1
+MAX_VERSION: Final = 10
+
+_TOP_LEVEL_ERROR_VERSION: Final = 2
+_MULTI_GROUP_VERSION: Final = 8
+_TOPIC_ID_VERSION: Final = 10
+
+
+def _partition(index: int, offset: Any, error: ErrorCode = ErrorCode.none) -> dict[str, Any]:
+    return {
+        "partition_index": index,
+        "committed_offset": INVALID_OFFSET if offset is None else offset.committed_offset,
+        "committed_leader_epoch": NO_LEADER_EPOCH if offset is None else offset.leader_epoch,
+        "metadata": NO_METADATA if offset is None else offset.metadata,
+        "error_code": error,
+    }
+
+
+def _fetch_group(ctx: RequestContext, group_id: str, topics: Any) -> dict[str, Any]:
+    """One group's entry: group_id, error_code and topics (keyed "name" or "topic_id")."""
+    cache = ctx.broker.metadata_cache
+    by_id = ctx.api_version >= _TOPIC_ID_VERSION
+    field = "topic_id" if by_id else "name"
+    wanted: list[TopicPartition] | None = None
+    unknown_ids: list[tuple[Any, tuple[int, ...]]] = []
+    if topics is not None:
+        wanted = []
+        for topic in topics:
+            name = cache.topic_name(topic.topic_id) if by_id else topic.name
+            if name is None:
+                unknown_ids.append((topic.topic_id, tuple(topic.partition_indexes)))
+                continue
+            wanted.extend(TopicPartition(name, p) for p in topic.partition_indexes)
+    error, offsets = ctx.broker.group_coordinator.fetch_offsets(group_id, wanted)
+    if error is not ErrorCode.none:
+        if ctx.api_version >= _TOP_LEVEL_ERROR_VERSION:
+            return {"group_id": group_id, "error_code": error, "topics": []}
+        # v1 has no top-level error: every requested partition carries it.
+        offsets = dict.fromkeys(wanted or ())
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for tp, offset in offsets.items():
+        partition_error = ErrorCode.none if ctx.api_version >= _TOP_LEVEL_ERROR_VERSION else error
+        by_topic.setdefault(tp.topic, []).append(_partition(tp.partition, offset, partition_error))
+    response_topics = []
+    for name, partitions in by_topic.items():
+        if by_id:
+            topic = cache.topic(name)
+            if topic is None:
+                continue  # deleted since: it has no id to be named by
+            response_topics.append({field: topic.topic_id, "partitions": partitions})
+        else:
+            response_topics.append({field: name, "partitions": partitions})
+    for topic_id, indexes in unknown_ids:
+        partitions = [_partition(p, None, ErrorCode.unknown_topic_id) for p in indexes]
+        response_topics.append({field: topic_id, "partitions": partitions})
+    return {"group_id": group_id, "error_code": ErrorCode.none, "topics": response_topics}
+
+
+async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    if ctx.api_version < _MULTI_GROUP_VERSION:
+        group = _fetch_group(ctx, request.group_id, request.topics)
+        return {"throttle_time": 0, "error_code": group["error_code"], "topics": group["topics"]}
+    groups = [_fetch_group(ctx, g.group_id, g.topics) for g in request.groups]
+    return {"throttle_time": 0, "groups": groups}

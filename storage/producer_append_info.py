@@ -1,0 +1,130 @@
+"""Checking one producer's batches against its state before they are appended
+(Kafka's `ProducerAppendInfo`).
+
+The rules, Kafka 3.9's (KIP-360 included):
+
+- a batch whose epoch is older than the producer's is fenced: INVALID_PRODUCER_EPOCH
+  (a replicated batch is only logged: the leader already decided);
+- in the producer's current epoch the batch's first sequence must follow the last one
+  appended (0 follows Int32.MAX), else OUT_OF_ORDER_SEQUENCE_NUMBER;
+- a newer epoch must start at sequence 0, unless the partition knows no epoch for the
+  producer at all;
+- a producer the partition does not know (never seen, expired, or its state lost) is
+  accepted at any sequence: since KIP-360 the broker no longer answers a produce with
+  UNKNOWN_PRODUCER_ID.
+
+Recognising a retried batch is the caller's job (`ProducerStateEntry.find_duplicate_batch`),
+before these checks: a retry must never be answered OUT_OF_ORDER_SEQUENCE_NUMBER.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from typing import Final
+
+from config.log_format import log_event
+from protocol.errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError
+from protocol.record_batch import NO_PRODUCER_EPOCH, NO_SEQUENCE
+from storage.producer_state_entry import ProducerStateEntry, in_sequence
+from storage.topic_partition import TopicPartition
+
+__all__ = ["AppendOrigin", "ProducerAppendInfo"]
+
+_log: Final = logging.getLogger("tiercel.producer_state")
+
+
+class AppendOrigin(enum.Enum):
+    """Who wrote a batch, which decides how much is checked (Kafka's AppendOrigin)."""
+
+    CLIENT = "client"  # a producer: epoch and sequence checks
+    REPLICATION = "replication"  # a follower fetch or a log replay: no checks
+
+
+class ProducerAppendInfo:
+    """The state one producer will have once the batches given to `append_data_batch`
+    are appended; raises, without changing anything, if one of them is not acceptable.
+
+    Invariants: ``current`` is never modified; `to_entry` is the state after the batches
+    seen so far. Event-loop only (or a loader thread that owns the manager).
+    """
+
+    __slots__ = ("_current", "_origin", "_topic_partition", "_updated", "producer_id")
+
+    def __init__(
+        self,
+        topic_partition: TopicPartition,
+        producer_id: int,
+        current: ProducerStateEntry,
+        origin: AppendOrigin,
+    ) -> None:
+        self._topic_partition = topic_partition
+        self.producer_id = producer_id
+        self._current = current
+        self._origin = origin
+        self._updated = current.without_batches()
+
+    def append_data_batch(
+        self,
+        epoch: int,
+        first_seq: int,
+        last_seq: int,
+        last_timestamp: int,
+        first_offset: int,
+        last_offset: int,
+    ) -> None:
+        self._check_producer_epoch(epoch, first_offset)
+        if self._origin is AppendOrigin.CLIENT:
+            self._check_sequence(epoch, first_seq, first_offset)
+        self._updated.add_batch(
+            epoch, last_seq, last_offset, last_offset - first_offset, last_timestamp
+        )
+
+    def _check_producer_epoch(self, epoch: int, offset: int) -> None:
+        if epoch >= self._updated.producer_epoch:
+            return
+        message = (
+            f"Epoch of producer {self.producer_id} at offset {offset} in "
+            f"{self._topic_partition} is {epoch}, which is smaller than the last seen epoch "
+            f"{self._updated.producer_epoch}"
+        )
+        if self._origin is AppendOrigin.REPLICATION:
+            log_event(
+                _log,
+                logging.WARNING,
+                "stale_producer_epoch_replicated",
+                partition=str(self._topic_partition),
+                producer_id=self.producer_id,
+                offset=offset,
+                epoch=epoch,
+                last_epoch=self._updated.producer_epoch,
+            )
+            return
+        raise InvalidProducerEpochError(message)
+
+    def _check_sequence(self, epoch: int, first_seq: int, offset: int) -> None:
+        updated, current = self._updated, self._current
+        if epoch != updated.producer_epoch:
+            if first_seq != 0 and updated.producer_epoch != NO_PRODUCER_EPOCH:
+                raise OutOfOrderSequenceNumberError(
+                    f"Invalid sequence number for new epoch of producer {self.producer_id} "
+                    f"at offset {offset} in {self._topic_partition}: {epoch} (request epoch), "
+                    f"{first_seq} (seq. number), {updated.producer_epoch} (current epoch)"
+                )
+            return
+        if not updated.is_empty:
+            last_seq = updated.last_seq
+        elif epoch == current.producer_epoch:
+            last_seq = current.last_seq
+        else:
+            last_seq = NO_SEQUENCE
+        # With no epoch known (all its batches deleted, say) any sequence is accepted.
+        if current.producer_epoch != NO_PRODUCER_EPOCH and not in_sequence(last_seq, first_seq):
+            raise OutOfOrderSequenceNumberError(
+                f"Out of order sequence number for producer {self.producer_id} at offset "
+                f"{offset} in {self._topic_partition}: {first_seq} (incoming seq. number), "
+                f"{last_seq} (current end sequence number)"
+            )
+
+    def to_entry(self) -> ProducerStateEntry:
+        return self._updated

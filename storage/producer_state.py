@@ -1,0 +1,338 @@
+"""ProducerStateManager: the idempotent producers of one partition, and their snapshots.
+
+For every producer id the partition keeps a `ProducerStateEntry` (epoch, last five
+batches). The leader checks each produced batch against it before offsets are final
+(`prepare_append`); followers and log replay update it without checks. The state as of
+an offset is saved in ``<offset>.snapshot`` files (`storage.producer_snapshot`): at every
+segment roll (at the new segment's base offset) and at clean shutdown (at the log end).
+Loading a log reads the latest snapshot and replays the batches after it
+(`storage.producer_state_loader`), so a batch retried after a crash is still recognised.
+
+``map end offset`` is the offset up to which the state reflects the log (Kafka's
+``lastMapOffset``); a snapshot is only taken when it moved past the latest one.
+
+Contract: event-loop only once the log is open; before that the loader owns the manager
+in its executor thread. Snapshot file writes and deletions go through a `SnapshotIo`
+(`storage.snapshot_io`): run at once by a loader, serialised in the executor by an open
+log.
+Until a write completes its bytes stay in memory, so a reload never misses a snapshot
+that is still being written. The one synchronous read on the loop is the reload after a
+truncation (a follower diverging from its leader), as Kafka does under its log lock.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import logging
+import types
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Final
+
+from config.log_format import log_event
+from protocol.errors import InvalidTxnStateError
+from storage.file_names import producer_snapshot_file
+from storage.log_values import AppendBatch
+from storage.producer_append_info import AppendOrigin, ProducerAppendInfo
+from storage.producer_snapshot import (
+    CorruptSnapshotError,
+    decode_snapshot,
+    encode_snapshot,
+    list_snapshot_offsets,
+    read_snapshot_file,
+    remove_snapshot_file,
+    write_snapshot_file,
+)
+from storage.producer_state_entry import BatchMetadata, ProducerStateEntry, last_sequence
+from storage.snapshot_io import BlockingSnapshotIo, SnapshotIo
+from storage.topic_partition import TopicPartition
+
+__all__ = ["DEFAULT_PRODUCER_ID_EXPIRATION_MS", "ProducerStateManager"]
+
+_log: Final = logging.getLogger("tiercel.producer_state")
+
+# producer.id.expiration.ms's default: one day.
+DEFAULT_PRODUCER_ID_EXPIRATION_MS: Final = 86_400_000
+
+
+class ProducerStateManager:
+    """Producer state of one partition; see the module docstring for the contract.
+
+    Invariants: ``producers`` holds one entry per producer id with at least one batch
+    appended (or loaded) and not expired; ``_snapshots`` is the sorted list of snapshot
+    offsets that exist (or are being written); ``_last_snap_offset <= _last_map_offset``
+    except right after a load from an older snapshot.
+    """
+
+    def __init__(
+        self,
+        topic_partition: TopicPartition,
+        directory: str,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        io: SnapshotIo | None = None,
+    ) -> None:
+        self.topic_partition = topic_partition
+        self.dir = directory
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self.producers: dict[int, ProducerStateEntry] = {}
+        self._io: SnapshotIo = io if io is not None else BlockingSnapshotIo()
+        self._snapshots: list[int] = []
+        self._unwritten: dict[int, bytes] = {}
+        self._last_map_offset = 0
+        self._last_snap_offset = 0
+        self._closed = False
+
+    def set_io(self, io: SnapshotIo) -> None:
+        """Route later snapshot jobs through ``io`` (a log opening on the loop)."""
+        self._io = io
+
+    # -- state ---------------------------------------------------------------------------
+
+    @property
+    def map_end_offset(self) -> int:
+        return self._last_map_offset
+
+    def update_map_end_offset(self, offset: int) -> None:
+        self._last_map_offset = offset
+
+    @property
+    def active_producers(self) -> Mapping[int, ProducerStateEntry]:
+        return types.MappingProxyType(self.producers)
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.producers
+
+    def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
+        return self.producers.get(producer_id)
+
+    def prepare_update(self, producer_id: int, origin: AppendOrigin) -> ProducerAppendInfo:
+        current = self.producers.get(producer_id) or ProducerStateEntry(producer_id)
+        return ProducerAppendInfo(self.topic_partition, producer_id, current, origin)
+
+    def update(self, info: ProducerAppendInfo) -> None:
+        entry = info.to_entry()
+        current = self.producers.get(info.producer_id)
+        if current is None:
+            self.producers[info.producer_id] = entry
+        else:
+            current.update(entry)
+
+    def prepare_append(
+        self, batches: Sequence[AppendBatch], origin: AppendOrigin
+    ) -> tuple[list[ProducerAppendInfo], BatchMetadata | None]:
+        """Check ``batches`` (offsets assigned, not yet written) against the state and
+        return what `update` must apply once they are written, or the batch a client
+        retry duplicates (then nothing must be written). Raises the producer's error
+        (INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_TXN_STATE) and
+        changes nothing if a batch is not acceptable."""
+        updates: dict[int, ProducerAppendInfo] = {}
+        for batch in batches:
+            producer_id = batch.producer_id
+            if producer_id < 0:
+                continue
+            delta = batch.last_offset - batch.base_offset
+            last_seq = last_sequence(batch.base_sequence, delta)
+            if origin is AppendOrigin.CLIENT:
+                entry = self.producers.get(producer_id)
+                if entry is not None:
+                    duplicate = entry.find_duplicate_batch(
+                        batch.producer_epoch, batch.base_sequence, last_seq
+                    )
+                    if duplicate is not None:
+                        return [], duplicate
+                if batch.is_transactional:
+                    # Kafka verifies a transaction with its coordinator first; with no
+                    # transaction coordinator here none can be open.
+                    raise InvalidTxnStateError(
+                        f"Record of producer {producer_id} in {self.topic_partition} was not "
+                        "part of an ongoing transaction"
+                    )
+            info = updates.get(producer_id)
+            if info is None:
+                info = updates[producer_id] = self.prepare_update(producer_id, origin)
+            info.append_data_batch(
+                batch.producer_epoch,
+                batch.base_sequence,
+                last_seq,
+                batch.max_timestamp,
+                batch.base_offset,
+                batch.last_offset,
+            )
+        return list(updates.values()), None
+
+    def replay_batch(
+        self,
+        producer_id: int,
+        epoch: int,
+        base_sequence: int,
+        base_offset: int,
+        last_offset: int,
+        max_timestamp: int,
+    ) -> None:
+        """Apply a batch already in the log (recovery, truncation reload): no checks."""
+        info = self.prepare_update(producer_id, AppendOrigin.REPLICATION)
+        delta = last_offset - base_offset
+        info.append_data_batch(
+            epoch,
+            base_sequence,
+            last_sequence(base_sequence, delta),
+            max_timestamp,
+            base_offset,
+            last_offset,
+        )
+        self.update(info)
+
+    def remove_expired_producers(self, now_ms: int) -> int:
+        """Forget producers idle for producer.id.expiration.ms; returns how many."""
+        expired = [pid for pid, entry in self.producers.items() if self._is_expired(entry, now_ms)]
+        for producer_id in expired:
+            del self.producers[producer_id]
+        return len(expired)
+
+    def _is_expired(self, entry: ProducerStateEntry, now_ms: int) -> bool:
+        return (
+            entry.current_txn_first_offset is None
+            and now_ms - entry.last_timestamp >= self.producer_id_expiration_ms
+        )
+
+    # -- snapshots -----------------------------------------------------------------------
+
+    @property
+    def snapshot_offsets(self) -> tuple[int, ...]:
+        return tuple(self._snapshots)
+
+    @property
+    def latest_snapshot_offset(self) -> int | None:
+        return self._snapshots[-1] if self._snapshots else None
+
+    @property
+    def oldest_snapshot_offset(self) -> int | None:
+        return self._snapshots[0] if self._snapshots else None
+
+    def take_snapshot(self) -> None:
+        """Snapshot the state at the map end offset, unless one exists there already.
+        The bytes are built now; the file is written by the `SnapshotIo`."""
+        offset = self._last_map_offset
+        if offset <= self._last_snap_offset:
+            return
+        data = encode_snapshot(self.producers.values())
+        if offset not in self._snapshots:
+            bisect.insort(self._snapshots, offset)
+        self._unwritten[offset] = data
+        self._last_snap_offset = offset
+        self._io.submit(
+            functools.partial(self._write, self._snapshot_path(offset), data),
+            functools.partial(self._written, offset, data),
+        )
+        log_event(
+            _log,
+            logging.INFO,
+            "producer_snapshot_taken",
+            partition=str(self.topic_partition),
+            offset=offset,
+            producers=len(self.producers),
+        )
+
+    def _write(self, path: str, data: bytes) -> None:
+        """*Blocking.* Skipped once the log is deleted: its directory may be reused."""
+        if not self._closed:
+            try:
+                write_snapshot_file(path, data)
+            except FileNotFoundError:
+                if not self._closed:
+                    raise
+
+    def _written(self, offset: int, data: bytes) -> None:
+        if self._unwritten.get(offset) is data:
+            del self._unwritten[offset]
+
+    def _read_snapshot(self, offset: int) -> list[ProducerStateEntry]:
+        data = self._unwritten.get(offset)
+        if data is not None:
+            return decode_snapshot(data)
+        return read_snapshot_file(self._snapshot_path(offset))
+
+    def delete_snapshot(self, offset: int) -> None:
+        """Forget the snapshot at ``offset`` and delete its file (after any pending write)."""
+        i = bisect.bisect_left(self._snapshots, offset)
+        if i == len(self._snapshots) or self._snapshots[i] != offset:
+            return
+        del self._snapshots[i]
+        self._unwritten.pop(offset, None)
+        self._io.submit(functools.partial(remove_snapshot_file, self._snapshot_path(offset)))
+
+    def _snapshot_path(self, offset: int) -> str:
+        return producer_snapshot_file(self.dir, offset)
+
+    def remove_stray_snapshots(self, segment_base_offsets: Iterable[int]) -> None:
+        """*Blocking* (a loader's job). Learn the snapshot files on disk, deleting those
+        that match no segment, except the newest one past every segment base: the one a
+        clean shutdown wrote at the log end (Kafka's ``removeStraySnapshots``)."""
+        bases = set(segment_base_offsets)
+        offsets = list_snapshot_offsets(self.dir)
+        strays = [offset for offset in offsets if offset not in bases]
+        doomed = strays[:-1]
+        if strays and bases and strays[-1] < max(bases):
+            doomed = strays
+        self._snapshots = [offset for offset in offsets if offset not in set(doomed)]
+        for offset in doomed:
+            self._io.submit(functools.partial(remove_snapshot_file, self._snapshot_path(offset)))
+
+    # -- truncation and the log start offset ---------------------------------------------
+
+    def truncate_and_reload(self, log_start_offset: int, log_end_offset: int, now_ms: int) -> None:
+        """Make the state that of ``log_end_offset``: drop snapshots outside
+        (log start, log end], and unless the state is already there, reload the latest
+        snapshot left (the caller then replays the log from `map_end_offset`)."""
+        for offset in list(self._snapshots):
+            if offset > log_end_offset or offset <= log_start_offset:
+                self.delete_snapshot(offset)
+        if log_end_offset != self._last_map_offset:
+            self.producers.clear()
+            self._load_from_snapshot(log_start_offset, now_ms)
+        else:
+            self.on_log_start_offset_incremented(log_start_offset)
+
+    def _load_from_snapshot(self, log_start_offset: int, now_ms: int) -> None:
+        while self._snapshots:
+            offset = self._snapshots[-1]
+            try:
+                entries = self._read_snapshot(offset)
+            except (CorruptSnapshotError, OSError) as e:
+                log_event(
+                    _log,
+                    logging.WARNING,
+                    "producer_snapshot_unreadable",
+                    partition=str(self.topic_partition),
+                    offset=offset,
+                    reason=str(e),
+                )
+                self.delete_snapshot(offset)
+                continue
+            for entry in entries:
+                if not self._is_expired(entry, now_ms):
+                    self.producers[entry.producer_id] = entry
+            self._last_snap_offset = self._last_map_offset = offset
+            return
+        self._last_snap_offset = self._last_map_offset = log_start_offset
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Forget everything (the log restarts empty at ``offset``)."""
+        self.producers.clear()
+        for snapshot in list(self._snapshots):
+            self.delete_snapshot(snapshot)
+        self._last_snap_offset = 0
+        self._last_map_offset = offset
+
+    def on_log_start_offset_incremented(self, log_start_offset: int) -> None:
+        """The log start moved (retention, DeleteRecords). Producers are kept until they
+        expire, as in Kafka since KIP-360: their last batch may be gone, but a retry of it
+        must still be recognised rather than written twice."""
+        self._last_map_offset = max(self._last_map_offset, log_start_offset)
+        latest = self.latest_snapshot_offset
+        self._last_snap_offset = latest if latest is not None else log_start_offset
+
+    def close(self) -> None:
+        """The log is being deleted: no further snapshot file is written."""
+        self._closed = True

@@ -1,0 +1,94 @@
+"""Produce throughput of the idempotent producer against plain acks=all, on Tiercel.
+
+    .venv/bin/python tests/bench/idempotence.py [--mb 200] [--value-bytes 1024] [--rounds 3]
+
+librdkafka (confluent-kafka) produces ``--mb`` MB of fixed-size values to a one-partition
+topic with acks=all, once with ``enable.idempotence=false`` and once with ``true``, each
+against a fresh broker started as a user starts it; rounds alternate and medians are
+printed with their ratio. Not part of `make test`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import tempfile
+import time
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from produce_consume import tiercel
+
+TOPIC = "bench"
+
+
+def produce_mb_s(bootstrap: str, total_mb: int, value_bytes: int, idempotent: bool) -> float:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(30)
+    count = total_mb * 1024 * 1024 // value_bytes
+    value = os.urandom(value_bytes)
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": idempotent,
+            "linger.ms": 5,
+            "queue.buffering.max.messages": 1_000_000,
+            "queue.buffering.max.kbytes": 1_048_576,
+        }
+    )
+    delivered = 0
+
+    def on_delivery(err: object, _msg: object) -> None:
+        nonlocal delivered
+        if err is not None:
+            raise RuntimeError(f"delivery failed: {err}")
+        delivered += 1
+
+    start = time.perf_counter()
+    for _ in range(count):
+        while True:
+            try:
+                producer.produce(TOPIC, value, on_delivery=on_delivery)
+                break
+            except BufferError:
+                producer.poll(0.01)
+        producer.poll(0)
+    producer.flush(300)
+    seconds = time.perf_counter() - start
+    assert delivered == count, f"{delivered} of {count} delivered"
+    return count * value_bytes / 1e6 / seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mb", type=int, default=200, help="MB to produce (default 200)")
+    parser.add_argument("--value-bytes", type=int, default=1024)
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
+    args = parser.parse_args()
+    print(
+        f"workload: {args.mb} MB of {args.value_bytes}-byte values, acks=all, one partition, "
+        f"librdkafka; {args.rounds} alternating rounds",
+        flush=True,
+    )
+    results: dict[str, list[float]] = {"plain": [], "idempotent": []}
+    for round_number in range(1, args.rounds + 1):
+        for name in results:
+            work = tempfile.mkdtemp(prefix=f"bench-{name}-")
+            try:
+                with tiercel(work) as bootstrap:
+                    mb_s = produce_mb_s(bootstrap, args.mb, args.value_bytes, name != "plain")
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+            results[name].append(mb_s)
+            print(f"round {round_number} {name:10s} produce {mb_s:8.1f} MB/s", flush=True)
+    plain, idempotent = (statistics.median(results[n]) for n in ("plain", "idempotent"))
+    print(f"median plain      produce {plain:8.1f} MB/s")
+    print(f"median idempotent produce {idempotent:8.1f} MB/s")
+    print(f"ratio idempotent/plain: {idempotent / plain:.2f}")
+
+
+if __name__ == "__main__":
+    main()
