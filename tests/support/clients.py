@@ -6,11 +6,13 @@ kafka-python and consumed by librdkafka can be compared field by field:
 
 - timestamps types are Kafka's (0 CreateTime, 1 LogAppendTime), not librdkafka's 1/2;
 - headers are tuples of (key, value) pairs, () when there are none;
-- a consumer reads from explicit start offsets (no consumer group: the broker has no
-  group coordinator yet) until it has the number of records asked for, and fails the
-  test on any error the client reports, so corrupt or missing data cannot pass.
+- a consumer reads from explicit start offsets (no consumer group: these tests are
+  about the data; tests/integration/test_consumer_groups.py covers groups) until it has
+  the number of records asked for, and fails the test on any error the client reports,
+  so corrupt or missing data cannot pass.
 
-Idempotence stays off everywhere: the broker has no InitProducerId yet (issue 3).
+Producers run with idempotence off so that these tests exercise the plain produce path;
+tests/integration/test_idempotence.py covers the idempotent one.
 """
 
 from __future__ import annotations
