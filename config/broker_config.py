@@ -188,6 +188,9 @@ class BrokerConfig:
     group_min_session_timeout_ms = _Key("group.min.session.timeout.ms", int)
     group_max_session_timeout_ms = _Key("group.max.session.timeout.ms", int)
     group_max_size = _Key("group.max.size", int)
+    group_consumer_heartbeat_interval_ms = _Key("group.consumer.heartbeat.interval.ms", int)
+    group_consumer_session_timeout_ms = _Key("group.consumer.session.timeout.ms", int)
+    group_consumer_max_size = _Key("group.consumer.max.size", int)
     transactional_id_expiration_ms = _Key("transactional.id.expiration.ms", int)
     producer_id_expiration_ms = _Key("producer.id.expiration.ms", int)
     producer_id_expiration_check_interval_ms = _Key("producer.id.expiration.check.interval.ms", int)
@@ -203,6 +206,12 @@ class BrokerConfig:
         dirs = self._values["log.dirs"]
         assert isinstance(dirs, tuple)
         return list(dirs)
+
+    @property
+    def group_consumer_assignors(self) -> tuple[str, ...]:
+        assignors = self._values["group.consumer.assignors"]
+        assert isinstance(assignors, tuple)
+        return assignors
 
     @property
     def zookeeper_connection_timeout_ms(self) -> int:

@@ -384,6 +384,13 @@ _WEEK_MS: Final = 168 * _HOUR_MS
 _COMPRESSION: Final = one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 _TIMESTAMP_TYPE: Final = one_of("CreateTime", "LogAppendTime")
 _CLEANUP_POLICY: Final = list_of(one_of("compact", "delete"))
+# Kafka's assignor class names (its default, in its order) and their short names.
+_CONSUMER_GROUP_ASSIGNORS: Final = (
+    "org.apache.kafka.coordinator.group.assignor.UniformAssignor",
+    "org.apache.kafka.coordinator.group.assignor.RangeAssignor",
+    "uniform",
+    "range",
+)
 
 
 def _defs(*defs: ConfigDef) -> Mapping[str, ConfigDef]:
@@ -550,6 +557,18 @@ BROKER_CONFIGS: Final[Mapping[str, ConfigDef]] = _defs(
               "Largest session timeout a group member may ask for."),
     ConfigDef("group.max.size", _I, 2147483647, at_least(1),
               "Most members a classic group may have."),
+    ConfigDef("group.consumer.heartbeat.interval.ms", _I, 5000, at_least(1),
+              "How often members of consumer groups (KIP-848 protocol) send a heartbeat; "
+              "keep it below group.consumer.session.timeout.ms."),
+    ConfigDef("group.consumer.session.timeout.ms", _I, 45000, at_least(1),
+              "How long a consumer-group member may go without a heartbeat before it is "
+              "removed and its partitions reassigned."),
+    ConfigDef("group.consumer.assignors", _LIST, _CONSUMER_GROUP_ASSIGNORS[:2],
+              list_of(one_of(*_CONSUMER_GROUP_ASSIGNORS)),
+              "Server-side assignors consumer-group members may ask for (uniform, range, "
+              "or Kafka's class names); the first is the default."),
+    ConfigDef("group.consumer.max.size", _I, 2147483647, at_least(1),
+              "Most members a consumer group may have."),
     ConfigDef("transactional.id.expiration.ms", _I, 604800000, at_least(1),
               "How long an idle transactional id is kept before it expires."),
     ConfigDef("producer.id.expiration.ms", _I, 86400000, at_least(1),

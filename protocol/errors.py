@@ -225,3 +225,31 @@ class RebalanceInProgressError(KafkaError):
 
 class FencedInstanceIdError(KafkaError):
     error_code = ErrorCode.fenced_instance_id
+
+
+class GroupIdNotFoundError(KafkaError):
+    error_code = ErrorCode.group_id_not_found
+
+
+class GroupMaxSizeReachedError(KafkaError):
+    error_code = ErrorCode.group_max_size_reached
+
+
+class FencedMemberEpochError(KafkaError):
+    error_code = ErrorCode.fenced_member_epoch
+
+
+class UnreleasedInstanceIdError(KafkaError):
+    error_code = ErrorCode.unreleased_instance_id
+
+
+class UnsupportedAssignorError(KafkaError):
+    error_code = ErrorCode.unsupported_assignor
+
+
+class StaleMemberEpochError(KafkaError):
+    error_code = ErrorCode.stale_member_epoch
+
+
+class InvalidRegularExpressionError(KafkaError):
+    error_code = ErrorCode.invalid_regular_expression

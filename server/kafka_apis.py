@@ -40,6 +40,8 @@ from protocol.request_header import (
 from server.handlers import alter_configs as alter_configs_handler
 from server.handlers import (
     api_versions,
+    consumer_group_describe,
+    consumer_group_heartbeat,
     create_partitions,
     create_topics,
     delete_groups,
@@ -103,6 +105,8 @@ HANDLER_MODULES: Final[tuple[ModuleType, ...]] = (
     list_groups,
     delete_groups,
     offset_delete,
+    consumer_group_heartbeat,
+    consumer_group_describe,
 )
 
 

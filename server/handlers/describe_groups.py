@@ -1,9 +1,13 @@
-"""DescribeGroups (15): state, protocol and members of groups; an unknown group is Dead."""
+"""DescribeGroups (15): state, protocol and members of classic groups; an unknown group
+(or a KIP-848 consumer group, which ConsumerGroupDescribe describes) is Dead, and from v6
+also GROUP_ID_NOT_FOUND, as in Kafka 4."""
 
 from __future__ import annotations
 
 from typing import Any, Final
 
+from protocol.errors import ErrorCode
+from server.coordinator.group.group_results import DEAD_GROUP_SUMMARY
 from server.handlers.common import AUTHORIZED_OPERATIONS_OMITTED
 from server.request_context import RequestContext
 
@@ -11,6 +15,8 @@ API_KEY: Final = 15
 MIN_VERSION: Final = 0
 MAX_VERSION: Final = 6
 
+# From this version a group that is not a classic group is also GROUP_ID_NOT_FOUND.
+_GROUP_ID_NOT_FOUND_VERSION: Final = 6
 # Kafka's bits for READ, DELETE and DESCRIBE, the operations on a group: everything is
 # allowed until authorization exists.
 ALL_GROUP_OPERATIONS: Final = sum(1 << op for op in (3, 6, 8))
@@ -22,10 +28,18 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
     groups = []
     for group_id in request.groups:
         error, summary = coordinator.describe_group(group_id)
+        message = None
+        if (
+            error is ErrorCode.none
+            and summary is DEAD_GROUP_SUMMARY
+            and ctx.api_version >= _GROUP_ID_NOT_FOUND_VERSION
+        ):
+            error = ErrorCode.group_id_not_found
+            message = f"Group {group_id} not found."
         groups.append(
             {
                 "error_code": error,
-                "error_message": None,
+                "error_message": message,
                 "group_id": group_id,
                 "group_state": summary.state,
                 "protocol_type": summary.protocol_type,

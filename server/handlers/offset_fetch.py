@@ -36,8 +36,15 @@ def _partition(index: int, offset: Any, error: ErrorCode = ErrorCode.none) -> di
     }
 
 
-def _fetch_group(ctx: RequestContext, group_id: str, topics: Any) -> dict[str, Any]:
-    """One group's entry: group_id, error_code and topics (keyed "name" or "topic_id")."""
+def _fetch_group(
+    ctx: RequestContext,
+    group_id: str,
+    topics: Any,
+    member_id: str | None = None,
+    member_epoch: int = -1,
+) -> dict[str, Any]:
+    """One group's entry: group_id, error_code and topics (keyed "name" or "topic_id").
+    From v9 a member of a consumer group names itself and its member epoch."""
     cache = ctx.broker.metadata_cache
     by_id = ctx.api_version >= _TOPIC_ID_VERSION
     field = "topic_id" if by_id else "name"
@@ -51,7 +58,9 @@ def _fetch_group(ctx: RequestContext, group_id: str, topics: Any) -> dict[str, A
                 unknown_ids.append((topic.topic_id, tuple(topic.partition_indexes)))
                 continue
             wanted.extend(TopicPartition(name, p) for p in topic.partition_indexes)
-    error, offsets = ctx.broker.group_coordinator.fetch_offsets(group_id, wanted)
+    error, offsets = ctx.broker.group_coordinator.fetch_offsets(
+        group_id, wanted, member_id, member_epoch
+    )
     if error is not ErrorCode.none:
         if ctx.api_version >= _TOP_LEVEL_ERROR_VERSION:
             return {"group_id": group_id, "error_code": error, "topics": []}
@@ -80,5 +89,10 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
     if ctx.api_version < _MULTI_GROUP_VERSION:
         group = _fetch_group(ctx, request.group_id, request.topics)
         return {"throttle_time": 0, "error_code": group["error_code"], "topics": group["topics"]}
-    groups = [_fetch_group(ctx, g.group_id, g.topics) for g in request.groups]
+    groups = [
+        _fetch_group(
+            ctx, g.group_id, g.topics, getattr(g, "member_id", None), getattr(g, "member_epoch", -1)
+        )
+        for g in request.groups
+    ]
     return {"throttle_time": 0, "groups": groups}

@@ -44,6 +44,9 @@ class MetadataCache:
         self.brokers: dict[int, BrokerRegistration] = {}
         self.topics: dict[str, TopicMetadata] = {}
         self._topic_names: dict[uuid.UUID, str] = {}
+        # Grows whenever a topic name appears (a created, or re-created, topic): consumer
+        # groups re-resolve their regular-expression subscriptions when it moved.
+        self.topic_names_version = 0
         self._changed = asyncio.Event()
         self._closed = False
 
@@ -69,6 +72,8 @@ class MetadataCache:
         old = self.topics.get(topic.name)
         if old is not None and old.topic_id != topic.topic_id:
             self._topic_names.pop(old.topic_id, None)
+        if old is None or old.topic_id != topic.topic_id:
+            self.topic_names_version += 1
         self.topics[topic.name] = topic
         self._topic_names[topic.topic_id] = topic.name
         self._notify()

@@ -1,11 +1,13 @@
 """One librdkafka consumer-group member in a process of its own (so a test can SIGKILL it).
 
     python -m support.group_member BOOTSTRAP TOPIC GROUP OUT [--session-ms N]
-        [--instance ID] [--delay-ms N]
+        [--instance ID] [--delay-ms N] [--protocol classic|consumer]
 
 It subscribes to TOPIC in GROUP and, for every record, writes ``M <time> <partition>
 <offset>`` to OUT, commits the record synchronously, then writes ``C <time> <partition>
 <next offset>``; assignments and revocations are ``A``/``R <time> <partitions>`` lines.
+With ``--protocol consumer`` (KIP-848, whose session and heartbeat settings are the
+broker's) assignments are incremental: ``I <time> <partitions>`` adds partitions.
 Every line is flushed before the next step, so a killed member's file shows what it did
 up to the kill. SIGTERM closes the consumer (leaving the group) and exits 0.
 """
@@ -32,6 +34,7 @@ def main() -> None:
     parser.add_argument("--session-ms", type=int, default=6000)
     parser.add_argument("--instance")
     parser.add_argument("--delay-ms", type=int, default=0)
+    parser.add_argument("--protocol", choices=("classic", "consumer"), default="classic")
     args = parser.parse_args()
     stopping = False
 
@@ -51,10 +54,15 @@ def main() -> None:
     }
     if args.instance:
         config["group.instance.id"] = args.instance
+    incremental = args.protocol == "consumer"
+    if incremental:
+        del config["session.timeout.ms"], config["heartbeat.interval.ms"]
+        config["group.protocol"] = "consumer"
     with open(args.out, "a", encoding="utf-8") as out:
 
         def on_assign(_consumer: Any, partitions: list[Any]) -> None:
-            _line(out, "A", time.time(), ",".join(str(p.partition) for p in partitions))
+            kind = "I" if incremental else "A"
+            _line(out, kind, time.time(), ",".join(str(p.partition) for p in partitions))
 
         def on_revoke(_consumer: Any, partitions: list[Any]) -> None:
             _line(out, "R", time.time(), ",".join(str(p.partition) for p in partitions))

@@ -5,7 +5,8 @@ The log is read on the event loop through ``Log.read`` in ``offsets.load.buffer.
 chunks of whole batches (a page-cache ``pread``); decompressing and decoding each chunk
 runs in the executor, and folding the decoded records into the latest state per key is a
 few dictionary operations back on the loop. Later records win; a tombstone removes its
-key.
+key. Besides offsets and classic groups, a partition holds the records of KIP-848
+consumer groups (`consumer_group_records`), kept per group as their latest value per key.
 """
 
 from __future__ import annotations
@@ -16,6 +17,12 @@ from dataclasses import dataclass, field
 from protocol.compression import decompress
 from protocol.record_batch import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, iter_batches
 from protocol.records import decode_records
+from server.coordinator.group.consumer_group_records import (
+    ConsumerGroupKey,
+    ConsumerGroupValue,
+    decode_consumer_group_key,
+    decode_consumer_group_value,
+)
 from server.coordinator.group.coordinator_records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -26,6 +33,7 @@ from server.coordinator.group.coordinator_records import (
     decode_key,
     decode_offset_commit_value,
 )
+from server.coordinator.group.modern.consumer_group import LoadedConsumerGroup
 from server.coordinator.group.offset_and_metadata import OffsetAndMetadata
 from storage.log import Log
 from storage.log_values import FetchIsolation
@@ -38,8 +46,8 @@ class LoadedRecord:
     """One decoded record; ``value`` None is a tombstone. Immutable; any thread."""
 
     offset: int
-    key: OffsetCommitKey | GroupMetadataKey
-    value: OffsetCommitValue | GroupMetadataValue | None
+    key: OffsetCommitKey | GroupMetadataKey | ConsumerGroupKey
+    value: OffsetCommitValue | GroupMetadataValue | ConsumerGroupValue | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,33 +82,49 @@ def parse_chunk(data: bytes) -> ParsedChunk:
         for record in decode_records(section, header.records_count):
             if record.key is None:
                 raise ValueError(f"record at offset {header.base_offset} has no key")
-            key = decode_key(record.key)
-            if isinstance(key, UnknownKey):
+            loaded = _decode(header.base_offset + record.offset_delta, record.key, record.value)
+            if loaded is None:
                 skipped += 1
-                continue
-            offset = header.base_offset + record.offset_delta
-            value: OffsetCommitValue | GroupMetadataValue | None = None
-            if record.value is not None:
-                value = (
-                    decode_offset_commit_value(record.value)
-                    if isinstance(key, OffsetCommitKey)
-                    else decode_group_metadata_value(record.value)
-                )
-            records.append(LoadedRecord(offset, key, value))
+            else:
+                records.append(loaded)
     return ParsedChunk(records, next_offset, skipped)
+
+
+def _decode(offset: int, key_bytes: bytes, value_bytes: bytes | None) -> LoadedRecord | None:
+    """The record, or None for a key type this broker does not know."""
+    key = decode_key(key_bytes)
+    if isinstance(key, UnknownKey):
+        consumer_key = decode_consumer_group_key(key_bytes)
+        if consumer_key is None:
+            return None
+        consumer_value = (
+            None if value_bytes is None else decode_consumer_group_value(consumer_key, value_bytes)
+        )
+        return LoadedRecord(offset, consumer_key, consumer_value)
+    value: OffsetCommitValue | GroupMetadataValue | None = None
+    if value_bytes is not None:
+        value = (
+            decode_offset_commit_value(value_bytes)
+            if isinstance(key, OffsetCommitKey)
+            else decode_group_metadata_value(value_bytes)
+        )
+    return LoadedRecord(offset, key, value)
 
 
 @dataclass(slots=True)
 class LoadedPartition:
     """The latest state per key of one partition.
 
-    Invariants: a group is in at most one of ``groups`` and ``removed_groups``.
+    Invariants: a group is in at most one of ``groups`` and ``removed_groups``;
+    ``classic_offsets`` holds the log offset of each group's latest GroupMetadata record.
     Event-loop only.
     """
 
     offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = field(default_factory=dict)
     groups: dict[str, GroupMetadataValue] = field(default_factory=dict)
     removed_groups: set[str] = field(default_factory=set)
+    consumer_groups: dict[str, LoadedConsumerGroup] = field(default_factory=dict)
+    classic_offsets: dict[str, int] = field(default_factory=dict)
     skipped: int = 0
 
     def apply(self, records: list[LoadedRecord]) -> None:
@@ -116,12 +140,19 @@ class LoadedPartition:
                     group_offsets.pop(tp, None)
                     if not group_offsets:
                         del self.offsets[key.group]
-            elif isinstance(value, GroupMetadataValue):
-                self.removed_groups.discard(key.group)
-                self.groups[key.group] = value
+            elif isinstance(key, GroupMetadataKey):
+                self.classic_offsets[key.group] = record.offset
+                if isinstance(value, GroupMetadataValue):
+                    self.removed_groups.discard(key.group)
+                    self.groups[key.group] = value
+                else:
+                    self.groups.pop(key.group, None)
+                    self.removed_groups.add(key.group)
             else:
-                self.groups.pop(key.group, None)
-                self.removed_groups.add(key.group)
+                # A consumer group key always comes with a consumer group value.
+                assert not isinstance(value, OffsetCommitValue | GroupMetadataValue)
+                group = self.consumer_groups.setdefault(key.group, LoadedConsumerGroup())
+                group.apply(key, value, record.offset)
 
 
 async def load_partition(

@@ -31,14 +31,21 @@ bytes).
         v4  v3 in the flexible encoding (tagged fields after each member and the value)
 
 A tombstone is a key with a null value: the offset or group it names is deleted, and log
-compaction later drops both.
+compaction later drops both. The primitives are in `record_codec`; the key types of KIP-848
+consumer groups (3-8, 16) are in `consumer_group_records` (here they are UnknownKey).
 """
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 from typing import Final
+
+from server.coordinator.group.record_codec import (
+    CoordinatorRecordError,
+    RecordReader,
+    RecordWriter,
+    record_version,
+)
 
 __all__ = [
     "GROUP_METADATA_KEY_VERSION",
@@ -68,14 +75,6 @@ _MAX_OFFSET_COMMIT_VALUE_VERSION: Final = 4
 _MAX_GROUP_METADATA_VALUE_VERSION: Final = 4
 _FIRST_FLEXIBLE_VERSION: Final = 4
 NO_EXPIRE_TIMESTAMP: Final = -1
-
-_INT16 = struct.Struct(">h")
-_INT32 = struct.Struct(">i")
-_INT64 = struct.Struct(">q")
-
-
-class CoordinatorRecordError(ValueError):
-    """A key or value that does not parse under its schema (corrupt or unknown version)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,166 +130,24 @@ class GroupMetadataValue:
     members: tuple[MemberMetadataValue, ...]
 
 
-# --- primitive encoding ----------------------------------------------------------------
-
-
-class _Writer:
-    __slots__ = ("flexible", "out")
-
-    def __init__(self, version: int, flexible: bool) -> None:
-        self.out = bytearray(_INT16.pack(version))
-        self.flexible = flexible
-
-    def int32(self, value: int) -> None:
-        self.out += _INT32.pack(value)
-
-    def int64(self, value: int) -> None:
-        self.out += _INT64.pack(value)
-
-    def _uvarint(self, value: int) -> None:
-        while value >= 0x80:
-            self.out.append((value & 0x7F) | 0x80)
-            value >>= 7
-        self.out.append(value)
-
-    def string(self, value: str | None) -> None:
-        if value is None:
-            if self.flexible:
-                self._uvarint(0)
-            else:
-                self.out += _INT16.pack(-1)
-            return
-        encoded = value.encode()
-        if len(encoded) > 0x7FFF:
-            raise CoordinatorRecordError(f"string of {len(encoded)} bytes is longer than 32767")
-        if self.flexible:
-            self._uvarint(len(encoded) + 1)
-        else:
-            self.out += _INT16.pack(len(encoded))
-        self.out += encoded
-
-    def bytes_(self, value: bytes) -> None:
-        if self.flexible:
-            self._uvarint(len(value) + 1)
-        else:
-            self.out += _INT32.pack(len(value))
-        self.out += value
-
-    def array_length(self, count: int) -> None:
-        if self.flexible:
-            self._uvarint(count + 1)
-        else:
-            self.out += _INT32.pack(count)
-
-    def tagged_fields(self) -> None:
-        if self.flexible:
-            self._uvarint(0)
-
-
-class _Reader:
-    __slots__ = ("buf", "flexible", "pos")
-
-    def __init__(self, buf: bytes | memoryview, pos: int, flexible: bool) -> None:
-        self.buf = buf
-        self.pos = pos
-        self.flexible = flexible
-
-    def _take(self, n: int) -> bytes:
-        end = self.pos + n
-        if n < 0 or end > len(self.buf):
-            raise CoordinatorRecordError(f"record ends early: {n} bytes wanted at {self.pos}")
-        data = bytes(self.buf[self.pos : end])
-        self.pos = end
-        return data
-
-    def int32(self) -> int:
-        value: int = _INT32.unpack(self._take(4))[0]
-        return value
-
-    def int64(self) -> int:
-        value: int = _INT64.unpack(self._take(8))[0]
-        return value
-
-    def _uvarint(self) -> int:
-        value = shift = 0
-        while True:
-            byte = self._take(1)[0]
-            value |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return value
-            shift += 7
-            if shift > 28:
-                raise CoordinatorRecordError("varint longer than 5 bytes")
-
-    def _length(self, nullable: bool, classic: struct.Struct) -> int:
-        """The length that follows; -1 for null (only where ``nullable``)."""
-        if self.flexible:
-            length = self._uvarint() - 1
-        else:
-            length = classic.unpack(self._take(classic.size))[0]
-        if length < -1 or (length == -1 and not nullable):
-            raise CoordinatorRecordError(f"invalid length {length} at {self.pos}")
-        return length
-
-    def string(self) -> str:
-        value = self.nullable_string()
-        if value is None:
-            raise CoordinatorRecordError("null where the schema wants a string")
-        return value
-
-    def nullable_string(self) -> str | None:
-        length = self._length(True, _INT16)
-        if length == -1:
-            return None
-        try:
-            return self._take(length).decode()
-        except UnicodeDecodeError as e:
-            raise CoordinatorRecordError(f"string is not UTF-8: {e}") from None
-
-    def bytes_(self) -> bytes:
-        return self._take(self._length(False, _INT32))
-
-    def array_length(self) -> int:
-        return self._length(False, _INT32)
-
-    def tagged_fields(self) -> None:
-        """Skip unknown tagged fields, as Kafka's readers do."""
-        if not self.flexible:
-            return
-        for _ in range(self._uvarint()):
-            self._uvarint()
-            self._take(self._uvarint())
-
-    def end(self) -> None:
-        if self.pos != len(self.buf):
-            raise CoordinatorRecordError(f"{len(self.buf) - self.pos} bytes after the record")
-
-
-def _version(buf: bytes | memoryview) -> int:
-    if len(buf) < 2:
-        raise CoordinatorRecordError("record shorter than its version prefix")
-    version: int = _INT16.unpack_from(buf, 0)[0]
-    return version
-
-
 # --- keys ------------------------------------------------------------------------------
 
 
 def encode_key(key: OffsetCommitKey | GroupMetadataKey) -> bytes:
     if isinstance(key, OffsetCommitKey):
-        writer = _Writer(OFFSET_COMMIT_KEY_VERSION, flexible=False)
+        writer = RecordWriter(OFFSET_COMMIT_KEY_VERSION, flexible=False)
         writer.string(key.group)
         writer.string(key.topic)
         writer.int32(key.partition)
     else:
-        writer = _Writer(GROUP_METADATA_KEY_VERSION, flexible=False)
+        writer = RecordWriter(GROUP_METADATA_KEY_VERSION, flexible=False)
         writer.string(key.group)
     return bytes(writer.out)
 
 
 def decode_key(buf: bytes | memoryview) -> OffsetCommitKey | GroupMetadataKey | UnknownKey:
-    version = _version(buf)
-    reader = _Reader(buf, 2, flexible=False)
+    version = record_version(buf)
+    reader = RecordReader(buf, 2, flexible=False)
     if version in (0, 1):
         key: OffsetCommitKey | GroupMetadataKey = OffsetCommitKey(
             reader.string(), reader.string(), reader.int32()
@@ -316,7 +173,7 @@ def encode_offset_commit_value(value: OffsetCommitValue, version: int | None = N
         version = offset_commit_value_version(value)
     if not 0 <= version <= _MAX_OFFSET_COMMIT_VALUE_VERSION:
         raise CoordinatorRecordError(f"unknown offset commit value version {version}")
-    writer = _Writer(version, flexible=version >= _FIRST_FLEXIBLE_VERSION)
+    writer = RecordWriter(version, flexible=version >= _FIRST_FLEXIBLE_VERSION)
     writer.int64(value.offset)
     if version >= 3:
         writer.int32(value.leader_epoch)
@@ -329,10 +186,10 @@ def encode_offset_commit_value(value: OffsetCommitValue, version: int | None = N
 
 
 def decode_offset_commit_value(buf: bytes | memoryview) -> OffsetCommitValue:
-    version = _version(buf)
+    version = record_version(buf)
     if not 0 <= version <= _MAX_OFFSET_COMMIT_VALUE_VERSION:
         raise CoordinatorRecordError(f"unknown offset commit value version {version}")
-    reader = _Reader(buf, 2, flexible=version >= _FIRST_FLEXIBLE_VERSION)
+    reader = RecordReader(buf, 2, flexible=version >= _FIRST_FLEXIBLE_VERSION)
     offset = reader.int64()
     leader_epoch = reader.int32() if version >= 3 else -1
     metadata = reader.string()
@@ -351,7 +208,7 @@ def encode_group_metadata_value(
 ) -> bytes:
     if not 0 <= version <= _MAX_GROUP_METADATA_VALUE_VERSION:
         raise CoordinatorRecordError(f"unknown group metadata value version {version}")
-    writer = _Writer(version, flexible=version >= _FIRST_FLEXIBLE_VERSION)
+    writer = RecordWriter(version, flexible=version >= _FIRST_FLEXIBLE_VERSION)
     writer.string(value.protocol_type)
     writer.int32(value.generation)
     writer.string(value.protocol)
@@ -376,10 +233,10 @@ def encode_group_metadata_value(
 
 
 def decode_group_metadata_value(buf: bytes | memoryview) -> GroupMetadataValue:
-    version = _version(buf)
+    version = record_version(buf)
     if not 0 <= version <= _MAX_GROUP_METADATA_VALUE_VERSION:
         raise CoordinatorRecordError(f"unknown group metadata value version {version}")
-    reader = _Reader(buf, 2, flexible=version >= _FIRST_FLEXIBLE_VERSION)
+    reader = RecordReader(buf, 2, flexible=version >= _FIRST_FLEXIBLE_VERSION)
     protocol_type = reader.string()
     generation = reader.int32()
     protocol = reader.nullable_string()
@@ -393,7 +250,7 @@ def decode_group_metadata_value(buf: bytes | memoryview) -> GroupMetadataValue:
     )
 
 
-def _read_member(reader: _Reader, version: int) -> MemberMetadataValue:
+def _read_member(reader: RecordReader, version: int) -> MemberMetadataValue:
     member_id = reader.string()
     group_instance_id = reader.nullable_string() if version >= 3 else None
     client_id = reader.string()

@@ -5,9 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from config.broker_config import BrokerConfig
+from config.broker_config import BrokerConfig, ConfigError
 
 GROUP_METADATA_TOPIC_NAME: Final = "__consumer_offsets"
+# Kafka's assignor class names, as group.consumer.assignors may give them.
+_ASSIGNOR_NAMES: Final = {
+    "org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
+    "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +32,10 @@ class GroupCoordinatorConfig:
     group_max_session_timeout_ms: int = 1800000
     group_max_size: int = 2**31 - 1
     group_initial_rebalance_delay_ms: int = 3000
+    consumer_group_heartbeat_interval_ms: int = 5000
+    consumer_group_session_timeout_ms: int = 45000
+    consumer_group_max_size: int = 2**31 - 1
+    consumer_group_assignors: tuple[str, ...] = ("uniform", "range")
 
     @classmethod
     def from_broker_config(cls, config: BrokerConfig) -> GroupCoordinatorConfig:
@@ -44,6 +53,10 @@ class GroupCoordinatorConfig:
             group_max_session_timeout_ms=config.group_max_session_timeout_ms,
             group_max_size=config.group_max_size,
             group_initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+            consumer_group_heartbeat_interval_ms=_heartbeat_interval(config),
+            consumer_group_session_timeout_ms=config.group_consumer_session_timeout_ms,
+            consumer_group_max_size=config.group_consumer_max_size,
+            consumer_group_assignors=_assignors(config),
         )
 
     def offsets_topic_configs(self) -> dict[str, str]:
@@ -54,3 +67,25 @@ class GroupCoordinatorConfig:
             "segment.bytes": str(self.offsets_topic_segment_bytes),
             "compression.type": "producer",
         }
+
+
+def _heartbeat_interval(config: BrokerConfig) -> int:
+    """Kafka requires the heartbeat interval below the session timeout."""
+    interval = config.group_consumer_heartbeat_interval_ms
+    if interval >= config.group_consumer_session_timeout_ms:
+        raise ConfigError(
+            "group.consumer.heartbeat.interval.ms must be less than "
+            "group.consumer.session.timeout.ms",
+            "group.consumer.heartbeat.interval.ms",
+        )
+    return interval
+
+
+def _assignors(config: BrokerConfig) -> tuple[str, ...]:
+    """The configured assignors by their short names, without repeats, default first."""
+    names = tuple(dict.fromkeys(_ASSIGNOR_NAMES.get(a, a) for a in config.group_consumer_assignors))
+    if not names:
+        raise ConfigError(
+            "group.consumer.assignors must name at least one assignor", "group.consumer.assignors"
+        )
+    return names

@@ -1,9 +1,16 @@
-"""GroupCoordinator: the classic consumer-group coordinator, the one object handlers call.
+"""GroupCoordinator: the group coordinator, the one object handlers call.
 
 It checks that a request reached the right coordinator (the leader of the group's
-__consumer_offsets partition, loaded), then hands membership requests to `GroupJoin`
-and `GroupMembership` and serves offsets and the admin APIs (ListGroups, DescribeGroups,
-DeleteGroups, OffsetDelete) itself. It follows the leadership of __consumer_offsets
+__consumer_offsets partition, loaded), then hands classic membership requests to
+`GroupJoin` and `GroupMembership`, KIP-848 consumer group requests
+(ConsumerGroupHeartbeat, ConsumerGroupDescribe) to `ConsumerGroupCoordinator`, and
+serves offsets and the admin APIs (ListGroups, DescribeGroups, DeleteGroups,
+OffsetDelete) of both group types itself. A group id names one group of one type at a
+time: a consumer-group member may take over an Empty classic group (its offsets stay),
+a classic member an Empty consumer group; a non-empty group of the other type is
+GROUP_ID_NOT_FOUND to ConsumerGroupHeartbeat and INCONSISTENT_GROUP_PROTOCOL to
+JoinGroup (Kafka 4 would also let classic members join a consumer group; Tiercel does
+not mix them). It follows the leadership of __consumer_offsets
 through ReplicaManager's leadership listeners, loading a partition's groups when this
 broker becomes its leader and dropping them when it stops, and expires the offsets of
 groups past ``offsets.retention.minutes`` every ``offsets.retention.check.interval.ms``.
@@ -34,8 +41,12 @@ from server.coordinator.group.group_config import (
     GroupCoordinatorConfig,
 )
 from server.coordinator.group.group_join import GroupJoin, JoinGroupParams
-from server.coordinator.group.group_metadata import GroupMetadata, GroupState, GroupType
-from server.coordinator.group.group_metadata_manager import GroupMetadataManager
+from server.coordinator.group.group_metadata import GroupMetadata, GroupState
+from server.coordinator.group.group_metadata_manager import (
+    Group,
+    GroupMetadataManager,
+    is_dead,
+)
 from server.coordinator.group.group_results import (
     DEAD_GROUP_SUMMARY,
     EMPTY_GROUP_SUMMARY,
@@ -52,6 +63,15 @@ from server.coordinator.group.membership import (
     ParkedRequests,
     validate_current_member,
 )
+from server.coordinator.group.modern.consumer_group import ConsumerGroup
+from server.coordinator.group.modern.consumer_group_coordinator import (
+    ConsumerGroupCoordinator,
+    DescribedConsumerGroup,
+    HeartbeatOutcome,
+    validate_offset_commit,
+    validate_offset_fetch,
+)
+from server.coordinator.group.modern.heartbeat_request import HeartbeatRequest
 from server.coordinator.group.offset_and_metadata import OffsetAndMetadata
 from server.coordinator.group.rebalance import Rebalancer
 from storage.scheduler import Scheduler
@@ -84,6 +104,13 @@ class GroupCoordinator:
         self._membership = GroupMembership(
             manager, self.rebalancer, self.validate_group_status, self._parked
         )
+        self.consumer = ConsumerGroupCoordinator(
+            config,
+            manager,
+            scheduler,
+            self.validate_group_status,
+            self.rebalancer.on_group_unloaded,
+        )
         self._active = False
         self._expiration: asyncio.Task[None] | None = None
 
@@ -102,7 +129,7 @@ class GroupCoordinator:
         if self._expiration is not None:
             self._expiration.cancel()
             await asyncio.gather(self._expiration, return_exceptions=True)
-        self.manager.shutdown(self.rebalancer.on_group_unloaded)
+        self.manager.shutdown(self._on_group_unloaded)
         self._parked.release_all()
 
     async def _expire_offsets_periodically(self) -> None:
@@ -120,11 +147,21 @@ class GroupCoordinator:
         if tp.topic != GROUP_METADATA_TOPIC_NAME:
             return
         if leader_epoch is None:
-            self.manager.remove_groups_for_partition(
-                tp.partition, None, self.rebalancer.on_group_unloaded
-            )
+            self.manager.remove_groups_for_partition(tp.partition, None, self._on_group_unloaded)
         else:
-            self.manager.schedule_load(tp.partition, leader_epoch, self.rebalancer.on_group_loaded)
+            self.manager.schedule_load(tp.partition, leader_epoch, self._on_group_loaded)
+
+    def _on_group_loaded(self, group: Group) -> None:
+        if isinstance(group, ConsumerGroup):
+            self.consumer.on_group_loaded(group)
+        else:
+            self.rebalancer.on_group_loaded(group)
+
+    def _on_group_unloaded(self, group: Group) -> None:
+        if isinstance(group, ConsumerGroup):
+            self.consumer.on_group_unloaded(group)
+        else:
+            self.rebalancer.on_group_unloaded(group)
 
     def partition_for(self, group_id: str) -> int:
         return self.manager.partition_for(group_id)
@@ -145,6 +182,15 @@ class GroupCoordinator:
     # -- membership -------------------------------------------------------------------
 
     async def join_group(self, params: JoinGroupParams) -> JoinGroupResult:
+        existing = self.manager.groups.get(params.group_id)
+        if isinstance(existing, ConsumerGroup) and not existing.is_dead:
+            # Kafka 4 converts an Empty consumer group to a classic one when a classic
+            # member joins; members of a live consumer group keep it.
+            if not existing.is_empty or existing.pending_writes:
+                return JoinGroupResult(params.member_id, ErrorCode.inconsistent_group_protocol)
+            error = await self.consumer.delete_empty_group(existing)
+            if error is not None:
+                return JoinGroupResult(params.member_id, error)
         return await self._join.join_group(params)
 
     async def sync_group(
@@ -177,6 +223,14 @@ class GroupCoordinator:
     ) -> tuple[ErrorCode, list[LeaveMemberResult]]:
         return self._membership.leave_group(group_id, members)
 
+    # -- consumer groups (KIP-848) -----------------------------------------------------
+
+    async def consumer_group_heartbeat(self, request: HeartbeatRequest) -> HeartbeatOutcome:
+        return await self.consumer.heartbeat(request)
+
+    def consumer_group_describe(self, group_ids: Sequence[str]) -> list[DescribedConsumerGroup]:
+        return self.consumer.describe(group_ids)
+
     # -- offsets ----------------------------------------------------------------------
 
     async def commit_offsets(
@@ -190,7 +244,12 @@ class GroupCoordinator:
     ) -> dict[TopicPartition, ErrorCode]:
         try:
             self.validate_group_status(group_id, allow_empty_group_id=True)
-            group = self.manager.get_group(group_id)
+            existing = self.manager.groups.get(group_id)
+            if isinstance(existing, ConsumerGroup):
+                # A consumer group's members commit with their member epoch.
+                validate_offset_commit(existing, member_id, generation_id, api_version)
+                return await self.manager.store_offsets(group_id, offsets)
+            group = existing
             if group is None:
                 if generation_id >= 0:
                     # A group member from a generation this coordinator never saw.
@@ -199,9 +258,8 @@ class GroupCoordinator:
                     raise IllegalGenerationError(f"group {group_id} has no generation")
                 # Offsets without group management: a "simple" group, Empty forever.
                 log_event(_log, logging.INFO, "simple_group_created", group=group_id)
-                group = self.manager.add_group(
-                    GroupMetadata(group_id, GroupState.EMPTY, self.manager.clock)
-                )
+                group = GroupMetadata(group_id, GroupState.EMPTY, self.manager.clock)
+                self.manager.add_group(group)
             self._validate_offset_commit(group, generation_id, member_id, group_instance_id)
         except KafkaError as e:
             return dict.fromkeys(offsets, e.error_code)
@@ -234,17 +292,24 @@ class GroupCoordinator:
             raise RebalanceInProgressError(f"group {group.group_id} is completing a rebalance")
 
     def fetch_offsets(
-        self, group_id: str, partitions: Sequence[TopicPartition] | None
+        self,
+        group_id: str,
+        partitions: Sequence[TopicPartition] | None,
+        member_id: str | None = None,
+        member_epoch: int = -1,
     ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]:
         """The committed offsets of ``partitions`` (None: every partition with one),
         whatever the group's state: groups may use Kafka only to store offsets. With no
-        transactional commits, no offset is ever unstable (require_stable)."""
+        transactional commits, no offset is ever unstable (require_stable). A member of
+        a consumer group (OffsetFetch v9+) must give its current member epoch."""
         try:
             self.validate_group_status(group_id, allow_empty_group_id=True)
+            group = self.manager.groups.get(group_id)
+            if isinstance(group, ConsumerGroup) and not group.is_dead:
+                validate_offset_fetch(group, member_id, member_epoch)
         except KafkaError as e:
             return e.error_code, {}
-        group = self.manager.get_group(group_id)
-        if group is None or group.is_(GroupState.DEAD):
+        if group is None or is_dead(group):
             return ErrorCode.none, dict.fromkeys(partitions or ())
         offsets = self.manager.offsets.all(group_id)
         wanted = list(offsets) if partitions is None else partitions
@@ -267,7 +332,7 @@ class GroupCoordinator:
             group.overview()
             for group in self.manager.groups.values()
             if (not wanted_states or group.is_in_states(wanted_states))
-            and (not wanted_types or GroupType.CLASSIC.value in wanted_types)
+            and (not wanted_types or group.group_type.value in wanted_types)
         ]
         return error, groups
 
@@ -276,6 +341,8 @@ class GroupCoordinator:
             self.validate_group_status(group_id, allow_empty_group_id=True)
         except KafkaError as e:
             return e.error_code, EMPTY_GROUP_SUMMARY
+        # DescribeGroups describes classic groups: a consumer group is Dead to it, as
+        # in Kafka 4 (ConsumerGroupDescribe describes those).
         group = self.manager.get_group(group_id)
         if group is None:
             return ErrorCode.none, DEAD_GROUP_SUMMARY
@@ -289,16 +356,23 @@ class GroupCoordinator:
     async def delete_groups(self, group_ids: Iterable[str]) -> dict[str, ErrorCode]:
         """Only Empty groups can be deleted; their offsets become tombstones."""
         errors: dict[str, ErrorCode] = {}
-        eligible: list[GroupMetadata] = []
+        eligible: list[Group] = []
         for group_id in dict.fromkeys(group_ids):
             try:
                 self.validate_group_status(group_id, allow_empty_group_id=True)
             except KafkaError as e:
                 errors[group_id] = e.error_code
                 continue
-            group = self.manager.get_group(group_id)
-            if group is None or group.is_(GroupState.DEAD):
+            group = self.manager.groups.get(group_id)
+            if group is None or is_dead(group):
                 errors[group_id] = self._missing_group_error(group_id)
+            elif isinstance(group, ConsumerGroup):
+                # A member joining right now (its records being written) makes it live.
+                if group.is_empty and not group.pending_writes:
+                    group.kill()
+                    eligible.append(group)
+                else:
+                    errors[group_id] = ErrorCode.non_empty_group
             elif group.is_(GroupState.EMPTY):
                 group.transition_to(GroupState.DEAD)
                 eligible.append(group)
@@ -321,19 +395,20 @@ class GroupCoordinator:
     async def delete_offsets(
         self, group_id: str, partitions: Sequence[TopicPartition]
     ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
-        """OffsetDelete: any offset of an Empty group; of a consumer group still in use,
-        only those of topics no member subscribes to."""
+        """OffsetDelete: any offset of an Empty classic group; of a consumer group (KIP-848,
+        or classic with the consumer protocol) only those of topics no member
+        subscribes to."""
         try:
             self.validate_group_status(group_id)
         except KafkaError as e:
             return e.error_code, {}
-        group = self.manager.get_group(group_id)
-        if group is None or group.is_(GroupState.DEAD):
+        group = self.manager.groups.get(group_id)
+        if group is None or is_dead(group):
             return self._missing_group_error(group_id), {}
         errors: dict[TopicPartition, ErrorCode] = {}
-        if group.is_(GroupState.EMPTY):
+        if isinstance(group, GroupMetadata) and group.is_(GroupState.EMPTY):
             eligible = list(partitions)
-        elif group.is_consumer_group:
+        elif isinstance(group, ConsumerGroup) or group.is_consumer_group:
             eligible = [tp for tp in partitions if not group.is_subscribed_to_topic(tp.topic)]
             errors = {
                 tp: ErrorCode.group_subscribed_to_topic

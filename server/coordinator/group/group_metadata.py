@@ -15,8 +15,9 @@ members (KIP-394: member id handed out, second JoinGroup not seen yet), members 
 still owe a SyncGroup, the leader, and the protocol all members support.
 
 Offsets are not kept here but in the OffsetStore, shared by every group type; a group
-type only says how its offsets expire. KIP-848 consumer groups will be a second class
-with the same ``group_id``/``group_type``/``state_name``/``offset_expiration`` surface.
+type only says how its offsets expire. KIP-848 consumer groups (`modern.consumer_group`)
+are the second type, with the same ``group_id``/``group_type``/``state_name``/
+``offset_expiration``/``overview`` surface.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ class GroupType(StrEnum):
     """Kafka's Group.GroupType names, as ListGroups reports them."""
 
     CLASSIC = "classic"
+    CONSUMER = "consumer"
 
 
 class GroupState(Enum):

@@ -11,6 +11,11 @@ are dropped from memory (their requests get NOT_COORDINATOR).
 
 The partition of a group is ``Utils.abs(groupId.hashCode) % partitions`` exactly as Kafka
 computes it, so clients, tools and Kafka itself agree on where each group lives.
+
+A group id names one group at a time, of one of two types: a classic group
+(`GroupMetadata`) or a KIP-848 consumer group (`ConsumerGroup`, whose own records the
+consumer group coordinator writes through `append_group_records`). Both share the
+offsets, expiration, deletion and loading done here.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final
 
@@ -25,6 +31,7 @@ from config.log_format import log_event
 from protocol.compression import CompressionType
 from protocol.errors import ErrorCode
 from protocol.record_builder import SimpleRecord, build_record_batch
+from server.coordinator.group.consumer_group_records import encode_consumer_group_key
 from server.coordinator.group.coordinator_loader import LoadedPartition, load_partition
 from server.coordinator.group.coordinator_records import (
     GroupMetadataKey,
@@ -46,6 +53,7 @@ from server.coordinator.group.group_metadata import (
     load_group,
 )
 from server.coordinator.group.member_metadata import MemberMetadata
+from server.coordinator.group.modern.consumer_group import ConsumerGroup
 from server.coordinator.group.offset_and_metadata import OffsetAndMetadata
 from server.coordinator.group.offset_store import OffsetStore
 from server.metadata.metadata_cache import MetadataCache
@@ -55,8 +63,9 @@ from storage.topic_partition import TopicPartition
 
 _log: Final = logging.getLogger("tiercel.group_coordinator")
 
-GroupCallback = Callable[[GroupMetadata], None]
-OffsetSelector = Callable[[GroupMetadata], list[TopicPartition]]
+Group = GroupMetadata | ConsumerGroup
+GroupCallback = Callable[[Group], None]
+OffsetSelector = Callable[[Group], list[TopicPartition]]
 
 # Kafka's translation of append errors for OffsetCommit (maybeConvertOffsetCommitError)
 # and for the group metadata written by SyncGroup (storeGroup's callback).
@@ -77,6 +86,21 @@ _GROUP_ERRORS: Final = {
     ErrorCode.record_list_too_large: ErrorCode.unknown_server_error,
     ErrorCode.invalid_fetch_size: ErrorCode.unknown_server_error,
 }
+
+
+def is_dead(group: Group) -> bool:
+    if isinstance(group, ConsumerGroup):
+        return group.is_dead
+    return group.is_(GroupState.DEAD)
+
+
+def _kill_if_unused(group: Group) -> None:
+    """An Empty group (a consumer group with no write in flight) dies."""
+    if isinstance(group, ConsumerGroup):
+        if group.is_empty and not group.pending_writes:
+            group.kill()
+    elif group.is_(GroupState.EMPTY):
+        group.transition_to(GroupState.DEAD)
 
 
 def now_ms() -> int:
@@ -118,12 +142,19 @@ class GroupMetadataManager:
         self._cache = metadata_cache
         self._scheduler = scheduler
         self.clock = clock
-        self.groups: dict[str, GroupMetadata] = {}
+        self.groups: dict[str, Group] = {}
         self.offsets = OffsetStore()
         self._owned: set[int] = set()
         self._loading: set[int] = set()
         self._epochs: dict[int, int] = {}
         self._load_tasks: dict[int, asyncio.Task[None]] = {}
+        # Tombstone writes in flight per partition, and a signal when one ends.
+        self._tombstones_pending: Counter[int] = Counter()
+        self._tombstones_written = asyncio.Event()
+
+    @property
+    def metadata_cache(self) -> MetadataCache:
+        return self._cache
 
     # -- partitions -------------------------------------------------------------------
 
@@ -152,20 +183,24 @@ class GroupMetadataManager:
     def group_not_exists(self, group_id: str) -> bool:
         """This coordinator owns the group's partition and has no live group of that id."""
         group = self.groups.get(group_id)
-        return self.is_group_local(group_id) and (group is None or group.is_(GroupState.DEAD))
+        return self.is_group_local(group_id) and (group is None or is_dead(group))
 
     # -- groups -----------------------------------------------------------------------
 
     def get_group(self, group_id: str) -> GroupMetadata | None:
-        return self.groups.get(group_id)
+        """The classic group of that id (None when there is none, or the id names a
+        consumer group: to the classic protocol, an unknown group)."""
+        group = self.groups.get(group_id)
+        return group if isinstance(group, GroupMetadata) else None
 
     def get_or_maybe_create_group(self, group_id: str, create: bool) -> GroupMetadata | None:
+        """The classic group, created Empty if asked and the id is free."""
         group = self.groups.get(group_id)
         if group is None and create:
             group = self.groups[group_id] = GroupMetadata(group_id, GroupState.EMPTY, self.clock)
-        return group
+        return group if isinstance(group, GroupMetadata) else None
 
-    def add_group(self, group: GroupMetadata) -> GroupMetadata:
+    def add_group(self, group: Group) -> Group:
         """Add ``group`` unless one of that id exists; the group now cached."""
         return self.groups.setdefault(group.group_id, group)
 
@@ -215,6 +250,21 @@ class GroupMetadataManager:
         )
         return _GROUP_ERRORS.get(error, error)
 
+    async def append_group_records(
+        self, group_id: str, records: Sequence[SimpleRecord]
+    ) -> ErrorCode | None:
+        """Write records of a group (in one batch, so they land together or not at
+        all); the append's error code, None once written."""
+        tp = self._offsets_partition(group_id)
+        # A group of this id may just have been deleted: its tombstones must land first,
+        # or a reload would delete the new group.
+        while self._tombstones_pending[tp.partition]:
+            await self._tombstones_written.wait()
+        if not self._is_local_leader(tp):
+            return ErrorCode.not_coordinator
+        result = await self._append(tp, records)
+        return None if result.error is None else result.error.error_code
+
     async def store_offsets(
         self, group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata]
     ) -> dict[TopicPartition, ErrorCode]:
@@ -253,7 +303,7 @@ class GroupMetadataManager:
         return {**results, **dict.fromkeys(valid, _COMMIT_ERRORS.get(error, error))}
 
     async def cleanup_group_metadata(
-        self, groups: Iterable[GroupMetadata], selector: OffsetSelector
+        self, groups: Iterable[Group], selector: OffsetSelector
     ) -> int:
         """Remove the offsets ``selector`` picks from each group (an Empty group left
         without offsets dies and is forgotten) and write their tombstones; the number of
@@ -264,8 +314,8 @@ class GroupMetadataManager:
         for group in list(groups):
             group_id = group.group_id
             removed = selector(group)
-            if group.is_(GroupState.EMPTY) and not self.offsets.has_offsets(group_id):
-                group.transition_to(GroupState.DEAD)
+            if not self.offsets.has_offsets(group_id):
+                _kill_if_unused(group)
             records = [
                 SimpleRecord(
                     encode_key(OffsetCommitKey(group_id, tp.topic, tp.partition)),
@@ -274,21 +324,21 @@ class GroupMetadataManager:
                 )
                 for tp in removed
             ]
-            # A group that only stored offsets (generation 0) never wrote its metadata.
-            if group.is_(GroupState.DEAD) and self.groups.get(group_id) is group:
+            if is_dead(group) and self.groups.get(group_id) is group:
                 del self.groups[group_id]
-                if group.generation_id > 0:
-                    records.append(
-                        SimpleRecord(encode_key(GroupMetadataKey(group_id)), None, timestamp=now)
-                    )
+                records += _group_tombstones(group, now)
             removed_count += len(removed)
             if records:
                 tombstones.setdefault(self._offsets_partition(group_id), []).extend(records)
+        self._tombstones_pending.update(tp.partition for tp in tombstones)
         for tp, records in tombstones.items():
-            if not self._is_local_leader(tp):
-                continue
-            result = await self._append(tp, records)
-            if result.error is not None:
+            try:
+                result = await self._append(tp, records) if self._is_local_leader(tp) else None
+            finally:
+                self._tombstones_pending[tp.partition] -= 1
+                self._tombstones_written.set()
+                self._tombstones_written = asyncio.Event()
+            if result is not None and result.error is not None:
                 # The cache is already clean; the next expiration pass does not retry
                 # these, but neither can they resurface before the partition is reloaded.
                 log_event(
@@ -306,7 +356,7 @@ class GroupMetadataManager:
         now = self.clock()
         retention = self.config.offsets_retention_ms
 
-        def expired(group: GroupMetadata) -> list[TopicPartition]:
+        def expired(group: Group) -> list[TopicPartition]:
             expiration = group.offset_expiration()
             if expiration is None:
                 return []
@@ -383,20 +433,40 @@ class GroupMetadataManager:
                 )
 
     def _install(self, loaded: LoadedPartition, on_loaded: GroupCallback) -> None:
-        group_ids = loaded.groups.keys() | loaded.offsets.keys()
+        consumer_ids = {g for g, c in loaded.consumer_groups.items() if c.exists(g)}
+        group_ids = loaded.groups.keys() | loaded.offsets.keys() | consumer_ids
         for group_id in group_ids:
-            value = loaded.groups.get(group_id)
-            group = (
-                GroupMetadata(group_id, GroupState.EMPTY, self.clock)
-                if value is None
-                else self._group_from_value(group_id, value)
-            )
+            group = self._loaded_group(group_id, loaded)
+            if group is None:
+                continue
             if self.add_group(group) is not group:
                 continue  # created meanwhile; the cached one stays, as in Kafka
             self.offsets.load(group_id, loaded.offsets.get(group_id, {}))
             on_loaded(group)
         if loaded.skipped:
             log_event(_log, logging.WARNING, "group_records_skipped", records=loaded.skipped)
+
+    def _loaded_group(self, group_id: str, loaded: LoadedPartition) -> Group | None:
+        """The group of that id as the partition left it: of the type written last; a
+        group with only offsets is an Empty classic one. None: its records do not make
+        a consistent group (logged, skipped)."""
+        value = loaded.groups.get(group_id)
+        consumer = loaded.consumer_groups.get(group_id)
+        if (
+            consumer is not None
+            and consumer.exists(group_id)
+            and (value is None or consumer.last_offset > loaded.classic_offsets[group_id])
+        ):
+            try:
+                return consumer.build(group_id)
+            except RuntimeError as e:
+                log_event(
+                    _log, logging.ERROR, "consumer_group_load_failed", group=group_id, reason=str(e)
+                )
+                return None
+        if value is None:
+            return GroupMetadata(group_id, GroupState.EMPTY, self.clock)
+        return self._group_from_value(group_id, value)
 
     def _group_from_value(self, group_id: str, value: GroupMetadataValue) -> GroupMetadata:
         protocol = value.protocol
@@ -492,3 +562,14 @@ def _group_metadata_value(
         group.current_state_timestamp_or_default,
         tuple(members),
     )
+
+
+def _group_tombstones(group: Group, now: int) -> list[SimpleRecord]:
+    """The records that delete a group's own state (not its offsets)."""
+    if isinstance(group, ConsumerGroup):
+        keys = [encode_consumer_group_key(key) for key in group.tombstone_keys()]
+    elif group.generation_id > 0:
+        keys = [encode_key(GroupMetadataKey(group.group_id))]
+    else:
+        keys = []  # a group that only stored offsets never wrote its metadata
+    return [SimpleRecord(key, None, timestamp=now) for key in keys]
