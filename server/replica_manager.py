@@ -200,21 +200,30 @@ class ReplicaManager:
                     InvalidTopicError(f"Cannot append to internal topic {tp.topic}")
                 )
                 continue
-            results[tp] = await self._append_to_partition(tp, records, required_acks)
+            results[tp] = await self._append_to_partition(
+                tp, records, required_acks, in_order=internal_topics_allowed
+            )
         if required_acks == -1:
             await self._wait_for_replication(results, timeout_ms)
         return results
 
     async def _append_to_partition(
-        self, tp: TopicPartition, records: bytes | None, required_acks: int
+        self, tp: TopicPartition, records: bytes | None, required_acks: int, in_order: bool = False
     ) -> ProduceResult:
+        """``in_order``: a coordinator's write, validated on the loop so that its appends
+        land in the order they were issued (a tombstone must not overtake the commit
+        before it); coordinator batches are small."""
         try:
             partition = self.get_partition_or_error(tp)
             if not partition.is_leader:
                 raise NotLeaderOrFollowerError(f"broker {self.node_id} does not lead {tp}")
             partition.check_min_isr(required_acks)
             now = int(time.time() * 1000)
-            validated = await self._validate(records or b"", partition.log.config, now)
+            data = records or b""
+            if in_order:
+                validated = validate_records(data, partition.log.config, now)
+            else:
+                validated = await self._validate(data, partition.log.config, now)
             partition = self.get_partition_or_error(tp)  # it may have gone meanwhile
             info = partition.append_records_to_leader(validated, required_acks, now)
             if partition.log.needs_flush:

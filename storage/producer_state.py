@@ -243,6 +243,12 @@ class ProducerStateManager:
                 if not self._closed:
                     raise
 
+    def _remove(self, path: str) -> None:
+        """*Blocking.* Skipped once the log is deleted, like `_write`: the path may
+        belong to a recreated partition by now."""
+        if not self._closed:
+            remove_snapshot_file(path)
+
     def _written(self, offset: int, data: bytes) -> None:
         if self._unwritten.get(offset) is data:
             del self._unwritten[offset]
@@ -260,7 +266,7 @@ class ProducerStateManager:
             return
         del self._snapshots[i]
         self._unwritten.pop(offset, None)
-        self._io.submit(functools.partial(remove_snapshot_file, self._snapshot_path(offset)))
+        self._io.submit(functools.partial(self._remove, self._snapshot_path(offset)))
 
     def _snapshot_path(self, offset: int) -> str:
         return producer_snapshot_file(self.dir, offset)
@@ -277,7 +283,7 @@ class ProducerStateManager:
             doomed = strays
         self._snapshots = [offset for offset in offsets if offset not in set(doomed)]
         for offset in doomed:
-            self._io.submit(functools.partial(remove_snapshot_file, self._snapshot_path(offset)))
+            self._io.submit(functools.partial(self._remove, self._snapshot_path(offset)))
 
     # -- truncation and the log start offset ---------------------------------------------
 

@@ -1,8 +1,9 @@
 """Rebuilding a partition's producer state from its snapshots and its log
 (Kafka's ``UnifiedLog.rebuildProducerState``).
 
-The latest snapshot at or below the target offset is loaded, then every batch from its
-offset up to the target is replayed from the segments (headers only: the producer id,
+The latest snapshot at or below the target offset is loaded (after a crash the one
+before it, see `_step_back_one_snapshot`), then every batch from its offset up to the
+target is replayed from the segments (headers only: the producer id,
 epoch, sequence and offsets are all in the 61-byte batch header). After a clean shutdown
 of a log that has no snapshot at all (one written before snapshots existed) nothing is
 replayed: empty snapshots are written at the last segment bases and the log end instead,
@@ -41,6 +42,8 @@ def rebuild_producer_state(
             manager.update_map_end_offset(offset)
             manager.take_snapshot()
         return
+    if not reload_from_clean_shutdown:
+        _step_back_one_snapshot(manager, segments, last_offset)
     is_empty_before_truncation = manager.is_empty and manager.map_end_offset >= last_offset
     manager.truncate_and_reload(log_start_offset, last_offset, now_ms)
     if last_offset > manager.map_end_offset and not is_empty_before_truncation:
@@ -52,6 +55,25 @@ def rebuild_producer_state(
             _replay(manager, segment, start, min(end, last_offset))
     manager.update_map_end_offset(last_offset)
     manager.take_snapshot()
+
+
+def _step_back_one_snapshot(
+    manager: ProducerStateManager, segments: Sequence[LogSegment], last_offset: int
+) -> None:
+    """After a crash, replay from the snapshot before the latest one.
+
+    A snapshot keeps only each producer's last batch (Kafka's format), so a producer's
+    batches still in flight across the latest segment roll would no longer be known as
+    duplicates when retried after the crash. Rebuilding from one snapshot earlier, the
+    replay of the log restores every producer's last five batches over the last two
+    segments; the dropped snapshot is taken again on the way."""
+    offsets = [offset for offset in manager.snapshot_offsets if offset <= last_offset]
+    if len(offsets) >= 2:
+        manager.delete_snapshot(offsets[-1])
+    elif offsets and len(segments) >= 2 and offsets[0] <= segments[1].base_offset:
+        # The only snapshot is the first roll's: replaying the first segment instead
+        # costs one segment of headers too.
+        manager.delete_snapshot(offsets[0])
 
 
 def _segments_between(

@@ -10,7 +10,12 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from protocol.errors import ErrorCode, KafkaError, UnknownTopicOrPartitionError
+from protocol.errors import (
+    ErrorCode,
+    KafkaError,
+    NotLeaderOrFollowerError,
+    UnknownTopicOrPartitionError,
+)
 from server.admin_manager import validate_topic_name
 from server.error_mapping import as_kafka_error
 from server.request_context import RequestContext
@@ -47,6 +52,12 @@ def _partition(ctx: RequestContext, tp: TopicPartition, error: KafkaError | None
     producers: list[dict[str, Any]] = []
     if error is None:
         try:
+            if (
+                tp not in ctx.broker.replica_manager.partitions
+                and ctx.broker.metadata_cache.partition_state(tp) is not None
+            ):
+                # Kafka's answer for a partition that exists but is not hosted here.
+                raise NotLeaderOrFollowerError(f"this broker does not host {tp}")
             partition = ctx.broker.replica_manager.get_partition_or_error(tp)
             state = partition.log.producer_state
             producers = [

@@ -11,9 +11,12 @@ consumer groups (`consumer_group_records`), kept per group as their latest value
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Final
 
+from config.log_format import log_event
 from protocol.compression import decompress
 from protocol.record_batch import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, iter_batches
 from protocol.records import decode_records
@@ -40,6 +43,8 @@ from storage.log_values import FetchIsolation
 from storage.scheduler import Scheduler
 from storage.topic_partition import TopicPartition
 
+_log: Final = logging.getLogger("tiercel.group_coordinator")
+
 
 @dataclass(frozen=True, slots=True)
 class LoadedRecord:
@@ -57,7 +62,8 @@ class ParsedChunk:
     records: list[LoadedRecord]
     next_offset: int
     skipped: int
-    """Records not loaded: unknown key versions, transactional offset commits."""
+    """Records not loaded: unknown key versions, undecodable records, transactional
+    offset commits."""
 
 
 def parse_chunk(data: bytes) -> ParsedChunk:
@@ -80,9 +86,22 @@ def parse_chunk(data: bytes) -> ParsedChunk:
             header.compression, memoryview(data)[pos + RECORD_BATCH_OVERHEAD : end]
         )
         for record in decode_records(section, header.records_count):
-            if record.key is None:
-                raise ValueError(f"record at offset {header.base_offset} has no key")
-            loaded = _decode(header.base_offset + record.offset_delta, record.key, record.value)
+            offset = header.base_offset + record.offset_delta
+            try:
+                if record.key is None:
+                    raise ValueError("the record has no key")
+                loaded = _decode(offset, record.key, record.value)
+            except Exception as e:
+                # One bad record must not cost the partition's other groups their
+                # offsets: it is skipped and counted, like an unknown record type.
+                log_event(
+                    _log,
+                    logging.ERROR,
+                    "coordinator_record_undecodable",
+                    offset=offset,
+                    reason=repr(e),
+                )
+                loaded = None
             if loaded is None:
                 skipped += 1
             else:

@@ -62,6 +62,8 @@ from storage.scheduler import Scheduler
 from storage.topic_partition import TopicPartition
 
 _log: Final = logging.getLogger("tiercel.group_coordinator")
+# How long a failed load of a __consumer_offsets partition waits before it is retried.
+LOAD_RETRY_MS: Final = 5000
 
 Group = GroupMetadata | ConsumerGroup
 GroupCallback = Callable[[Group], None]
@@ -384,8 +386,12 @@ class GroupMetadataManager:
     def schedule_load(self, partition: int, epoch: int, on_loaded: GroupCallback) -> None:
         if not self._maybe_update_epoch(partition, epoch):
             return
-        if partition in self._owned or partition in self._loading:
+        if partition in self._owned:
             return
+        running = self._load_tasks.pop(partition, None)
+        if running is not None:
+            # A newer leader epoch while loading for an older one: start over for it.
+            running.cancel()
         self._loading.add(partition)
         self._load_tasks[partition] = self._scheduler.spawn(
             self._load(partition, epoch, on_loaded), f"load {GROUP_METADATA_TOPIC_NAME}-{partition}"
@@ -399,6 +405,7 @@ class GroupMetadataManager:
             return partition in self._loading and self._epochs.get(partition) == epoch
 
         loaded = None
+        failed = False
         try:
             replica = self._replica_manager.partitions.get(tp)
             if replica is not None:
@@ -408,16 +415,25 @@ class GroupMetadataManager:
             if loaded is not None:
                 self._install(loaded, on_loaded)
         except Exception as e:
+            # Never serve a partition whose groups were not read: its commits would look
+            # lost. It stays loading (COORDINATOR_LOAD_IN_PROGRESS) and is retried.
+            failed = True
             log_event(
                 _log,
                 logging.ERROR,
                 "group_partition_load_failed",
                 partition=str(tp),
                 reason=repr(e),
+                retry_ms=LOAD_RETRY_MS,
             )
         finally:
-            self._load_tasks.pop(partition, None)
-            if still_wanted():
+            if self._load_tasks.get(partition) is asyncio.current_task():
+                del self._load_tasks[partition]
+            if failed and still_wanted():
+                self._scheduler.call_later(
+                    LOAD_RETRY_MS / 1000, lambda: self._retry_load(partition, epoch, on_loaded)
+                )
+            elif still_wanted():
                 self._loading.discard(partition)
                 self._owned.add(partition)
                 groups = 0 if loaded is None else len(loaded.groups.keys() | loaded.offsets.keys())
@@ -432,13 +448,20 @@ class GroupMetadataManager:
                     ms=round((time.monotonic() - started) * 1000, 1),
                 )
 
+    def _retry_load(self, partition: int, epoch: int, on_loaded: GroupCallback) -> None:
+        if partition in self._loading and self._epochs.get(partition) == epoch:
+            self._loading.discard(partition)
+            self.schedule_load(partition, epoch, on_loaded)
+
     def _install(self, loaded: LoadedPartition, on_loaded: GroupCallback) -> None:
         consumer_ids = {g for g, c in loaded.consumer_groups.items() if c.exists(g)}
         group_ids = loaded.groups.keys() | loaded.offsets.keys() | consumer_ids
         for group_id in group_ids:
             group = self._loaded_group(group_id, loaded)
             if group is None:
-                continue
+                # Its membership records are unusable (logged): keep its committed
+                # offsets in an Empty group rather than lose them.
+                group = GroupMetadata(group_id, GroupState.EMPTY, self.clock)
             if self.add_group(group) is not group:
                 continue  # created meanwhile; the cached one stays, as in Kafka
             self.offsets.load(group_id, loaded.offsets.get(group_id, {}))

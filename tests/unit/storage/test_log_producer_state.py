@@ -248,6 +248,22 @@ async def test_after_a_crash_the_last_five_batches_are_still_duplicates(
     assert snapshot_files(log) == [end]  # the load ends with a snapshot at the log end
 
 
+async def test_after_a_crash_retries_across_the_latest_roll_are_still_duplicates(
+    tmp_path: Path, scheduler: Scheduler
+) -> None:
+    log = open_log(partition_dir(tmp_path), BIG, scheduler)
+    first = [offsets(send(log, 1, 0, seq, 2)) for seq in range(0, 6, 2)]
+    log.roll()  # a snapshot here keeps only the producer's last batch
+    first += [offsets(send(log, 1, 0, seq, 2)) for seq in range(6, 10, 2)]
+    await settle(scheduler)
+    log = await reopen(log, scheduler, BIG, clean=False)
+    end = log.log_end_offset
+    # The five in-flight batches straddle the roll: all are still known after the crash.
+    for i, seq in enumerate(range(0, 10, 2)):
+        assert offsets(send(log, 1, 0, seq, 2)) == first[i]
+    assert log.log_end_offset == end
+
+
 async def test_a_crash_replays_from_the_latest_snapshot(
     tmp_path: Path, scheduler: Scheduler
 ) -> None:
