@@ -32,7 +32,7 @@ _LISTENER: Final = re.compile(
     r"([A-Za-z0-9_]+)://(\[[0-9A-Fa-f:.%A-Za-z]+\]|[0-9A-Za-z\-._]*):([0-9]+)"
 )
 # Tiercel serves plaintext only; any other security protocol would silently be plaintext.
-_SUPPORTED_LISTENER_NAMES: Final = ("PLAINTEXT",)
+_SUPPORTED_SECURITY_PROTOCOLS: Final = ("PLAINTEXT",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +114,13 @@ class BrokerConfig:
     Immutable after construction; any thread.
     """
 
-    __slots__ = ("_values", "advertised_listeners", "explicit", "listeners")
+    __slots__ = (
+        "_values",
+        "advertised_listeners",
+        "explicit",
+        "listeners",
+        "security_protocol_map",
+    )
 
     def __init__(self, raw: Mapping[str, object]) -> None:
         given = _parse_given(raw)
@@ -122,14 +128,18 @@ class BrokerConfig:
         self._values: dict[str, object] = {
             name: given.get(name, defn.default) for name, defn in BROKER_CONFIGS.items()
         }
-        self.listeners: tuple[Listener, ...] = _listeners("listeners", self._values)
+        self.security_protocol_map = _security_protocol_map(self._values)
+        self.listeners: tuple[Listener, ...] = _listeners(
+            "listeners", self._values, self.security_protocol_map
+        )
         advertised = self._values["advertised.listeners"]
         self.advertised_listeners: tuple[Listener, ...] = (
             self.listeners
             if advertised is None
-            else _listeners("advertised.listeners", self._values)
+            else _listeners("advertised.listeners", self._values, self.security_protocol_map)
         )
         _check_advertised(self.advertised_listeners)
+        _check_inter_broker_listener(self._values, self.advertised_listeners)
         _check_topic_defaults(self._values)
 
     def get(self, name: str) -> object:
@@ -197,9 +207,17 @@ class BrokerConfig:
     replica_lag_time_max_ms = _Key("replica.lag.time.max.ms", int)
     replica_fetch_max_bytes = _Key("replica.fetch.max.bytes", int)
     replica_fetch_wait_max_ms = _Key("replica.fetch.wait.max.ms", int)
+    replica_fetch_min_bytes = _Key("replica.fetch.min.bytes", int)
+    replica_fetch_response_max_bytes = _Key("replica.fetch.response.max.bytes", int)
+    replica_fetch_backoff_ms = _Key("replica.fetch.backoff.ms", int)
+    replica_socket_timeout_ms = _Key("replica.socket.timeout.ms", int)
     controlled_shutdown_enable = _Key("controlled.shutdown.enable", bool)
     auto_leader_rebalance_enable = _Key("auto.leader.rebalance.enable", bool)
     leader_imbalance_check_interval_seconds = _Key("leader.imbalance.check.interval.seconds", int)
+    leader_imbalance_per_broker_percentage = _Key("leader.imbalance.per.broker.percentage", int)
+    controlled_shutdown_max_retries = _Key("controlled.shutdown.max.retries", int)
+    controlled_shutdown_retry_backoff_ms = _Key("controlled.shutdown.retry.backoff.ms", int)
+    unclean_leader_election_enable = _Key("unclean.leader.election.enable", bool)
 
     @property
     def log_dirs(self) -> list[str]:
@@ -212,6 +230,15 @@ class BrokerConfig:
         assignors = self._values["group.consumer.assignors"]
         assert isinstance(assignors, tuple)
         return assignors
+
+    @property
+    def inter_broker_listener_name(self) -> str:
+        """inter.broker.listener.name, or the first listener's name when it is unset."""
+        value = self._values["inter.broker.listener.name"]
+        if value is None:
+            return self.listeners[0].name
+        assert isinstance(value, str)
+        return value.upper()
 
     @property
     def zookeeper_connection_timeout_ms(self) -> int:
@@ -258,7 +285,28 @@ def _parse_given(raw: Mapping[str, object]) -> dict[str, object]:
     return given
 
 
-def _listeners(key: str, values: Mapping[str, object]) -> tuple[Listener, ...]:
+def _security_protocol_map(values: Mapping[str, object]) -> dict[str, str]:
+    """listener.security.protocol.map as {listener name: protocol}, both upper-case."""
+    key = "listener.security.protocol.map"
+    texts = values[key]
+    assert isinstance(texts, tuple)
+    mapping: dict[str, str] = {}
+    for text in texts:
+        name, colon, protocol = str(text).partition(":")
+        name, protocol = name.strip().upper(), protocol.strip().upper()
+        if not colon or not name or not protocol:
+            raise ConfigError(
+                f"Invalid value {text!r} for configuration {key}: expected NAME:PROTOCOL", key
+            )
+        if name in mapping:
+            raise ConfigError(f"Configuration {key} maps listener {name} twice", key)
+        mapping[name] = protocol
+    return mapping
+
+
+def _listeners(
+    key: str, values: Mapping[str, object], protocols: Mapping[str, str]
+) -> tuple[Listener, ...]:
     texts = values[key]
     assert isinstance(texts, tuple)
     try:
@@ -269,10 +317,18 @@ def _listeners(key: str, values: Mapping[str, object]) -> tuple[Listener, ...]:
     for name in names:
         if names.count(name) > 1:
             raise ConfigError(f"Configuration {key} names listener {name} twice", key)
-        if name not in _SUPPORTED_LISTENER_NAMES:
+        protocol = protocols.get(name)
+        if protocol is None:
             raise ConfigError(
-                f"Configuration {key} has listener {name}, but Tiercel supports only "
-                f"{', '.join(_SUPPORTED_LISTENER_NAMES)} listeners",
+                f"Configuration {key} has listener {name}, which "
+                "listener.security.protocol.map does not name",
+                key,
+            )
+        if protocol not in _SUPPORTED_SECURITY_PROTOCOLS:
+            raise ConfigError(
+                f"Configuration {key} has listener {name} with security protocol "
+                f"{protocol}, but Tiercel supports only "
+                f"{', '.join(_SUPPORTED_SECURITY_PROTOCOLS)} listeners",
                 key,
             )
     return listeners
@@ -287,6 +343,19 @@ def _check_advertised(advertised: tuple[Listener, ...]) -> None:
                 f"set advertised.listeners to an address clients can reach",
                 "advertised.listeners",
             )
+
+
+def _check_inter_broker_listener(
+    values: Mapping[str, object], advertised: tuple[Listener, ...]
+) -> None:
+    # Other brokers find this one on that listener among its advertised ones (as Kafka).
+    name = values["inter.broker.listener.name"]
+    if isinstance(name, str) and name.upper() not in {e.name for e in advertised}:
+        raise ConfigError(
+            f"inter.broker.listener.name {name} must be one of the advertised listeners "
+            f"({', '.join(e.name for e in advertised)})",
+            "inter.broker.listener.name",
+        )
 
 
 def _check_topic_defaults(values: Mapping[str, object]) -> None:

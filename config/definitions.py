@@ -419,6 +419,11 @@ BROKER_CONFIGS: Final[Mapping[str, ConfigDef]] = _defs(
               "an empty host means all interfaces."),
     ConfigDef("advertised.listeners", _LIST, None, None,
               "Addresses handed to clients in metadata; when unset, listeners is used."),
+    ConfigDef("listener.security.protocol.map", _LIST,
+              ("PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT",
+               "SASL_SSL:SASL_SSL"), None,
+              "Listener name to security protocol, as NAME:PROTOCOL pairs; Tiercel serves "
+              "listeners mapped to PLAINTEXT."),
     ConfigDef("socket.send.buffer.bytes", _I, 102400, None,
               "SO_SNDBUF of accepted sockets; -1 keeps the operating system default."),
     ConfigDef("socket.receive.buffer.bytes", _I, 102400, None,
@@ -583,12 +588,31 @@ BROKER_CONFIGS: Final[Mapping[str, ConfigDef]] = _defs(
               "is still sent."),
     ConfigDef("replica.fetch.wait.max.ms", _I, 500, None,
               "Longest a follower's fetch waits for data; keep it below replica.lag.time.max.ms."),
+    ConfigDef("replica.fetch.min.bytes", _I, 1, at_least(1),
+              "Bytes a follower's fetch waits for, up to replica.fetch.wait.max.ms."),
+    ConfigDef("replica.fetch.response.max.bytes", _I, 10485760, at_least(0),
+              "Bytes a follower asks for per fetch over all partitions; a larger first "
+              "batch is still sent."),
+    ConfigDef("replica.fetch.backoff.ms", _I, 1000, at_least(0),
+              "How long a follower waits before fetching a partition again after an error."),
+    ConfigDef("replica.socket.timeout.ms", _I, 30000, at_least(1),
+              "How long a follower waits for its leader to answer a request."),
+    ConfigDef("inter.broker.listener.name", _S, None, None,
+              "Listener brokers use to reach each other (replica fetching); when unset, "
+              "the first listener."),
     ConfigDef("controlled.shutdown.enable", _B, True, None,
               "Move partition leadership away before the broker shuts down."),
     ConfigDef("auto.leader.rebalance.enable", _B, True, None,
               "Periodically move leadership back to each partition's preferred replica."),
     ConfigDef("leader.imbalance.check.interval.seconds", _L, 300, at_least(1),
               "How often the controller checks whether leadership needs rebalancing."),
+    ConfigDef("leader.imbalance.per.broker.percentage", _I, 10, at_least(0),
+              "Share of a broker's preferred partitions led elsewhere, in percent, above "
+              "which the controller moves leadership back."),
+    ConfigDef("controlled.shutdown.max.retries", _I, 3, at_least(1),
+              "Attempts a shutting-down broker makes to have its leadership moved away."),
+    ConfigDef("controlled.shutdown.retry.backoff.ms", _L, 5000, at_least(0),
+              "How long each controlled shutdown attempt waits for leadership to move."),
 )
 
 TOPIC_CONFIGS: Final[Mapping[str, ConfigDef]] = _defs(

@@ -253,3 +253,26 @@ class StaleMemberEpochError(KafkaError):
 
 class InvalidRegularExpressionError(KafkaError):
     error_code = ErrorCode.invalid_regular_expression
+
+
+class ReassignmentInProgressError(KafkaError):
+    error_code = ErrorCode.reassignment_in_progress
+
+
+class PreferredLeaderNotAvailableError(KafkaError):
+    error_code = ErrorCode.preferred_leader_not_available
+    retriable = True
+
+
+class EligibleLeadersNotAvailableError(KafkaError):
+    error_code = ErrorCode.eligible_leaders_not_available
+    retriable = True
+
+
+class ElectionNotNeededError(KafkaError):
+    error_code = ErrorCode.election_not_needed
+    retriable = True
+
+
+class NoReassignmentInProgressError(KafkaError):
+    error_code = ErrorCode.no_reassignment_in_progress

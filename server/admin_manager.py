@@ -27,6 +27,7 @@ from protocol.errors import (
     InvalidReplicationFactorError,
     InvalidRequestError,
     InvalidTopicError,
+    ReassignmentInProgressError,
     TopicDeletionDisabledError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
@@ -43,6 +44,8 @@ from server.metadata.store import (
 )
 
 MAX_TOPIC_NAME_LENGTH: Final = 249
+# Conditional writes of a topic's node that lose to concurrent ones before giving up.
+_MAX_TOPIC_WRITES: Final = 10
 _LEGAL_TOPIC_NAME: Final = re.compile(r"[a-zA-Z0-9._-]+")
 
 
@@ -214,14 +217,52 @@ class AdminManager:
             await self._store.create(zk.delete_topic_path(name))
         return topic.topic_id
 
-    def plan_partitions(
-        self, name: str, count: int, assignments: Sequence[Sequence[int]] | None
+    async def create_partitions(
+        self,
+        name: str,
+        count: int,
+        assignments: Sequence[Sequence[int]] | None,
+        validate_only: bool = False,
     ) -> dict[int, tuple[int, ...]]:
-        """CreatePartitions: the full new assignment of the topic."""
-        topic = self._cache.topic(name)
-        if topic is None:
-            raise UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
-        current = topic.partition_count
+        """CreatePartitions: grow the topic to `count` partitions and return its whole new
+        assignment. Planned from the topic's node and written at the version read (the
+        controller writes that node too, during reassignments), planned again if it moved."""
+        for _ in range(_MAX_TOPIC_WRITES):
+            topic_id, version, assignment = await self._plan_partitions(name, count, assignments)
+            if validate_only:
+                return assignment
+            try:
+                await self._store.set(
+                    zk.topic_path(name),
+                    zk.TopicAssignment(topic_id, assignment).encode(),
+                    expected_version=version,
+                )
+            except BadVersionError:
+                continue
+            except NoNodeError as e:
+                raise UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.") from e
+            return assignment
+        raise InvalidPartitionsError(
+            f"The partitions of '{name}' kept changing while this request was served; retry."
+        )
+
+    async def _plan_partitions(
+        self, name: str, count: int, assignments: Sequence[Sequence[int]] | None
+    ) -> tuple[uuid.UUID, int, dict[int, tuple[int, ...]]]:
+        """(topic id, node version, whole new assignment); raises Kafka's errors."""
+        try:
+            data, stat = await self._store.get(zk.topic_path(name))
+        except NoNodeError as e:
+            raise UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.") from e
+        if await self._store.exists(zk.delete_topic_path(name)) is not None:
+            raise InvalidTopicError("The topic is queued for deletion.")
+        stored = zk.TopicAssignment.decode(data)
+        if stored.adding_replicas or stored.removing_replicas:
+            # As Kafka: a reassignment rewrites the same node.
+            raise ReassignmentInProgressError(
+                f"A partition reassignment is in progress for the topic '{name}'."
+            )
+        current = len(stored.partitions)
         if count < current:
             raise InvalidPartitionsError(
                 f"Topic currently has {current} partitions, which is higher than the requested "
@@ -230,7 +271,7 @@ class AdminManager:
         if count == current:
             raise InvalidPartitionsError(f"Topic already has {current} partitions.")
         brokers = self._cache.alive_broker_ids()
-        factor = len(topic.replicas[0]) if topic.replicas else 1
+        factor = len(stored.partitions.get(0, ())) or 1
         if assignments is not None:
             if len(assignments) != count - current:
                 raise InvalidReplicaAssignmentError(
@@ -251,25 +292,7 @@ class AdminManager:
                     f"Replication factor: {factor} larger than available brokers: {len(brokers)}."
                 )
             new = assign_replicas(brokers, count - current, factor, first_partition=current)
-        return {**topic.replicas, **new}
-
-    async def create_partitions(self, name: str, assignment: dict[int, tuple[int, ...]]) -> None:
-        topic = self._cache.topic(name)
-        if topic is None:
-            raise UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
-        try:
-            _, stat = await self._store.get(zk.topic_path(name))
-            await self._store.set(
-                zk.topic_path(name),
-                zk.TopicAssignment(topic.topic_id, assignment).encode(),
-                expected_version=stat.version,
-            )
-        except NoNodeError as e:
-            raise UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.") from e
-        except BadVersionError as e:
-            raise InvalidPartitionsError(
-                f"The partitions of '{name}' changed while this request was served; retry."
-            ) from e
+        return stored.topic_id, stat.version, {**stored.partitions, **new}
 
     def validated_overrides(self, configs: Mapping[str, str | None]) -> dict[str, str]:
         return self._validated_configs(configs)

@@ -1,14 +1,19 @@
 """BrokerServer: builds the broker's components, starts them in order, stops them cleanly.
 
-Start-up: log dirs and the metadata store first (the store lives in the first log dir),
-the cluster id, then the logs (recovered if the last stop was not clean), the listeners
-(bound early so that port 0 resolves before the broker registers its endpoints), the
-broker registration, the controller election, and finally the metadata listener, which
-gives this broker its partitions. Requests that arrive before that wait.
+Start-up: log dirs and the metadata store first (ZooKeeper when zookeeper.connect is set,
+else the local store, which lives in the first log dir), the cluster id, then the logs
+(recovered if the last stop was not clean), the listeners (bound early so that port 0
+resolves before the broker registers its endpoints), the broker registration, the
+controller election, and finally the metadata listener, which gives this broker its
+partitions. Requests that arrive before that wait. When the ZooKeeper session expires,
+the broker registers again in the new one (the controller sees for itself that
+/controller went with the old session, and runs the election again).
 
-Shutdown (SIGTERM/SIGINT): stop accepting, answer waiting long polls and every request
-already received, close connections, resign as controller, flush and close the logs,
-write the checkpoints and the clean-shutdown marker.
+Shutdown (SIGTERM/SIGINT): in a cluster, first a controlled shutdown (the controller
+moves this broker's leaderships away while it still serves its followers); then stop
+accepting, answer waiting long polls and every request already received, close
+connections, resign as controller, flush and close the logs, write the checkpoints and
+the clean-shutdown marker.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from config.broker_config import BrokerConfig, Listener
 from config.log_config import LogConfig
 from config.log_format import log_event
 from server.admin_manager import AdminManager
+from server.controller.controlled_shutdown import ControlledShutdown
 from server.controller.controller import Controller
 from server.coordinator.group.group_config import GroupCoordinatorConfig
 from server.coordinator.group.group_coordinator import GroupCoordinator
@@ -36,16 +42,26 @@ from server.metadata import zk_data as zk
 from server.metadata.local_store import LocalMetadataStore
 from server.metadata.metadata_cache import MetadataCache, TopicMetadata
 from server.metadata.metadata_listener import MetadataListener
-from server.metadata.store import MetadataStore, NodeExistsError, NoNodeError
+from server.metadata.store import (
+    MetadataStore,
+    MetadataStoreError,
+    NodeExistsError,
+    NoNodeError,
+)
+from server.metadata.zk_store import ZooKeeperMetadataStore
 from server.network.connection import Buffer, Connection
 from server.network.socket_server import SocketServer
 from server.replica_manager import ReplicaManager
+from server.replication.alter_partition import ZkAlterPartitionManager
 from server.request_context import BrokerServices
 from storage.log_manager import LogManager
 from storage.meta_properties import MetaProperties
 from storage.scheduler import Scheduler
 
 _log: Final = logging.getLogger("tiercel.broker")
+# Between tries to register: again after a new ZooKeeper session, or while a registration
+# left by a dead broker's session waits to expire.
+_REGISTRATION_RETRY_S: Final = 0.25
 
 
 class BrokerServer:
@@ -55,6 +71,7 @@ class BrokerServer:
         self._stopping = asyncio.Event()
         self._topic_overrides: dict[str, dict[str, str]] = {}
         self._apis: KafkaApis | None = None
+        self._reregistration: asyncio.Task[None] | None = None
 
     def log_config_for(self, topic: str) -> LogConfig:
         return LogConfig.from_overrides(self.config, self._topic_overrides.get(topic, {}))
@@ -73,7 +90,7 @@ class BrokerServer:
         self.scheduler = Scheduler(loop, max(4, config.num_recovery_threads_per_data_dir))
         for path in config.log_dirs:
             os.makedirs(path, exist_ok=True)
-        self.store: MetadataStore = LocalMetadataStore(config.log_dirs[0])
+        self.store: MetadataStore = _metadata_store(config)
         await self.store.start()
         await self._ensure_persistent_paths()
         cluster_id = await self._cluster_id()
@@ -82,8 +99,15 @@ class BrokerServer:
         cluster_id = await self.log_manager.startup(cluster_id)
         self.cache = MetadataCache(config.node_id, cluster_id)
         self.replica_manager = ReplicaManager(
-            config, config.node_id, self.log_manager, self.scheduler, self.log_config_for
+            config,
+            config.node_id,
+            self.log_manager,
+            self.scheduler,
+            self.log_config_for,
+            self.cache,
+            ZkAlterPartitionManager(self.store),
         )
+        self.replica_manager.startup()
         group_config = GroupCoordinatorConfig.from_broker_config(config)
         self.group_coordinator = GroupCoordinator(
             group_config,
@@ -96,6 +120,7 @@ class BrokerServer:
             self.group_coordinator.on_leadership_change
         )
         self.group_coordinator.startup()
+        self.controller = Controller(config, self.store)
         services = BrokerServices(
             config=config,
             node_id=config.node_id,
@@ -107,6 +132,7 @@ class BrokerServer:
             scheduler=self.scheduler,
             group_coordinator=self.group_coordinator,
             producer_id_manager=ProducerIdManager(config.node_id, self.store),
+            controller=self.controller,
         )
         self._apis = KafkaApis(services)
         self.socket_server = SocketServer(
@@ -118,7 +144,7 @@ class BrokerServer:
         )
         await self.socket_server.start()
         await self._register_broker()
-        self.controller = Controller(config.node_id, self.store)
+        self.store.add_session_listener(self._on_new_session)
         await self.controller.startup()
         self.listener = MetadataListener(self.store, self.cache, self._on_topic)
         await self.listener.start()
@@ -188,27 +214,88 @@ class BrokerServer:
         return endpoints
 
     async def _register_broker(self) -> None:
-        registration = zk.BrokerRegistration(
-            self.config.node_id, tuple(self._advertised_endpoints())
-        )
-        path = zk.broker_path(self.config.node_id)
+        """Create this broker's ephemeral registration.
+
+        A registration left by a broker that died without closing its ZooKeeper session
+        stays until that session expires: wait that long for it to go (a restart after a
+        crash), then fail, since a live broker with this node.id holds it.
+        """
+        node_id = self.config.node_id
+        registration = zk.BrokerRegistration(node_id, tuple(self._advertised_endpoints()))
+        path = zk.broker_path(node_id)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + _stale_session_wait_s(self.config)
+        while True:
+            try:
+                await self.store.create(path, registration.encode(), ephemeral=True)
+                return
+            except NodeExistsError as e:
+                stat = await self.store.exists(path)
+                if stat is not None and loop.time() >= deadline:
+                    raise RuntimeError(
+                        f"node.id {node_id} is already registered at {path} by another "
+                        f"broker (ZooKeeper session {stat.ephemeral_owner:#x}); "
+                        "node.id must be unique in the cluster"
+                    ) from e
+            await asyncio.sleep(_REGISTRATION_RETRY_S)
+
+    async def _on_new_session(self) -> None:
+        """The store's session expired and took the registration: register again, and
+        keep trying in the background if that fails."""
+        log_event(_log, logging.WARNING, "broker_reregistering", node_id=self.config.node_id)
         try:
-            await self.store.create(path, registration.encode(), ephemeral=True)
-        except NodeExistsError as e:
-            raise RuntimeError(f"node.id {self.config.node_id} is already registered") from e
+            await self._register_broker()
+        except (MetadataStoreError, RuntimeError) as e:
+            log_event(_log, logging.ERROR, "broker_registration_failed", reason=str(e))
+            if self._reregistration is None or self._reregistration.done():
+                self._reregistration = asyncio.get_running_loop().create_task(
+                    self._register_until_done(), name="broker-registration"
+                )
+
+    async def _register_until_done(self) -> None:
+        while True:
+            await asyncio.sleep(_REGISTRATION_RETRY_S)
+            try:
+                await self._register_broker()
+                return
+            except (MetadataStoreError, RuntimeError) as e:
+                log_event(_log, logging.ERROR, "broker_registration_failed", reason=str(e))
 
     async def shutdown(self) -> None:
         log_event(_log, logging.INFO, "broker_stopping", node_id=self.config.node_id)
+        if self.config.controlled_shutdown_enable and self.config.zookeeper_connect is not None:
+            # With the local store no other broker can take over: nothing to wait for.
+            await ControlledShutdown(self.config, self.store, self.cache).run()
         self.replica_manager.shutdown()
         await self.group_coordinator.shutdown()
         self.cache.close()
         await self.socket_server.shutdown()
+        if self._reregistration is not None:
+            self._reregistration.cancel()
         await self.listener.stop()
         await self.controller.shutdown()
         await self.log_manager.shutdown()
         await self.store.close()
         self.scheduler.shutdown()
         log_event(_log, logging.INFO, "broker_stopped", node_id=self.config.node_id)
+
+
+def _metadata_store(config: BrokerConfig) -> MetadataStore:
+    if config.zookeeper_connect is None:
+        return LocalMetadataStore(config.log_dirs[0])
+    return ZooKeeperMetadataStore(
+        config.zookeeper_connect,
+        session_timeout_ms=config.zookeeper_session_timeout_ms,
+        connection_timeout_ms=config.zookeeper_connection_timeout_ms,
+    )
+
+
+def _stale_session_wait_s(config: BrokerConfig) -> float:
+    """How long a registration can outlive its broker: ZooKeeper expires a session within
+    its timeout and a tick or two; the local store keeps no session of a dead broker."""
+    if config.zookeeper_connect is None:
+        return 0.0
+    return config.zookeeper_session_timeout_ms / 1000 + 2.0
 
 
 def _cluster_id_from_log_dirs(log_dirs: list[str]) -> str | None:

@@ -39,6 +39,7 @@ from protocol.request_header import (
 )
 from server.handlers import alter_configs as alter_configs_handler
 from server.handlers import (
+    alter_partition_reassignments,
     api_versions,
     consumer_group_describe,
     consumer_group_heartbeat,
@@ -53,6 +54,7 @@ from server.handlers import (
     describe_log_dirs,
     describe_producers,
     describe_topic_partitions,
+    elect_leaders,
     fetch,
     find_coordinator,
     heartbeat,
@@ -62,6 +64,7 @@ from server.handlers import (
     leave_group,
     list_groups,
     list_offsets,
+    list_partition_reassignments,
     metadata,
     offset_commit,
     offset_delete,
@@ -104,6 +107,9 @@ HANDLER_MODULES: Final[tuple[ModuleType, ...]] = (
     describe_groups,
     list_groups,
     delete_groups,
+    elect_leaders,
+    alter_partition_reassignments,
+    list_partition_reassignments,
     offset_delete,
     consumer_group_heartbeat,
     consumer_group_describe,

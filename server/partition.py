@@ -1,35 +1,53 @@
 """Partition: this broker's view of one partition — leadership, epoch, ISR, high watermark.
 
 Event-loop only. The controller decides leadership and epochs (through the
-MetadataStore); `make_leader` applies them. The leader appends through its `Log`
-(stamping each batch with the current leader epoch, which the epoch cache records) and
-advances the high watermark to the smallest log end offset over the ISR, seed 002's rule.
-On a single node the ISR is this broker alone, so the HW follows the log end offset; the
-remote-replica bookkeeping of issue 4 plugs into `_maybe_increment_leader_hw`.
+MetadataStore); `make_leader` and `make_follower` apply them. Kafka 3.9's rules, as seeds
+002 and 003 describe them:
+
+- The leader appends through its `Log`, stamping each batch with its leader epoch, and
+  tracks every follower (`Replica`) from the fetch offsets of its Fetch requests.
+- High watermark = the smallest log end offset over the "maximal" ISR (the ISR plus a
+  replica being added) and over replicas caught up enough to join it (KIP-497); it only
+  moves forward, and not at all while the ISR is smaller than the effective
+  min.insync.replicas (Kafka 3.7+).
+- The ISR grows by a follower whose log end offset reaches the HW within the current
+  leader epoch, and shrinks by followers not caught up for replica.lag.time.max.ms. The
+  leader writes the change itself as a conditional write of the partition state (its
+  version is the partition epoch), one change in flight at a time; a shrink counts
+  only once written, an expansion at once (it only makes the HW stricter).
+- A follower appends what its fetcher brings, takes min(leader HW, own LEO) as its HW
+  and follows the leader's log start offset.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
-from dataclasses import dataclass, field
-from typing import Final
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, replace
+from typing import Any, Final, Protocol
 
 from config.log_format import log_event
 from protocol.errors import (
     FencedLeaderEpochError,
+    KafkaError,
+    NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     PolicyViolationError,
     UnknownLeaderEpochError,
 )
-from storage.log import Log
+from server.replica import Replica
+from storage.log import Log, UnexpectedAppendOffsetError
 from storage.log_validator import ValidatedRecords
 from storage.log_values import FetchDataInfo, FetchIsolation, LogAppendInfo, LogOffsetMetadata
 from storage.topic_partition import TopicPartition
 
 _log: Final = logging.getLogger("tiercel.partition")
+# A failed ISR write that may have been a transient store error is retried after this.
+ALTER_PARTITION_RETRY_BACKOFF_S: Final = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,13 +73,83 @@ class LogReadResult:
     """(epoch, end offset) when the fetcher's last fetched epoch diverges (KIP-320)."""
 
 
-@dataclass(slots=True)
+class AlterPartitionManager(Protocol):
+    """Writes ISR changes of partitions this broker leads (Kafka's ZK-mode updateIsr)."""
+
+    async def submit(self, tp: TopicPartition, proposed: PartitionState) -> PartitionState | None:
+        """Write ``proposed`` if the stored state is still at ``proposed.partition_epoch``.
+
+        Returns the state stored afterwards with its new partition epoch: ``proposed``
+        if the write won, else whatever the store holds (compare-and-set lost); None
+        when the partition is gone. Raises on store failures (the caller retries)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicationContext:
+    """What every partition of a broker shares: configuration and the ways out."""
+
+    replica_lag_time_max_ms: int
+    alter_partition: AlterPartitionManager
+    is_replica_isr_eligible: Callable[[int], bool]
+    """Kafka's ZK-mode rule: the broker is alive (registered)."""
+    on_delayed_work: Callable[[TopicPartition], None]
+    """The HW moved or leadership changed: re-check delayed fetches and produces."""
+    spawn: Callable[[Coroutine[Any, Any, None], str], object]
+    clock_ms: Callable[[], int]
+
+
+@dataclass(frozen=True, slots=True)
+class _IsrState:
+    """Committed ISR and, while a change is being written (``sent``), the maximal ISR."""
+
+    isr: tuple[int, ...]
+    maximal_isr: frozenset[int]
+    sent: PartitionState | None = None
+
+
+def _committed(isr: tuple[int, ...]) -> _IsrState:
+    return _IsrState(isr, frozenset(isr))
+
+
 class Partition:
-    topic_partition: TopicPartition
-    topic_id: uuid.UUID
-    log: Log
-    local_broker_id: int
-    state: PartitionState = field(default_factory=lambda: PartitionState(-1, -1, (), ()))
+    """One partition replica hosted by this broker. Event-loop only.
+
+    Invariants: ``state`` is the latest leadership applied (never an older partition
+    epoch); the remote replicas are exactly the assigned replicas other than this one;
+    as leader, ``log.high_watermark`` never decreases and never passes the smallest
+    log end offset of the maximal ISR; as follower, the ISR bookkeeping is empty.
+    """
+
+    __slots__ = (
+        "_context",
+        "_isr",
+        "_leader_epoch_start_offset",
+        "_remote",
+        "local_broker_id",
+        "log",
+        "state",
+        "topic_id",
+        "topic_partition",
+    )
+
+    def __init__(
+        self,
+        topic_partition: TopicPartition,
+        topic_id: uuid.UUID,
+        log: Log,
+        local_broker_id: int,
+        context: ReplicationContext,
+    ) -> None:
+        self.topic_partition = topic_partition
+        self.topic_id = topic_id
+        self.log = log
+        self.local_broker_id = local_broker_id
+        self._context = context
+        self.state = PartitionState(-1, -1, (), ())
+        self._remote: dict[int, Replica] = {}
+        self._isr = _committed(())
+        self._leader_epoch_start_offset: int | None = None
 
     # -- leadership --------------------------------------------------------------------
 
@@ -73,29 +161,107 @@ class Partition:
     def is_leader(self) -> bool:
         return self.state.leader == self.local_broker_id
 
-    def make_leader(self, state: PartitionState) -> bool:
-        """Become (or stay) leader with the controller's epoch; True if anything changed.
+    @property
+    def isr(self) -> tuple[int, ...]:
+        """The committed ISR as this leader knows it (empty on a follower)."""
+        return self._isr.isr
 
-        A new epoch is recorded in the epoch cache with the current log end offset as its
-        start (seed 000: the leader appends the entry when its epoch begins)."""
-        if state == self.state:
-            return False
-        is_new_epoch = state.leader_epoch != self.state.leader_epoch
-        self.state = state
+    @property
+    def maximal_isr(self) -> frozenset[int]:
+        return self._isr.maximal_isr
+
+    def remote_replica(self, broker_id: int) -> Replica | None:
+        return self._remote.get(broker_id)
+
+    def make_leader(self, state: PartitionState) -> bool:
+        """Become (or stay) leader per ``state``; True if this broker just became the
+        leader or the leader epoch is new.
+
+        A new epoch starts at the log end offset and is recorded in the epoch cache at
+        once (seed 000), and the followers' states are reset; the HW never moves back."""
+        if state.partition_epoch < self.state.partition_epoch:
+            return self._skip_stale(state)
+        now = self._context.clock_ms()
+        is_new_leader = not self.is_leader
+        is_new_epoch = state.leader_epoch > self.state.leader_epoch
+        if is_new_leader or state.partition_epoch > self.state.partition_epoch:
+            self._update_assignment_and_isr(state.replicas, state.isr)
+        else:
+            # The state node this leader already applied (its own ISR write coming back
+            # through the watch, or an assignment change): an ISR change in flight stays.
+            self._update_assignment(state.replicas)
         if is_new_epoch:
-            # The epoch starts at the log end offset (seed 000: the new leader records
-            # it before accepting writes), so OffsetForLeaderEpoch knows it at once.
-            self.log.maybe_assign_epoch_start_offset(state.leader_epoch, self.log.log_end_offset)
+            start = self.log.log_end_offset
+            self.log.maybe_assign_epoch_start_offset(state.leader_epoch, start)
+            for replica in self._remote.values():
+                replica.reset_replica_state(
+                    now, start, is_new_leader, replica.broker_id in state.isr
+                )
+            self._leader_epoch_start_offset = start
             log_event(
                 _log,
                 logging.INFO,
                 "became_leader",
                 partition=str(self.topic_partition),
                 leader_epoch=state.leader_epoch,
-                log_end_offset=self.log.log_end_offset,
+                partition_epoch=state.partition_epoch,
+                log_end_offset=start,
+                high_watermark=self.log.high_watermark,
+                isr=",".join(map(str, state.isr)),
             )
-        self._maybe_increment_leader_hw()
-        return True
+        self.state = state
+        if self._maybe_increment_leader_hw(now):
+            self._context.on_delayed_work(self.topic_partition)
+        return is_new_leader or is_new_epoch
+
+    def make_follower(self, state: PartitionState) -> bool:
+        """Follow ``state.leader``; True if the fetcher must (re)start: a new leader or
+        leader epoch, or this broker led until now."""
+        if state.partition_epoch < self.state.partition_epoch:
+            return self._skip_stale(state)
+        previous = self.state
+        self.state = state
+        self._leader_epoch_start_offset = None
+        self._update_assignment_and_isr(state.replicas, ())
+        changed = (
+            state.leader_epoch > previous.leader_epoch
+            or state.leader != previous.leader
+            or previous.leader == self.local_broker_id
+        )
+        if changed:
+            log_event(
+                _log,
+                logging.INFO,
+                "became_follower",
+                partition=str(self.topic_partition),
+                leader=state.leader,
+                leader_epoch=state.leader_epoch,
+                log_end_offset=self.log.log_end_offset,
+                high_watermark=self.log.high_watermark,
+            )
+        return changed
+
+    def _skip_stale(self, state: PartitionState) -> bool:
+        log_event(
+            _log,
+            logging.INFO,
+            "stale_partition_state_skipped",
+            partition=str(self.topic_partition),
+            partition_epoch=state.partition_epoch,
+            current_partition_epoch=self.state.partition_epoch,
+        )
+        return False
+
+    def _update_assignment(self, replicas: tuple[int, ...]) -> None:
+        self._remote = {
+            broker_id: self._remote.get(broker_id) or Replica(broker_id)
+            for broker_id in replicas
+            if broker_id != self.local_broker_id
+        }
+
+    def _update_assignment_and_isr(self, replicas: tuple[int, ...], isr: tuple[int, ...]) -> None:
+        self._update_assignment(replicas)
+        self._isr = _committed(isr)
 
     def _check_leader(self, current_leader_epoch: int | None = None) -> None:
         self.check_epoch(current_leader_epoch)
@@ -121,11 +287,15 @@ class Partition:
 
     # -- produce -----------------------------------------------------------------------
 
+    def _effective_min_isr(self) -> int:
+        """min.insync.replicas, capped by the replication factor (Kafka 3.x)."""
+        return min(self.log.config.min_insync_replicas, len(self._remote) + 1)
+
     def check_min_isr(self, required_acks: int) -> None:
-        if required_acks == -1 and len(self.state.isr) < self.log.config.min_insync_replicas:
+        if required_acks == -1 and len(self._isr.isr) < self._effective_min_isr():
             raise NotEnoughReplicasError(
-                f"ISR {list(self.state.isr)} of {self.topic_partition} is smaller than "
-                f"min.insync.replicas={self.log.config.min_insync_replicas}"
+                f"ISR {list(self._isr.isr)} of {self.topic_partition} is smaller than "
+                f"min.insync.replicas={self._effective_min_isr()}"
             )
 
     def append_records_to_leader(
@@ -134,15 +304,183 @@ class Partition:
         self._check_leader()
         self.check_min_isr(required_acks)
         info = self.log.append_as_leader(validated, self.leader_epoch, now_ms)
-        self._maybe_increment_leader_hw()
+        self._maybe_increment_leader_hw(now_ms)
         return info
 
-    def _maybe_increment_leader_hw(self) -> bool:
-        """HW = min log end offset over the ISR; on one node, the local log end offset."""
+    def check_enough_replicas_reach_offset(
+        self, required_offset: int
+    ) -> tuple[bool, KafkaError | None]:
+        """acks=all: (done, error) for an append ending before ``required_offset``. Done
+        once the HW covers it; NOT_ENOUGH_REPLICAS_AFTER_APPEND if by then the maximal
+        ISR is below min.insync.replicas (Kafka's checkEnoughReplicasReachOffset)."""
         if not self.is_leader:
+            return True, NotLeaderOrFollowerError(
+                f"broker {self.local_broker_id} no longer leads {self.topic_partition}"
+            )
+        if self.log.high_watermark < required_offset:
+            return False, None
+        if len(self._isr.maximal_isr) < self._effective_min_isr():
+            return True, NotEnoughReplicasAfterAppendError(
+                f"ISR {sorted(self._isr.maximal_isr)} of {self.topic_partition} shrank below "
+                f"min.insync.replicas={self._effective_min_isr()} after the append"
+            )
+        return True, None
+
+    # -- high watermark and ISR -----------------------------------------------------------
+
+    def _maybe_increment_leader_hw(self, now_ms: int) -> bool:
+        """HW = the smallest log end offset over the maximal ISR and the replicas caught
+        up enough to join it; forward only, and not under min ISR. True if it moved."""
+        if not self.is_leader or len(self._isr.isr) < self._effective_min_isr():
             return False
-        before = self.log.high_watermark
-        return self.log.update_high_watermark(self.log.log_end_offset) > before
+        leader_end = self.log.log_end_offset_metadata
+        new_hw = leader_end
+        lag = self._context.replica_lag_time_max_ms
+        for replica in self._remote.values():
+            state = replica.state
+            if state.log_end_offset < new_hw.message_offset and (
+                replica.broker_id in self._isr.maximal_isr
+                or (
+                    state.is_caught_up(leader_end.message_offset, now_ms, lag)
+                    and self._context.is_replica_isr_eligible(replica.broker_id)
+                )
+            ):
+                new_hw = state.log_end_offset_metadata
+        return self.log.maybe_increment_high_watermark(new_hw)
+
+    def _update_follower_fetch_state(
+        self,
+        replica: Replica,
+        fetch_offset_metadata: LogOffsetMetadata,
+        follower_start_offset: int,
+        fetch_time_ms: int,
+        leader_end_offset: int,
+    ) -> None:
+        previous_end = replica.state.log_end_offset
+        replica.update_fetch_state(
+            fetch_offset_metadata, follower_start_offset, fetch_time_ms, leader_end_offset
+        )
+        self._maybe_expand_isr(replica)
+        if replica.state.log_end_offset != previous_end and self._maybe_increment_leader_hw(
+            fetch_time_ms
+        ):
+            self._context.on_delayed_work(self.topic_partition)
+
+    def _maybe_expand_isr(self, replica: Replica) -> None:
+        """Add a follower that reached the HW within the current leader epoch (a replica
+        behind the epoch start could miss records committed in it if elected)."""
+        broker_id = replica.broker_id
+        if (
+            self._isr.sent is not None
+            or broker_id in self._isr.isr
+            or not self._context.is_replica_isr_eligible(broker_id)
+        ):
+            return
+        end = replica.state.log_end_offset
+        epoch_start = self._leader_epoch_start_offset
+        if end < self.log.high_watermark or epoch_start is None or end < epoch_start:
+            return
+        log_event(
+            _log,
+            logging.INFO,
+            "isr_expanding",
+            partition=str(self.topic_partition),
+            isr=",".join(map(str, self._isr.isr)),
+            replica=broker_id,
+            replica_log_end_offset=end,
+            high_watermark=self.log.high_watermark,
+        )
+        self._submit_isr_change((*self._isr.isr, broker_id), self._isr.maximal_isr | {broker_id})
+
+    def maybe_shrink_isr(self) -> None:
+        """Remove the followers not caught up within replica.lag.time.max.ms (the
+        ISR-expiration task, every half of it)."""
+        if not self.is_leader or self._isr.sent is not None:
+            return
+        now = self._context.clock_ms()
+        leader_end = self.log.log_end_offset
+        lag = self._context.replica_lag_time_max_ms
+        out_of_sync: dict[int, str] = {}
+        for broker_id in self._isr.isr:
+            if broker_id == self.local_broker_id:
+                continue
+            replica = self._remote.get(broker_id)
+            if replica is None or not replica.state.is_caught_up(leader_end, now, lag):
+                out_of_sync[broker_id] = repr(replica or broker_id)
+        if not out_of_sync:
+            return
+        log_event(
+            _log,
+            logging.INFO,
+            "isr_shrinking",
+            partition=str(self.topic_partition),
+            isr=",".join(map(str, self._isr.isr)),
+            out_of_sync=" ".join(out_of_sync.values()),
+            high_watermark=self.log.high_watermark,
+            log_end_offset=leader_end,
+        )
+        self._submit_isr_change(
+            tuple(b for b in self._isr.isr if b not in out_of_sync), self._isr.maximal_isr
+        )
+
+    def _submit_isr_change(self, isr: tuple[int, ...], maximal_isr: frozenset[int]) -> None:
+        proposed = replace(self.state, isr=isr)
+        self._isr = _IsrState(self._isr.isr, maximal_isr, proposed)
+        self._context.spawn(self._alter_partition(proposed), f"alter isr {self.topic_partition}")
+
+    async def _alter_partition(self, proposed: PartitionState) -> None:
+        while True:
+            try:
+                stored = await self._context.alter_partition.submit(self.topic_partition, proposed)
+                break
+            except Exception as e:
+                if self._isr.sent is not proposed or self.log.deleted:
+                    return
+                log_event(
+                    _log,
+                    logging.WARNING,
+                    "isr_update_retrying",
+                    partition=str(self.topic_partition),
+                    reason=repr(e),
+                )
+                await asyncio.sleep(ALTER_PARTITION_RETRY_BACKOFF_S)
+        if self._isr.sent is proposed:
+            self._handle_alter_partition_result(proposed, stored)
+
+    def _handle_alter_partition_result(
+        self, proposed: PartitionState, stored: PartitionState | None
+    ) -> None:
+        """Adopt the stored ISR if the leadership is still ours (our write, or another
+        one that won the compare-and-set: the next checks reconsider from there);
+        otherwise fall back to the committed ISR until the new leadership arrives."""
+        if (
+            stored is None
+            or stored.leader != self.local_broker_id
+            or stored.leader_epoch != self.state.leader_epoch
+            or stored.partition_epoch < self.state.partition_epoch
+        ):
+            self._isr = _committed(self._isr.isr)
+            log_event(
+                _log,
+                logging.INFO,
+                "isr_update_superseded",
+                partition=str(self.topic_partition),
+                proposed=",".join(map(str, proposed.isr)),
+            )
+            return
+        self.state = replace(self.state, isr=stored.isr, partition_epoch=stored.partition_epoch)
+        self._isr = _committed(stored.isr)
+        log_event(
+            _log,
+            logging.INFO,
+            "isr_updated",
+            partition=str(self.topic_partition),
+            isr=",".join(map(str, stored.isr)),
+            partition_epoch=stored.partition_epoch,
+            won=stored.isr == proposed.isr,
+        )
+        self._maybe_increment_leader_hw(self._context.clock_ms())
+        self._context.on_delayed_work(self.topic_partition)
 
     # -- reads -------------------------------------------------------------------------
 
@@ -157,33 +495,131 @@ class Partition:
     ) -> LogReadResult:
         self._check_leader(current_leader_epoch)
         log = self.log
+        # Taken before the read: appends after it must not make a follower look caught up.
+        high_watermark = log.high_watermark
+        log_start = log.log_start_offset
+        log_end = log.log_end_offset
         if last_fetched_epoch >= 0:
+            epoch, end_offset = log.end_offset_for_epoch(last_fetched_epoch)
+            if epoch < 0 or end_offset < 0:
+                raise OffsetOutOfRangeError(
+                    f"the end offset of epoch {last_fetched_epoch} of {self.topic_partition} "
+                    f"is unknown here"
+                )
+            if fetch_offset < log_start:
+                raise OffsetOutOfRangeError(
+                    f"offset {fetch_offset} of {self.topic_partition} is below the log start "
+                    f"offset {log_start}"
+                )
             # KIP-320: the fetcher's log diverges if its last epoch ends earlier here than
             # where it wants to read, or is unknown here: tell it where to truncate.
-            epoch, end_offset = log.end_offset_for_epoch(last_fetched_epoch)
             if epoch < last_fetched_epoch or end_offset < fetch_offset:
                 return LogReadResult(
                     FetchDataInfo(LogOffsetMetadata(fetch_offset), b""),
-                    log.high_watermark,
-                    log.log_start_offset,
-                    log.log_end_offset,
-                    log.high_watermark,
+                    high_watermark,
+                    log_start,
+                    log_end,
+                    high_watermark,
                     (epoch, end_offset),
                 )
         info = log.read(fetch_offset, max_bytes, isolation, min_one_message)
-        return LogReadResult(
-            info,
-            log.high_watermark,
-            log.log_start_offset,
-            log.log_end_offset,
-            log.high_watermark,
+        return LogReadResult(info, high_watermark, log_start, log_end, high_watermark)
+
+    def fetch_records_for_follower(
+        self,
+        replica_id: int,
+        fetch_offset: int,
+        follower_log_start_offset: int,
+        max_bytes: int,
+        min_one_message: bool,
+        current_leader_epoch: int | None,
+        last_fetched_epoch: int,
+        update_fetch_state: bool,
+    ) -> LogReadResult:
+        """A follower's Fetch: read to the log end, then record where the follower is
+        (not for a re-read after a long poll, nor when its log diverges)."""
+        fetch_time = self._context.clock_ms()
+        self._check_leader(current_leader_epoch)
+        replica = self._remote.get(replica_id)
+        if replica is None:
+            message = f"broker {replica_id} is not a replica of {self.topic_partition}"
+            if current_leader_epoch is not None and current_leader_epoch >= 0:
+                # Possibly a replica being added that this leader has not heard of yet.
+                raise UnknownLeaderEpochError(message)
+            raise NotLeaderOrFollowerError(message)
+        read = self.read_records(
+            fetch_offset,
+            max_bytes,
+            FetchIsolation.LOG_END,
+            min_one_message,
+            current_leader_epoch,
+            last_fetched_epoch,
         )
+        if update_fetch_state and read.diverging_epoch is None:
+            self._update_follower_fetch_state(
+                replica,
+                read.info.fetch_offset_metadata,
+                follower_log_start_offset,
+                fetch_time,
+                read.log_end_offset,
+            )
+        return read
 
     def last_offset_for_leader_epoch(
         self, current_leader_epoch: int | None, leader_epoch: int
     ) -> tuple[int, int]:
         self._check_leader(current_leader_epoch)
         return self.log.end_offset_for_epoch(leader_epoch)
+
+    # -- follower ------------------------------------------------------------------------
+
+    def append_records_to_follower(self, records: bytes | memoryview) -> LogAppendInfo | None:
+        """Append fetched batches. A first batch that starts below the log end of an
+        empty log (the leader's log start offset fell inside it, DeleteRecords) restarts
+        the log at that batch, as Kafka does."""
+        log = self.log
+        try:
+            return log.append_as_follower(records)
+        except UnexpectedAppendOffsetError as e:
+            end = log.log_end_offset
+            if not (end == log.log_start_offset and e.first_offset < end <= e.last_offset):
+                raise
+            log_event(
+                _log,
+                logging.INFO,
+                "follower_log_restarted_at_batch",
+                partition=str(self.topic_partition),
+                first_offset=e.first_offset,
+                log_start_offset=end,
+            )
+            log.truncate_fully_and_start_at(e.first_offset)
+            return log.append_as_follower(records)
+
+    def update_follower_high_watermark(
+        self, leader_high_watermark: int, leader_log_start: int
+    ) -> None:
+        """min(leader HW, own log end offset) (seed 003), and the leader's log start."""
+        log = self.log
+        log.update_high_watermark(leader_high_watermark)
+        if leader_log_start > log.log_start_offset:
+            log.maybe_increment_log_start_offset(min(leader_log_start, log.high_watermark))
+
+    def truncate_to(self, offset: int) -> None:
+        """Cut the follower's log (and epoch cache) at ``offset``; its HW follows."""
+        self.log.truncate_to(offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Replace the follower's log by an empty one starting at ``offset``."""
+        self.log.truncate_fully_and_start_at(offset)
+
+    def initial_fetch_offset(self) -> int:
+        """Where a new fetcher starts: the log end when epochs can settle truncation, the
+        high watermark otherwise (Kafka's initialFetchOffset)."""
+        if self.log.leader_epoch_cache.latest_epoch is not None:
+            return self.log.log_end_offset
+        return self.log.high_watermark
+
+    # -- admin -------------------------------------------------------------------------
 
     def delete_records_on_leader(self, offset: int) -> int:
         """DeleteRecords: advance the log start offset (-1 means the high watermark);

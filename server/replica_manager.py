@@ -2,18 +2,22 @@
 
 Event-loop only. It owns the partition map (seed 002's "partition pool"), turns Kafka
 errors into per-partition results so that one bad partition never fails a request,
-completes delayed fetches when appends make data available and delayed produces when the
-high watermark covers them, and applies leadership from the metadata listener.
+completes delayed fetches when appends make data available (or, for followers, the high
+watermark moves) and delayed produces when the high watermark covers them, and applies
+leadership from the metadata listener: a partition this broker leads is served here; one
+it follows is handed to the replica fetcher of its leader (seed 002's
+ReplicaFetcherManager). The ISR-expiration task runs every replica.lag.time.max.ms / 2.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from config.broker_config import BrokerConfig
 from config.log_config import LogConfig
@@ -27,9 +31,20 @@ from protocol.errors import (
     UnknownTopicOrPartitionError,
 )
 from server.error_mapping import as_kafka_error
-from server.metadata.metadata_cache import TopicMetadata
-from server.partition import LogReadResult, Partition
+from server.metadata.metadata_cache import MetadataCache, TopicMetadata
+from server.partition import (
+    AlterPartitionManager,
+    LogReadResult,
+    Partition,
+    PartitionState,
+    ReplicationContext,
+)
 from server.purgatory import Purgatory
+from server.replication.broker_client import BrokerClient, Endpoint
+from server.replication.fetch_state import InitialFetchState
+from server.replication.remote_leader_end_point import FetcherConfig, RemoteLeaderEndPoint
+from server.replication.replica_fetcher import ReplicaFetcher
+from server.replication.replica_fetcher_manager import ReplicaFetcherManager
 from storage.log_manager import LogManager
 from storage.log_validator import (
     DecompressionBudgetExceeded,
@@ -68,6 +83,18 @@ class FetchRequestPartition:
     max_bytes: int
     current_leader_epoch: int | None
     last_fetched_epoch: int = -1
+    log_start_offset: int = -1
+    """The follower's log start offset (replica fetches)."""
+
+
+class _Position(NamedTuple):
+    """Where a delayed fetch waits on one partition: its read position and byte limit,
+    the leader epoch it read in, and (followers only, else -1) the HW it was sent."""
+
+    start: LogOffsetMetadata
+    max_bytes: int
+    leader_epoch: int
+    high_watermark: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +103,15 @@ class FetchResult:
     error: KafkaError | None = None
 
 
+def _clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
 class ReplicaManager:
+    """Invariants: ``partitions`` holds every replica assigned here that the metadata
+    named; a partition followed from broker L is in L's fetcher and nowhere else, one
+    this broker leads (or whose leader is unknown) in no fetcher. Event-loop only."""
+
     def __init__(
         self,
         config: BrokerConfig,
@@ -84,16 +119,91 @@ class ReplicaManager:
         log_manager: LogManager,
         scheduler: Scheduler,
         log_config_for: LogConfigFor,
+        metadata_cache: MetadataCache,
+        alter_partition: AlterPartitionManager,
     ) -> None:
         self._config = config
         self.node_id = node_id
         self._log_manager = log_manager
         self._scheduler = scheduler
         self._log_config_for = log_config_for
+        self._cache = metadata_cache
         self.partitions: dict[TopicPartition, Partition] = {}
         self.fetch_purgatory = Purgatory("fetch")
         self.produce_purgatory = Purgatory("produce")
         self.leadership_listeners: list[LeadershipListener] = []
+        self._replication = ReplicationContext(
+            replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+            alter_partition=alter_partition,
+            # Kafka's ZooKeeper-mode rule: a broker may join an ISR while it is registered.
+            is_replica_isr_eligible=metadata_cache.is_broker_isr_eligible,
+            on_delayed_work=self._complete_delayed,
+            spawn=scheduler.spawn,
+            clock_ms=_clock_ms,
+        )
+        self.fetcher_manager = ReplicaFetcherManager(self._make_fetcher)
+        self._isr_expiration: asyncio.Task[None] | None = None
+
+    def startup(self) -> None:
+        """Start the ISR-expiration task (seed 002: every replica.lag.time.max.ms / 2)."""
+        interval_s = self._config.replica_lag_time_max_ms / 2000
+        if interval_s > 0:  # as for Kafka's scheduler, a zero period schedules nothing
+            self._isr_expiration = asyncio.get_running_loop().create_task(
+                self._expire_isr(interval_s), name="isr-expiration"
+            )
+
+    async def _expire_isr(self, interval_s: float) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            for partition in list(self.partitions.values()):
+                try:
+                    partition.maybe_shrink_isr()
+                except Exception as e:
+                    log_event(
+                        _log,
+                        logging.ERROR,
+                        "isr_expiration_failed",
+                        partition=str(partition.topic_partition),
+                        reason=repr(e),
+                    )
+
+    def _complete_delayed(self, tp: TopicPartition) -> None:
+        self.fetch_purgatory.check_and_complete(tp)
+        self.produce_purgatory.check_and_complete(tp)
+
+    # -- replica fetchers --------------------------------------------------------------
+
+    def _make_fetcher(self, leader_id: int) -> ReplicaFetcher:
+        config = self._config
+        client = BrokerClient(
+            leader_id,
+            lambda: self._inter_broker_endpoint(leader_id),
+            f"tiercel-replica-fetcher-{self.node_id}",
+            config.replica_socket_timeout_ms / 1000,
+        )
+        leader = RemoteLeaderEndPoint(
+            client,
+            FetcherConfig(
+                replica_id=self.node_id,
+                max_wait_ms=config.replica_fetch_wait_max_ms,
+                min_bytes=config.replica_fetch_min_bytes,
+                response_max_bytes=config.replica_fetch_response_max_bytes,
+            ),
+        )
+        return ReplicaFetcher(
+            leader,
+            self.partitions.get,
+            config.replica_fetch_max_bytes,
+            config.replica_fetch_backoff_ms,
+        )
+
+    def _inter_broker_endpoint(self, broker_id: int) -> Endpoint | None:
+        """Where ``broker_id`` listens for other brokers, per its registration."""
+        broker = self._cache.brokers.get(broker_id)
+        endpoint = (
+            None if broker is None else broker.endpoint(self._config.inter_broker_listener_name)
+        )
+        return None if endpoint is None else (endpoint.host, endpoint.port)
 
     # -- partitions --------------------------------------------------------------------
 
@@ -104,16 +214,21 @@ class ReplicaManager:
         return partition
 
     async def on_topic(self, name: str, topic: TopicMetadata | None) -> None:
-        """Apply a topic's metadata: create logs and take leadership for the partitions
-        assigned here, update log configs, or delete the replicas of a deleted topic."""
+        """Apply a topic's metadata: create logs for the partitions assigned here, lead
+        or follow them per their states, update log configs, and delete the replicas of
+        a deleted topic or of partitions no longer assigned here (a reassignment moved
+        them away: Kafka's StopReplica with deletion)."""
         if topic is None:
             await self._remove_topic(name)
             return
         config = self._log_config_for(name)
+        followers: dict[TopicPartition, InitialFetchState] = {}
         for partition_id, replicas in sorted(topic.replicas.items()):
-            if self.node_id not in replicas:
-                continue
             tp = TopicPartition(name, partition_id)
+            if self.node_id not in replicas:
+                if tp in self.partitions:
+                    self._drop_partition(tp, "replica reassigned away")
+                continue
             partition = self.partitions.get(tp)
             if partition is not None and partition.topic_id != topic.topic_id:
                 # The topic was deleted and recreated while this partition was ours.
@@ -124,16 +239,56 @@ class ReplicaManager:
             elif partition.log.config != config:
                 partition.log.update_config(config)
             state = topic.states.get(partition_id)
-            if state is not None and state.leader == self.node_id:
-                if partition.make_leader(state):
-                    self.fetch_purgatory.check_and_complete(tp)
-                    self._leadership_changed(tp, state.leader_epoch)
-            elif state is not None:
-                was_leader = partition.is_leader
-                partition.state = state
-                self.fetch_purgatory.check_and_complete(tp)
-                if was_leader:
-                    self._leadership_changed(tp, None)
+            if state is None:
+                continue
+            if state.leader == self.node_id:
+                self._become_leader(partition, state)
+            else:
+                initial = self._become_follower(partition, state)
+                if initial is not None:
+                    followers[tp] = initial
+        if followers:
+            self.fetcher_manager.add_fetcher_for_partitions(followers)
+
+    def _become_leader(self, partition: Partition, state: PartitionState) -> None:
+        tp = partition.topic_partition
+        self.fetcher_manager.remove_fetcher_for_partitions((tp,))
+        changed = partition.make_leader(state)
+        self._complete_delayed(tp)
+        if changed:
+            self._leadership_changed(tp, state.leader_epoch)
+
+    def _become_follower(
+        self, partition: Partition, state: PartitionState
+    ) -> InitialFetchState | None:
+        """Follow ``state.leader``: the fetch state to (re)start the fetcher with, or None
+        when its fetcher is already right (or there is no leader to follow)."""
+        tp = partition.topic_partition
+        was_leader = partition.is_leader
+        changed = partition.make_follower(state)
+        self._complete_delayed(tp)
+        if was_leader and not partition.is_leader:
+            self._leadership_changed(tp, None)
+        current = partition.state  # a stale ``state`` was not applied
+        if current.leader == self.node_id:
+            return None
+        if current.leader < 0:
+            self.fetcher_manager.remove_fetcher_for_partitions((tp,))
+            return None
+        following = self.fetcher_manager.fetch_state(tp)
+        if (
+            not changed
+            and following is not None
+            and following[0] == current.leader
+            and following[1].current_leader_epoch == current.leader_epoch
+        ):
+            return None
+        return InitialFetchState(
+            partition.topic_id,
+            current.leader,
+            current.leader_epoch,
+            partition.initial_fetch_offset(),
+        )
 
     def _create_partition(
         self, tp: TopicPartition, topic: TopicMetadata, config: LogConfig
@@ -146,14 +301,14 @@ class ReplicaManager:
             # was down): never serve its records under the new topic (Kafka's stray log).
             self._log_manager.delete_log(tp, "stray: topic id mismatch")
             log = self._log_manager.get_or_create_log(tp, config, topic.topic_id)
-        partition = Partition(tp, topic.topic_id, log, self.node_id)
+        partition = Partition(tp, topic.topic_id, log, self.node_id, self._replication)
         self.partitions[tp] = partition
         return partition
 
     def _drop_partition(self, tp: TopicPartition, reason: str) -> None:
+        self.fetcher_manager.remove_fetcher_for_partitions((tp,))
         was_leader = self.partitions.pop(tp).is_leader
-        self.fetch_purgatory.check_and_complete(tp)
-        self.produce_purgatory.check_and_complete(tp)
+        self._complete_delayed(tp)
         self._log_manager.delete_log(tp, reason)
         if was_leader:
             self._leadership_changed(tp, None)
@@ -248,30 +403,33 @@ class ReplicaManager:
     async def _wait_for_replication(
         self, results: dict[TopicPartition, ProduceResult], timeout_ms: int
     ) -> None:
-        """acks=all: wait until the high watermark covers every successful append."""
+        """acks=all (Kafka's DelayedProduce): wait until the high watermark covers every
+        successful append, then fail those whose ISR fell below min.insync.replicas
+        meanwhile (NOT_ENOUGH_REPLICAS_AFTER_APPEND) or whose leadership moved."""
         pending = {tp: r.info.next_offset for tp, r in results.items() if r.info is not None}
 
-        def done(tp: TopicPartition, needed: int) -> bool:
+        def outcome(tp: TopicPartition, needed: int) -> tuple[bool, KafkaError | None]:
             # A partition gone meanwhile is done too: waiting longer cannot help it.
             partition = self.partitions.get(tp)
-            return partition is None or partition.log.high_watermark >= needed
+            if partition is None:
+                return True, UnknownTopicOrPartitionError(
+                    f"{tp} was deleted before it was replicated"
+                )
+            return partition.check_enough_replicas_reach_offset(needed)
 
         def replicated() -> bool:
-            return all(done(tp, needed) for tp, needed in pending.items())
+            return all(outcome(tp, needed)[0] for tp, needed in pending.items())
 
         if pending and not replicated():
             await self.produce_purgatory.wait(pending, replicated, timeout_ms / 1000)
         for tp, needed in pending.items():
-            if tp not in self.partitions:
-                results[tp] = ProduceResult(
-                    UnknownTopicOrPartitionError(f"{tp} was deleted before it was replicated")
+            done, error = outcome(tp, needed)
+            if not done:
+                error = RequestTimedOutError(
+                    f"{tp} was not replicated to the ISR within {timeout_ms} ms"
                 )
-            elif not done(tp, needed):
-                results[tp] = ProduceResult(
-                    RequestTimedOutError(
-                        f"{tp} was not replicated to the ISR within {timeout_ms} ms"
-                    )
-                )
+            if error is not None:
+                results[tp] = ProduceResult(error)
 
     # -- fetch -------------------------------------------------------------------------
 
@@ -280,23 +438,39 @@ class ReplicaManager:
         requests: list[FetchRequestPartition],
         max_bytes: int,
         isolation: FetchIsolation,
+        replica_id: int = -1,
+        update_fetch_state: bool = True,
     ) -> list[FetchResult]:
         """One pass over the partitions, Kafka's readFromLog: the response's byte budget
-        is shared in order, and the first partition with data may exceed it by one batch."""
+        is shared in order, and the first partition with data may exceed it by one batch.
+        A follower's read (``replica_id`` >= 0) also records where the follower is, unless
+        it is the re-read after a long poll (``update_fetch_state`` False)."""
         limit = max_bytes
         min_one_message = True
         results = []
         for request in requests:
             try:
                 partition = self.get_partition_or_error(request.topic_partition)
-                read = partition.read_records(
-                    request.fetch_offset,
-                    min(request.max_bytes, limit),
-                    isolation,
-                    min_one_message,
-                    request.current_leader_epoch,
-                    request.last_fetched_epoch,
-                )
+                if replica_id >= 0:
+                    read = partition.fetch_records_for_follower(
+                        replica_id,
+                        request.fetch_offset,
+                        request.log_start_offset,
+                        min(request.max_bytes, limit),
+                        min_one_message,
+                        request.current_leader_epoch,
+                        request.last_fetched_epoch,
+                        update_fetch_state,
+                    )
+                else:
+                    read = partition.read_records(
+                        request.fetch_offset,
+                        min(request.max_bytes, limit),
+                        isolation,
+                        min_one_message,
+                        request.current_leader_epoch,
+                        request.last_fetched_epoch,
+                    )
             except Exception as e:
                 results.append(
                     FetchResult(None, as_kafka_error(e, f"fetch from {request.topic_partition}"))
@@ -316,10 +490,13 @@ class ReplicaManager:
         min_bytes: int,
         max_bytes: int,
         isolation: FetchIsolation,
+        replica_id: int = -1,
     ) -> list[FetchResult]:
         """Read now; if fewer than ``min_bytes`` are available and nothing failed, wait
-        (long poll) until appends make enough available or ``max_wait_ms`` passes."""
-        results = self._read(requests, max_bytes, isolation)
+        (long poll) until appends make enough available or ``max_wait_ms`` passes. A
+        follower (``replica_id`` >= 0) reads to the log end and is also answered as soon
+        as a high watermark moves, so that it learns the new one without delay."""
+        results = self._read(requests, max_bytes, isolation, replica_id)
         available = sum(r.read.info.size for r in results if r.read is not None)
         if (
             max_wait_ms <= 0
@@ -330,7 +507,12 @@ class ReplicaManager:
         ):
             return results
         positions = {
-            request.topic_partition: (r.read.info.fetch_offset_metadata, request.max_bytes)
+            request.topic_partition: _Position(
+                r.read.info.fetch_offset_metadata,
+                request.max_bytes,
+                self.partitions[request.topic_partition].leader_epoch,
+                r.read.high_watermark if replica_id >= 0 else -1,
+            )
             for request, r in zip(requests, results, strict=True)
             if r.read is not None
         }
@@ -338,24 +520,31 @@ class ReplicaManager:
         def enough() -> bool:
             return self._bytes_available(positions, isolation) >= min_bytes
 
-        await self.fetch_purgatory.wait(positions, enough, max_wait_ms / 1000)
-        return self._read(requests, max_bytes, isolation)
+        # A follower's own fetch may just have moved the HW past the one it read.
+        if replica_id < 0 or not enough():
+            await self.fetch_purgatory.wait(positions, enough, max_wait_ms / 1000)
+        return self._read(requests, max_bytes, isolation, replica_id, update_fetch_state=False)
 
     def _bytes_available(
-        self,
-        positions: dict[TopicPartition, tuple[LogOffsetMetadata, int]],
-        isolation: FetchIsolation,
+        self, positions: dict[TopicPartition, _Position], isolation: FetchIsolation
     ) -> int:
         """What a delayed fetch would get now, as Kafka's DelayedFetch counts it; "a lot"
-        when the fetch must be answered at once (partition gone, log truncated below the
-        fetch position, data on a later segment)."""
+        when the fetch must be answered at once (partition gone or no longer led here,
+        new leader epoch, log truncated below the fetch position, data on a later
+        segment, a follower's high watermark moved)."""
         now = 2**31
         total = 0
-        for tp, (start, max_bytes) in positions.items():
+        for tp, (start, max_bytes, leader_epoch, high_watermark) in positions.items():
             partition = self.partitions.get(tp)
-            if partition is None:
+            if (
+                partition is None
+                or not partition.is_leader
+                or partition.leader_epoch != leader_epoch
+            ):
                 return now  # the read reports the error
             log = partition.log
+            if high_watermark >= 0 and log.high_watermark != high_watermark:
+                return now
             end = (
                 log.log_end_offset_metadata
                 if isolation is FetchIsolation.LOG_END
@@ -374,6 +563,9 @@ class ReplicaManager:
     # -- shutdown ----------------------------------------------------------------------
 
     def shutdown(self) -> None:
-        """Answer every waiting request now with what it has."""
+        """Stop replicating and answer every waiting request now with what it has."""
+        if self._isr_expiration is not None:
+            self._isr_expiration.cancel()
+        self.fetcher_manager.stop_all()
         self.fetch_purgatory.close()
         self.produce_purgatory.close()

@@ -10,6 +10,7 @@ from protocol.request_header import RequestHeader
 if TYPE_CHECKING:
     from config.broker_config import BrokerConfig
     from server.admin_manager import AdminManager
+    from server.controller.controller import Controller
     from server.coordinator.group.group_coordinator import GroupCoordinator
     from server.coordinator.transaction.producer_id_manager import ProducerIdManager
     from server.metadata.metadata_cache import MetadataCache
@@ -32,6 +33,8 @@ class BrokerServices:
     scheduler: Scheduler
     group_coordinator: GroupCoordinator
     producer_id_manager: ProducerIdManager
+    controller: Controller
+    """Serves the controller's admin APIs while this broker is the active controller."""
     api_versions: list[tuple[int, int, int]] = field(default_factory=list)
     """(api_key, min, max) as ApiVersions advertises them; set by KafkaApis."""
 

@@ -31,7 +31,11 @@ from typing import Final
 from config.log_config import LogConfig
 from config.log_format import log_event
 from protocol.compression import decompress
-from protocol.errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from protocol.errors import (
+    OffsetOutOfRangeError,
+    RecordBatchTooLargeError,
+    UnknownTopicOrPartitionError,
+)
 from protocol.record_batch import RECORDS_OFFSET, TimestampType, read_header
 from protocol.records import decode_records
 from storage.file_names import CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX
@@ -50,6 +54,7 @@ from storage.producer_append_info import AppendOrigin, ProducerAppendInfo
 from storage.producer_state import ProducerStateManager
 from storage.producer_state_entry import BatchMetadata
 from storage.producer_state_loader import rebuild_producer_state
+from storage.replicated_records import replicated_batches
 from storage.scheduler import CoalescingWriter, Scheduler
 from storage.snapshot_io import ExecutorSnapshotIo
 from storage.topic_partition import TopicPartition
@@ -59,6 +64,16 @@ _log: Final = logging.getLogger("tiercel.log")
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+class UnexpectedAppendOffsetError(Exception):
+    """A follower append whose first batch starts below the log end offset (Kafka's
+    UnexpectedAppendOffsetException): the caller decides whether it can recover."""
+
+    def __init__(self, message: str, first_offset: int, last_offset: int) -> None:
+        super().__init__(message)
+        self.first_offset = first_offset
+        self.last_offset = last_offset
 
 
 class Log:
@@ -142,6 +157,18 @@ class Log:
             self._high_watermark = LogOffsetMetadata(offset)
         return offset
 
+    def maybe_increment_high_watermark(self, new_high_watermark: LogOffsetMetadata) -> bool:
+        """The leader's HW advance: only forward, never past the log end offset; keeps
+        the segment position ``new_high_watermark`` carries. True if it moved."""
+        offset = new_high_watermark.message_offset
+        if offset <= self._high_watermark.message_offset:
+            return False
+        if offset >= self.log_end_offset:
+            self._high_watermark = self._end_offset
+        else:
+            self._high_watermark = new_high_watermark
+        return True
+
     def _offset_metadata(self, offset: int) -> LogOffsetMetadata:
         if offset >= self.log_end_offset:
             return self._end_offset
@@ -178,6 +205,53 @@ class Log:
         updates, _ = self.producer_state.prepare_append(batches, AppendOrigin.REPLICATION)
         self._append_batches(batches)
         self._update_producer_state(updates, batches[-1].last_offset + 1)
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo | None:
+        """Append what the leader sent, as it is: its offsets (gaps allowed, where the
+        leader compacted) and its epochs, which the epoch cache takes from the batches
+        (seed 000's assign); the producer state replays them. Structure and CRC are
+        checked first (`replicated_batches`); None when no whole batch arrived.
+
+        UnexpectedAppendOffsetError when the first batch starts below the log end."""
+        batches = replicated_batches(records)
+        if not batches:
+            return None
+        first, last = batches[0], batches[-1]
+        if first.base_offset < self.log_end_offset:
+            raise UnexpectedAppendOffsetError(
+                f"first offset {first.base_offset} of an append to {self.topic_partition} is "
+                f"below its log end offset {self.log_end_offset}",
+                first.base_offset,
+                first.last_offset,
+            )
+        # Appended in runs that fit a segment: a fetch may carry more than segment.bytes
+        # (Kafka refuses such an append; splitting it keeps the follower going).
+        run: list[AppendBatch] = []
+        run_size = 0
+        for batch in batches:
+            if batch.size > self.config.segment_bytes:
+                raise RecordBatchTooLargeError(
+                    f"a {batch.size}-byte batch fetched for {self.topic_partition} exceeds "
+                    f"segment.bytes {self.config.segment_bytes}"
+                )
+            if run and run_size + batch.size > self.config.segment_bytes:
+                self.append(run)
+                run, run_size = [], 0
+            run.append(batch)
+            run_size += batch.size
+        self.append(run)
+        size = sum(batch.size for batch in batches)
+        best = max(batches, key=lambda batch: batch.max_timestamp)
+        return LogAppendInfo(
+            first_offset=first.base_offset,
+            last_offset=last.last_offset,
+            max_timestamp=best.max_timestamp,
+            offset_of_max_timestamp=best.last_offset,
+            log_append_time=-1,
+            log_start_offset=self.log_start_offset,
+            num_messages=last.last_offset - first.base_offset + 1,
+            valid_bytes=size,
+        )
 
     def _append_batches(self, batches: Sequence[AppendBatch]) -> None:
         """Write ``batches``, rolling first when the active segment cannot take them."""
@@ -501,8 +575,19 @@ class Log:
 
     def truncate_to(self, offset: int) -> bool:
         """Remove everything at and above ``offset`` (a follower diverging from its
-        leader, seed 000's ``Log.truncateTo``); True if anything was removed."""
+        leader, seed 000's ``Log.truncateTo``); True if anything was removed.
+
+        The log end offset becomes ``offset`` itself, as Kafka sets it, also when the
+        records just below it were compacted away (a gap). Only when a batch straddles
+        ``offset`` (Kafka never truncates there: epoch and end offsets are batch
+        boundaries) does the log end where that batch began, since batches go whole.
+        At or beyond the log end nothing is removed but the epoch cache still loses
+        entries starting there: a leader's epoch that never got a record (Kafka)."""
         if offset >= self.log_end_offset:
+            entries = self.leader_epoch_cache.entries
+            self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+            if self.leader_epoch_cache.entries != entries:
+                self._epoch_checkpoint.request()
             return False
         self._truncations += 1
         if offset <= self.log_start_offset:
@@ -515,8 +600,12 @@ class Log:
             del self._base_offsets[-count:]
             self._schedule_removal(doomed)
         active = self.active_segment
+        straddling = active.translate_offset(offset)
+        new_end = offset
+        if straddling is not None and straddling.header.base_offset < offset:
+            new_end = straddling.header.base_offset
         removed = active.truncate_to(offset)
-        self._end_offset = LogOffsetMetadata(active.next_offset(), active.base_offset, active.size)
+        self._end_offset = LogOffsetMetadata(new_end, active.base_offset, active.size)
         # Cutting inside the batch that holds the log start offset ends the log below it;
         # the start follows the end down (Kafka's min(target, log start)).
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)

@@ -29,9 +29,10 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
                 if topic.assignments is None
                 else [list(a.broker_ids) for a in topic.assignments]
             )
-            planned = admin.plan_partitions(topic.name, topic.count, assignments)
+            await admin.create_partitions(
+                topic.name, topic.count, assignments, validate_only=request.validate_only
+            )
             if not request.validate_only:
-                await admin.create_partitions(topic.name, planned)
                 grown[topic.name] = topic.count
         except Exception as e:
             error = as_kafka_error(e, "create_partitions")

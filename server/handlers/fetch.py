@@ -1,5 +1,9 @@
 """Fetch (1): read record batches, long-polling until min_bytes or max_wait.
 
+A fetch from a follower (replica id, or ReplicaState from v15) reads to the log end and
+tells the leader where the follower is (`Partition.fetch_records_for_follower`);
+consumers read below the high watermark (or the last stable offset).
+
 Sessions (KIP-227) are not kept: every response carries session id 0, which clients
 treat as "no session" and answer with full fetches, as they do when a broker's session
 cache is full. Topic ids (v13+) are resolved through the metadata cache.
@@ -86,10 +90,12 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
                     p.partition_max_bytes,
                     getattr(p, "current_leader_epoch", -1),  # v9+
                     getattr(p, "last_fetched_epoch", -1),
+                    getattr(p, "log_start_offset", -1),
                 )
             )
     read_committed = request.isolation_level == _READ_COMMITTED
-    if _replica_id(request) >= 0:
+    replica_id = _replica_id(request)
+    if replica_id >= 0:
         isolation = FetchIsolation.LOG_END  # a follower reads up to the log end
     elif read_committed:
         isolation = FetchIsolation.TXN_COMMITTED
@@ -101,6 +107,7 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
         request.min_bytes,
         getattr(request, "max_bytes", 2**31 - 1),
         isolation,
+        replica_id,
     )
     grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
     leader_ids: set[int] = set()

@@ -1,7 +1,10 @@
 """FindCoordinator (10): which broker coordinates a group, one key (v0-3) or a batch (v4+).
 
-The first request for a group creates __consumer_offsets (as Kafka does) and waits a
-little for its leaders. Transaction coordinators (key type 1) do not exist yet: they get
+Any broker answers, from its metadata: the coordinator of a group is the leader of the
+group's __consumer_offsets partition, COORDINATOR_NOT_AVAILABLE while that partition has
+no live leader (the client retries, as after a failover). The first request for a group
+creates __consumer_offsets (as Kafka does) and waits a little for its leaders.
+Transaction coordinators (key type 1) do not exist yet: they get
 COORDINATOR_NOT_AVAILABLE, Kafka's answer when it cannot find a coordinator; share
 coordinators (key type 2) and unknown key types get INVALID_REQUEST.
 """
@@ -46,21 +49,28 @@ async def _group_coordinator(
 ) -> tuple[ErrorCode, dict[str, Any]]:
     broker = ctx.broker
     coordinator = broker.group_coordinator
-    try:
-        ready = await ensure_offsets_topic(
-            broker.admin_manager,
-            broker.metadata_cache,
-            coordinator.config,
-            OFFSETS_TOPIC_WAIT_MS / 1000,
-        )
-    except KafkaError as e:
-        log_event(_log, logging.WARNING, "offsets_topic_not_created", reason=e.message)
-        ready = False
-    if not ready:
-        return ErrorCode.coordinator_not_available, _NO_NODE
+    if broker.metadata_cache.topic(GROUP_METADATA_TOPIC_NAME) is None:
+        try:
+            ready = await ensure_offsets_topic(
+                broker.admin_manager,
+                broker.metadata_cache,
+                coordinator.config,
+                OFFSETS_TOPIC_WAIT_MS / 1000,
+            )
+        except KafkaError as e:
+            log_event(_log, logging.WARNING, "offsets_topic_not_created", reason=e.message)
+            ready = False
+        if not ready:
+            return ErrorCode.coordinator_not_available, _NO_NODE
+    cache = broker.metadata_cache
     tp = TopicPartition(GROUP_METADATA_TOPIC_NAME, coordinator.partition_for(group_id))
-    state = broker.metadata_cache.partition_state(tp)
-    registration = None if state is None else broker.metadata_cache.brokers.get(state.leader)
+    if cache.partition_state(tp) is None:
+        # Just created, here or by another broker: its first leader is on the way.
+        await cache.wait_until(
+            lambda c: c.partition_state(tp) is not None, OFFSETS_TOPIC_WAIT_MS / 1000
+        )
+    state = cache.partition_state(tp)
+    registration = None if state is None else cache.brokers.get(state.leader)
     endpoint = None if registration is None else registration.endpoint(ctx.listener_name)
     if state is None or endpoint is None:
         return ErrorCode.coordinator_not_available, _NO_NODE

@@ -1,9 +1,10 @@
 """MetadataCache: this broker's in-memory view of the cluster, kept by the listener.
 
-Event-loop only. Everything here is a copy of what the MetadataStore holds (brokers,
-topics with their ids, assignments, per-partition leadership, and topic config
-overrides); `MetadataListener` keeps it current from watches. Handlers answering
-Metadata, DescribeCluster or DescribeTopicPartitions read it without touching the store.
+Event-loop only. Everything here is a copy of what the MetadataStore holds (brokers and
+which of them are shutting down, topics with their ids, assignments, per-partition
+leadership, and topic config overrides); `MetadataListener` keeps it current from
+watches. Handlers answering Metadata, DescribeCluster or DescribeTopicPartitions read it
+without touching the store.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ class MetadataCache:
         self.cluster_id = cluster_id
         self.controller_id = -1
         self.brokers: dict[int, BrokerRegistration] = {}
+        # Brokers in a controlled shutdown (their request belongs to their registration).
+        self.shutting_down: frozenset[int] = frozenset()
         self.topics: dict[str, TopicMetadata] = {}
         self._topic_names: dict[uuid.UUID, str] = {}
         # Grows whenever a topic name appears (a created, or re-created, topic): consumer
@@ -68,6 +71,11 @@ class MetadataCache:
     def alive_broker_ids(self) -> list[int]:
         return sorted(self.brokers)
 
+    def is_broker_isr_eligible(self, broker_id: int) -> bool:
+        """Whether a replica on `broker_id` may join an ISR: its broker is registered
+        and not shutting down (KIP-841: a broker leaving must not be waited for)."""
+        return broker_id in self.brokers and broker_id not in self.shutting_down
+
     def put_topic(self, topic: TopicMetadata) -> None:
         old = self.topics.get(topic.name)
         if old is not None and old.topic_id != topic.topic_id:
@@ -85,8 +93,11 @@ class MetadataCache:
             self._notify()
         return topic
 
-    def put_brokers(self, brokers: dict[int, BrokerRegistration]) -> None:
+    def put_brokers(
+        self, brokers: dict[int, BrokerRegistration], shutting_down: frozenset[int] = frozenset()
+    ) -> None:
         self.brokers = brokers
+        self.shutting_down = shutting_down.intersection(brokers)
         self._notify()
 
     def set_controller(self, controller_id: int) -> None:

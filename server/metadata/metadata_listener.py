@@ -1,10 +1,11 @@
 """MetadataListener: follows the MetadataStore and applies what changes.
 
-Event-loop only. Watches cover the broker registrations, the controller node, the topic
-list, and per topic its assignment, partition states and config overrides. A watch only
-marks a topic dirty; one refresher task re-reads dirty topics from the store and hands
-each result to the replica manager, so a burst of changes costs one read per topic and
-the broker always acts on the latest state, never on an intermediate one.
+Event-loop only. Watches cover the broker registrations and controlled-shutdown
+requests, the controller node, the topic list, and per topic its assignment, partition
+states and config overrides. A watch only marks a topic dirty; one refresher task
+re-reads dirty topics from the store and hands each result to the replica manager, so a
+burst of changes costs one read per topic and the broker always acts on the latest
+state, never on an intermediate one.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class MetadataListener:
         self._global_watches = [
             await store.watch_children(zk.TOPICS_PATH, lambda _: self._mark_topics()),
             await store.watch_children(zk.BROKER_IDS_PATH, lambda _: self._mark_brokers()),
+            await store.watch_children(zk.CONTROLLED_SHUTDOWN_PATH, lambda _: self._mark_brokers()),
             await store.watch_data(zk.CONTROLLER_PATH, lambda _: self._mark_controller()),
         ]
         await self._refresh_once()
@@ -107,14 +109,24 @@ class MetadataListener:
                 raise
 
     async def _refresh_brokers(self) -> None:
+        """Registrations, and the brokers whose controlled-shutdown request belongs to
+        their current registration (not one left by an earlier session of theirs)."""
+        store = self._store
         brokers = {}
-        for child in await self._store.get_children(zk.BROKER_IDS_PATH):
+        sessions = {}
+        for child in await store.get_children(zk.BROKER_IDS_PATH):
             try:
-                data, _ = await self._store.get(zk.broker_path(int(child)))
+                data, stat = await store.get(zk.broker_path(int(child)))
             except NoNodeError:
                 continue
             brokers[int(child)] = zk.BrokerRegistration.decode(int(child), data)
-        self._cache.put_brokers(brokers)
+            sessions[int(child)] = stat.ephemeral_owner
+        shutting_down = set()
+        for child in await store.get_children(zk.CONTROLLED_SHUTDOWN_PATH):
+            request = await store.exists(zk.controlled_shutdown_path(int(child)))
+            if request is not None and sessions.get(int(child)) == request.ephemeral_owner:
+                shutting_down.add(int(child))
+        self._cache.put_brokers(brokers, frozenset(shutting_down))
 
     async def _refresh_controller(self) -> None:
         try:
@@ -159,7 +171,6 @@ class MetadataListener:
             if self._cache.remove_topic(name) is not None:
                 await self._on_topic(name, None)
             return
-        await self._watch_partition_states(name, sorted(topic.replicas))
         self._cache.put_topic(topic)
         await self._on_topic(name, topic)
 
@@ -171,6 +182,8 @@ class MetadataListener:
             return None
         assignment = zk.TopicAssignment.decode(data)
         topic = TopicMetadata(name, assignment.topic_id, dict(assignment.partitions))
+        # Watched before they are read: a state created in between is not missed.
+        await self._watch_partition_states(name, sorted(assignment.partitions))
         for partition, replicas in assignment.partitions.items():
             try:
                 state_data, stat = await store.get(zk.partition_state_path(name, partition))

@@ -5,13 +5,16 @@
                                                 "listener_security_protocol_map":{..},"rack":null,..}
     /brokers/topics/<topic>                    {"version":3,"topic_id":"<uuid>",
                                                 "partitions":{"0":[1,2,3],..},
-                                                "adding_replicas":{},"removing_replicas":{}}
+                                                "adding_replicas":{"0":[4]},
+                                                "removing_replicas":{"0":[3]}}
     /brokers/topics/<topic>/partitions/<p>/state
                                                {"version":1,"controller_epoch":1,"leader":1,
                                                 "leader_epoch":0,"isr":[1,2,3],
                                                 "leader_recovery_state":0}
     /config/topics/<topic>                     {"version":1,"config":{"retention.ms":"1000"}}
     /admin/delete_topics/<topic>               (empty: a deletion request)
+    /admin/controlled_shutdown/<id> (ephemeral) (empty: broker <id> is shutting down; Kafka
+                                                sent an RPC, Tiercel asks through the store)
     /controller                (ephemeral)     {"version":2,"brokerid":1,"timestamp":"..",
                                                 "kraftControllerEpoch":-1}
     /controller_epoch                          "1"
@@ -24,7 +27,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from config.broker_config import Listener
@@ -36,6 +39,7 @@ BROKER_IDS_PATH: Final = "/brokers/ids"
 TOPICS_PATH: Final = "/brokers/topics"
 TOPIC_CONFIGS_PATH: Final = "/config/topics"
 DELETE_TOPICS_PATH: Final = "/admin/delete_topics"
+CONTROLLED_SHUTDOWN_PATH: Final = "/admin/controlled_shutdown"
 CONTROLLER_PATH: Final = "/controller"
 CONTROLLER_EPOCH_PATH: Final = "/controller_epoch"
 PERSISTENT_PATHS: Final = (
@@ -46,6 +50,7 @@ PERSISTENT_PATHS: Final = (
     TOPIC_CONFIGS_PATH,
     "/admin",
     DELETE_TOPICS_PATH,
+    CONTROLLED_SHUTDOWN_PATH,
 )
 
 
@@ -71,6 +76,10 @@ def topic_config_path(topic: str) -> str:
 
 def delete_topic_path(topic: str) -> str:
     return f"{DELETE_TOPICS_PATH}/{topic}"
+
+
+def controlled_shutdown_path(broker_id: int) -> str:
+    return f"{CONTROLLED_SHUTDOWN_PATH}/{broker_id}"
 
 
 def _dumps(doc: dict[str, Any]) -> bytes:
@@ -125,25 +134,44 @@ class BrokerRegistration:
 
 @dataclass(frozen=True, slots=True)
 class TopicAssignment:
+    """A topic's replicas per partition. During a reassignment `partitions` holds the full
+    replica set (target and original replicas) and the two other maps the replicas being
+    added and removed (KIP-455); partitions not being reassigned have no entry there."""
+
     topic_id: uuid.UUID
     partitions: dict[int, tuple[int, ...]]
+    adding_replicas: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    removing_replicas: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
     def encode(self) -> bytes:
         return _dumps(
             {
                 "version": 3,
                 "topic_id": uuid_to_kafka_str(self.topic_id),
-                "partitions": {str(p): list(r) for p, r in sorted(self.partitions.items())},
-                "adding_replicas": {},
-                "removing_replicas": {},
+                "partitions": _encode_replica_map(self.partitions),
+                "adding_replicas": _encode_replica_map(self.adding_replicas),
+                "removing_replicas": _encode_replica_map(self.removing_replicas),
             }
         )
 
     @classmethod
     def decode(cls, data: bytes) -> TopicAssignment:
         doc = _loads(data)
-        partitions = {int(p): tuple(int(b) for b in r) for p, r in doc["partitions"].items()}
-        return cls(kafka_str_to_uuid(doc["topic_id"]), partitions)
+        return cls(
+            kafka_str_to_uuid(doc["topic_id"]),
+            _decode_replica_map(doc["partitions"]),
+            _decode_replica_map(doc.get("adding_replicas", {})),
+            _decode_replica_map(doc.get("removing_replicas", {})),
+        )
+
+
+def _encode_replica_map(replicas: dict[int, tuple[int, ...]]) -> dict[str, list[int]]:
+    # Kafka writes only partitions with a non-empty list.
+    return {str(p): list(r) for p, r in sorted(replicas.items()) if r}
+
+
+def _decode_replica_map(doc: dict[str, Any]) -> dict[int, tuple[int, ...]]:
+    return {int(p): tuple(int(b) for b in r) for p, r in doc.items()}
 
 
 def encode_partition_state(state: PartitionState) -> bytes:

@@ -234,7 +234,7 @@ def test_listeners_config() -> None:
         ({"listeners": "PLAINTEXT://:1,PLAINTEXT://:2"}, "listeners", "twice"),
         ({"listeners": "SSL://:9093"}, "listeners", "supports only PLAINTEXT"),
         ({"listeners": "PLAINTEXT://0.0.0.0:9092"}, "advertised.listeners", "wildcard"),
-        ({"advertised.listeners": "OTHER://h:1"}, "advertised.listeners", "only PLAINTEXT"),
+        ({"advertised.listeners": "OTHER://h:1"}, "advertised.listeners", "does not name"),
         ({"advertised.listeners": "PLAINTEXT://[::]:1"}, "advertised.listeners", "wildcard"),
     ],
 )
@@ -262,3 +262,34 @@ def test_every_typed_view_reads_a_defined_key_of_its_type() -> None:
     for name in views:
         getattr(b, name)  # a wrong key name or type raises here
     assert len(views) > 40
+
+
+def test_named_listeners_map_to_plaintext() -> None:
+    config = BrokerConfig(
+        {
+            "listeners": "INTERNAL://127.0.0.1:19092,EXTERNAL://127.0.0.1:9092",
+            "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
+            "inter.broker.listener.name": "INTERNAL",
+        }
+    )
+    assert [listener.name for listener in config.listeners] == ["INTERNAL", "EXTERNAL"]
+    assert config.inter_broker_listener_name == "INTERNAL"
+
+
+@pytest.mark.parametrize(
+    ("protocol_map", "message"),
+    [
+        ("PLAINTEXT:PLAINTEXT", "does not name"),
+        ("INTERNAL:SSL", "security protocol SSL"),
+        ("INTERNAL", "expected NAME:PROTOCOL"),
+        ("INTERNAL:PLAINTEXT,internal:PLAINTEXT", "twice"),
+    ],
+)
+def test_listener_security_protocol_map_is_checked(protocol_map: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        BrokerConfig(
+            {
+                "listeners": "INTERNAL://127.0.0.1:19092",
+                "listener.security.protocol.map": protocol_map,
+            }
+        )

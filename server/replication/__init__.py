@@ -1,0 +1,1 @@
+"""Replication: the follower side (replica fetchers) and the leader's ISR writes."""

@@ -1,0 +1,129 @@
+"""BrokerClient: one connection from this broker to another, for inter-broker requests.
+
+Frames are built and parsed by `protocol.client_frames` (the same kio schemas the
+broker serves); this module only moves them. The connection opens on first use:
+resolve the target's endpoint on the inter-broker listener (it may have moved, or not
+be registered yet), connect, and negotiate versions with ApiVersions, as Kafka's
+NetworkClient does. Any failure closes the connection and raises; the caller backs off
+and the next request reconnects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from protocol.client_frames import FrameError, decode_response, encode_request
+from protocol.errors import UnsupportedVersionError
+
+_API_VERSIONS_KEY: Final = 18
+_API_VERSIONS_VERSION: Final = 3
+_SIZE: Final = struct.Struct(">i")
+# A response larger than this is a corrupt size field, not data.
+_MAX_RESPONSE_BYTES: Final = 1 << 30
+
+Endpoint = tuple[str, int]
+
+
+class BrokerUnavailableError(ConnectionError):
+    """The target broker has no endpoint on the inter-broker listener right now."""
+
+
+class BrokerClient:
+    """A connection to broker ``target_id``. Event-loop only; one request at a time
+    (callers await each), so responses arrive in request order.
+
+    Invariant: ``_versions`` is the target's ApiVersions answer for the open connection,
+    empty while disconnected."""
+
+    def __init__(
+        self,
+        target_id: int,
+        resolve_endpoint: Callable[[], Endpoint | None],
+        client_id: str,
+        request_timeout_s: float,
+    ) -> None:
+        self.target_id = target_id
+        self._resolve_endpoint = resolve_endpoint
+        self._client_id = client_id
+        self._timeout_s = request_timeout_s
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._versions: dict[int, tuple[int, int]] = {}
+        self._correlation_id = 0
+
+    async def request(
+        self, api_key: int, versions: tuple[int, int], body: Mapping[str, Any]
+    ) -> tuple[int, Any]:
+        """Send ``body`` in the highest version both sides support within ``versions``;
+        returns (version used, response entity)."""
+        try:
+            if self._writer is None:
+                await asyncio.wait_for(self._connect(), self._timeout_s)
+            version = self._pick_version(api_key, versions)
+            response = await asyncio.wait_for(
+                self._round_trip(api_key, version, body), self._timeout_s
+            )
+        except BaseException:
+            self.close()
+            raise
+        return version, response
+
+    def _pick_version(self, api_key: int, versions: tuple[int, int]) -> int:
+        theirs = self._versions.get(api_key)
+        low, high = versions
+        if theirs is None or max(low, theirs[0]) > min(high, theirs[1]):
+            raise UnsupportedVersionError(
+                f"broker {self.target_id} supports api {api_key} versions {theirs}, "
+                f"this one needs {low}-{high}"
+            )
+        return min(high, theirs[1])
+
+    async def _connect(self) -> None:
+        endpoint = self._resolve_endpoint()
+        if endpoint is None:
+            raise BrokerUnavailableError(f"broker {self.target_id} has no endpoint")
+        host, port = endpoint
+        self._reader, self._writer = await asyncio.open_connection(host, port)
+        sock = self._writer.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        response = await self._round_trip(
+            _API_VERSIONS_KEY,
+            _API_VERSIONS_VERSION,
+            {"client_software_name": "tiercel", "client_software_version": "1"},
+        )
+        if response.error_code != 0:
+            raise UnsupportedVersionError(
+                f"ApiVersions to broker {self.target_id} failed with {response.error_code}"
+            )
+        self._versions = {
+            int(api.api_key): (int(api.min_version), int(api.max_version))
+            for api in response.api_keys
+        }
+
+    async def _round_trip(self, api_key: int, version: int, body: Mapping[str, Any]) -> Any:
+        reader, writer = self._reader, self._writer
+        assert reader is not None and writer is not None
+        self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
+        correlation_id = self._correlation_id
+        writer.writelines(encode_request(api_key, version, correlation_id, self._client_id, body))
+        await writer.drain()
+        (size,) = _SIZE.unpack(await reader.readexactly(_SIZE.size))
+        if not 0 < size <= _MAX_RESPONSE_BYTES:
+            raise FrameError(f"response size {size} from broker {self.target_id}")
+        got, response = decode_response(await reader.readexactly(size), api_key, version)
+        if got != correlation_id:
+            raise FrameError(
+                f"broker {self.target_id} answered correlation id {got}, expected {correlation_id}"
+            )
+        return response
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        self._reader = self._writer = None
+        self._versions = {}

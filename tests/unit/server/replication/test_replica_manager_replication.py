@@ -1,0 +1,163 @@
+"""ReplicaManager in a cluster: leading and following from metadata, acks=all waiting for
+the ISR, follower fetches (long polls answered by new data or a moved HW), the
+ISR-expiration task, and replicas reassigned away."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from replication_support import CONFIG, TOPIC_ID, TP, StateStore, batch, values
+
+from config.broker_config import BrokerConfig, Listener
+from protocol.errors import NotLeaderOrFollowerError
+from server.metadata.metadata_cache import MetadataCache, TopicMetadata
+from server.metadata.zk_data import BrokerRegistration
+from server.partition import PartitionState
+from server.replica_manager import FetchRequestPartition, FetchResult, ReplicaManager
+from storage.log_manager import LogManager
+from storage.log_values import FetchIsolation
+from storage.scheduler import Scheduler
+
+LAG_MS = 400
+
+
+class Broker:
+    """Broker 1's ReplicaManager over a real LogManager; the partition state in `store`."""
+
+    def __init__(self, replica_manager: ReplicaManager, store: StateStore) -> None:
+        self.rm = replica_manager
+        self.store = store
+
+    async def apply(
+        self, leader: int, leader_epoch: int, isr: tuple[int, ...], replicas: tuple[int, ...]
+    ) -> PartitionState:
+        state = self.store.put(PartitionState(leader, leader_epoch, isr, replicas))
+        await self.rm.on_topic("t", TopicMetadata("t", TOPIC_ID, {0: replicas}, {0: state}))
+        return state
+
+    async def follower_fetch(
+        self, replica_id: int, offset: int, max_wait_ms: int = 0, epoch: int = 0
+    ) -> FetchResult:
+        request = FetchRequestPartition(TP, offset, 1 << 20, epoch, -1, 0)
+        (result,) = await self.rm.fetch_messages(
+            [request], max_wait_ms, 1, 1 << 20, FetchIsolation.LOG_END, replica_id
+        )
+        return result
+
+
+@pytest.fixture
+async def broker(tmp_path: Path, scheduler: Scheduler) -> AsyncIterator[Broker]:
+    config = BrokerConfig(
+        {
+            "node.id": 1,
+            "log.dirs": [str(tmp_path / "logs")],
+            "replica.lag.time.max.ms": LAG_MS,
+            "replica.fetch.backoff.ms": 50,
+        }
+    )
+    log_manager = LogManager(config, scheduler, lambda topic: CONFIG)
+    await log_manager.startup(None)
+    cache = MetadataCache(1, "cluster")
+    # Registered, but nobody listens there: a follower's fetcher keeps backing off.
+    cache.put_brokers(
+        {b: BrokerRegistration(b, (Listener("PLAINTEXT", "127.0.0.1", 1),)) for b in (1, 2, 3)}
+    )
+    store = StateStore()
+    rm = ReplicaManager(config, 1, log_manager, scheduler, lambda topic: CONFIG, cache, store)
+    rm.startup()
+    yield Broker(rm, store)
+    rm.shutdown()
+    await rm.fetcher_manager.shutdown()
+    await log_manager.shutdown()
+
+
+async def test_acks_all_waits_for_every_isr_member(broker: Broker) -> None:
+    await broker.apply(1, 0, (1, 2, 3), (1, 2, 3))
+    produce = asyncio.create_task(broker.rm.append_records(5000, -1, {TP: batch(values(10))}))
+    await asyncio.sleep(0.05)
+    assert not produce.done()
+    await broker.follower_fetch(2, 10)
+    await asyncio.sleep(0.05)
+    assert not produce.done()  # follower 3 has not fetched it yet
+    await broker.follower_fetch(3, 10)
+    (result,) = (await asyncio.wait_for(produce, 1)).values()
+    assert result.error is None and result.info is not None
+    assert result.info.first_offset == 0
+
+
+async def test_acks_all_times_out_when_a_follower_stays_behind(broker: Broker) -> None:
+    await broker.apply(1, 0, (1, 2), (1, 2))
+    results = await broker.rm.append_records(100, -1, {TP: batch(values(3))})
+    assert results[TP].error is not None
+    assert results[TP].error.error_code.name == "request_timed_out"
+
+
+async def test_follower_long_poll_ends_with_new_data(broker: Broker) -> None:
+    await broker.apply(1, 0, (1, 2), (1, 2))
+    poll = asyncio.create_task(broker.follower_fetch(2, 0, max_wait_ms=5000))
+    await asyncio.sleep(0.05)
+    assert not poll.done()
+    await broker.rm.append_records(5000, 1, {TP: batch(values(4))})
+    result = await asyncio.wait_for(poll, 1)
+    assert result.read is not None and len(result.read.info.records) > 0
+
+
+async def test_follower_long_poll_ends_when_the_hw_moves(broker: Broker) -> None:
+    await broker.apply(1, 0, (1, 2, 3), (1, 2, 3))
+    await broker.rm.append_records(5000, 1, {TP: batch(values(4))})
+    first = await broker.follower_fetch(2, 4, max_wait_ms=0)
+    assert first.read is not None and first.read.high_watermark == 0
+    poll = asyncio.create_task(broker.follower_fetch(2, 4, max_wait_ms=5000))
+    await asyncio.sleep(0.05)
+    assert not poll.done()
+    # Follower 3 catches up: the HW moves to 4, and follower 2 hears of it at once.
+    last = await broker.follower_fetch(3, 4, max_wait_ms=5000)
+    result = await asyncio.wait_for(poll, 1)
+    assert result.read is not None and result.read.high_watermark == 4
+    # Follower 3's own fetch moved the HW: it is answered with the new one, no wait.
+    assert last.read is not None and last.read.high_watermark == 4
+
+
+async def test_the_isr_expiration_task_shrinks_the_isr(broker: Broker) -> None:
+    await broker.apply(1, 0, (1, 2), (1, 2))
+    await broker.rm.append_records(5000, 1, {TP: batch(values(4))})
+    async with asyncio.timeout(5):
+        while broker.store.state is None or broker.store.state.isr != (1,):
+            await asyncio.sleep(0.05)
+    assert broker.rm.partitions[TP].isr == (1,)
+    assert broker.rm.partitions[TP].log.high_watermark == 4
+
+
+async def test_following_and_leading_move_the_partition_between_fetchers(broker: Broker) -> None:
+    rm = broker.rm
+    await broker.apply(2, 3, (2, 1), (2, 1))
+    following = rm.fetcher_manager.fetch_state(TP)
+    assert following is not None and following[0] == 2
+    assert following[1].current_leader_epoch == 3
+    with pytest.raises(NotLeaderOrFollowerError):
+        rm.partitions[TP].read_records(0, 100, FetchIsolation.HIGH_WATERMARK, True, None)
+    # An ISR change alone leaves the fetcher as it is.
+    fetcher = rm.fetcher_manager.fetcher(2)
+    await broker.apply(2, 3, (2,), (2, 1))
+    assert rm.fetcher_manager.fetcher(2) is fetcher
+    await broker.apply(3, 4, (3, 1), (2, 3, 1))
+    assert rm.fetcher_manager.fetcher(2) is None  # idle fetchers stop
+    following = rm.fetcher_manager.fetch_state(TP)
+    assert following is not None and following[0] == 3
+    await broker.apply(1, 5, (1, 3), (2, 3, 1))
+    assert rm.fetcher_manager.fetch_state(TP) is None
+    assert rm.partitions[TP].is_leader
+    await broker.apply(-1, 6, (1,), (2, 3, 1))
+    assert rm.fetcher_manager.fetch_state(TP) is None and not rm.partitions[TP].is_leader
+
+
+async def test_a_replica_reassigned_away_is_deleted(broker: Broker) -> None:
+    await broker.apply(2, 0, (2, 1), (2, 1))
+    log_dir = broker.rm.partitions[TP].log.dir
+    await broker.apply(2, 1, (2, 3), (2, 3))
+    assert TP not in broker.rm.partitions
+    assert broker.rm.fetcher_manager.fetch_state(TP) is None
+    assert not Path(log_dir).exists()
