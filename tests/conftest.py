@@ -9,6 +9,10 @@ import pytest
 
 from support.broker import BrokerProcess
 
+# ZooKeeper fixtures: zookeeper, zk_connect, zookeeper_factory; clusters: cluster,
+# cluster_factory.
+pytest_plugins = ["support.zookeeper", "support.cluster"]
+
 LOOP_BLOCKED_S = 1.0
 
 

@@ -40,6 +40,8 @@ class BrokerProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.port: int | None = None
         self.log_path = data_dir / "broker.log"
+        # Tests run brokers in asyncio debug mode (design.md §2); benchmarks turn it off.
+        self.asyncio_debug = True
         self._runs = 0
 
     @property
@@ -66,8 +68,8 @@ class BrokerProcess:
             self.overrides["listeners"] = f"PLAINTEXT://127.0.0.1:{self.port}"
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._runs += 1
-        # asyncio debug mode: the loop reports any callback that blocks it (design.md §2).
-        env = {**os.environ, "PYTHONASYNCIODEBUG": "1"}
+        # asyncio debug mode: the loop reports any callback that blocks it.
+        env = {**os.environ, "PYTHONASYNCIODEBUG": "1" if self.asyncio_debug else ""}
         with open(self.log_path, "ab") as log:
             log.write(f"---- start #{self._runs} ----\n".encode())
             log.flush()

@@ -1,0 +1,685 @@
+"""A multi-broker Tiercel cluster of real processes, for the cluster and fault tests.
+
+Each broker is a `BrokerProcess` started from ``config/cluster/broker-<n>.yaml`` (the same
+files docker/docker-compose.yml mounts) with the addresses overridden: a ``127.0.0.1:0``
+listener, a log directory under the test's tmp dir, and ``zookeeper.connect`` naming a
+chroot of the cluster's own on a ZooKeeper from tests/support/zookeeper.py, so clusters
+of different tests share one ZooKeeper without seeing each other. `TEST_OVERRIDES`
+shortens the timeouts so that failures are detected within a test's time budget.
+
+The test reads the cluster's state the way an operator would: ZooKeeper nodes through
+kazoo (/controller, /brokers/ids, the partition state znodes, in Kafka's JSON), watermarks
+through librdkafka, and the partition directories' files (segments, leader-epoch-checkpoint,
+replication-offset-checkpoint) in Kafka's formats.
+
+Faults are signals to one broker's pid: `kill` (SIGKILL), `pause`/`resume` (SIGSTOP/
+SIGCONT), `terminate` (SIGTERM, the controlled shutdown path); `start_broker` and
+`restart` bring a broker back on its port with its log directory.
+
+Invariant checks: `assert_replicas_identical_below_hw` (every replica holds the same batch
+bytes below the high watermark), `assert_epoch_checkpoints_identical` and
+`wait_until_high_watermark_checkpointed`.
+
+Segment batch framing read here (RecordBatch v2, Kafka's layout):
+
+    base_offset             int64   at 0
+    batch_length            int32   at 8    bytes after this field
+    partition_leader_epoch  int32   at 12
+    magic                   int8    at 16
+    crc                     uint32  at 17
+    attributes              int16   at 21
+    last_offset_delta       int32   at 23
+    ...                             12 + batch_length bytes in all
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import struct
+import time
+import uuid
+from collections.abc import Callable, Collection, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+import pytest
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as CTopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
+
+from support.broker import REPO, BrokerProcess
+from support.zookeeper import ZooKeeperServer
+
+CLUSTER_CONFIG_DIR: Final = REPO / "config" / "cluster"
+EXAMPLE_BROKERS: Final = 3
+# Short enough for failures to be noticed within a test, long enough for a loaded
+# 2-core machine not to expire sessions or shrink ISRs spuriously.
+TEST_OVERRIDES: Final[Mapping[str, object]] = {
+    "zookeeper.session.timeout.ms": 6000,
+    "replica.lag.time.max.ms": 5000,
+    # 50 partitions times three replicas is a lot of replication for a test cluster.
+    "offsets.topic.num.partitions": 5,
+}
+# As in conftest's broker_factory: a loop callback this slow stalled every client.
+LOOP_BLOCKED_S: Final = 1.0
+
+_BATCH_HEADER: Final = struct.Struct(">qi")  # base_offset, batch_length
+_LAST_OFFSET_DELTA: Final = struct.Struct(">i")
+_LAST_OFFSET_DELTA_AT: Final = 23
+_BATCH_OVERHEAD: Final = 12  # base_offset and batch_length precede the counted bytes
+# A ZooKeeper read that waits longer (ZooKeeper down or restarting) counts as "not yet".
+_ZK_REQUEST_TIMEOUT_S: Final = 5.0
+_ZK_UNAVAILABLE: Final = (KazooException, KazooTimeoutError)
+_SLOW_CALLBACK: Final = re.compile(
+    r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3})Z .*Executing <.*> took (\d+\.\d+) seconds"
+)
+
+
+def cluster_config(node_id: int) -> Path:
+    """The config file broker ``node_id`` of the example cluster starts from."""
+    return CLUSTER_CONFIG_DIR / f"broker-{node_id}.yaml"
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionStateView:
+    """A partition state znode as the controller and leaders wrote it; ``version`` is its
+    ZooKeeper data version (the partition epoch)."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """One record batch of a replica's log, with its bytes exactly as stored."""
+
+    base_offset: int
+    last_offset: int
+    data: bytes
+
+
+def read_batches(partition_dir: Path) -> list[Batch]:
+    """Every whole batch of a partition directory's segments, in offset order. A torn
+    tail (a partial batch at the end of a segment) is left out, as recovery would."""
+    batches: list[Batch] = []
+    for segment in sorted(partition_dir.glob("*.log"), key=lambda p: int(p.stem)):
+        data = segment.read_bytes()
+        position = 0
+        while position + _BATCH_HEADER.size <= len(data):
+            base_offset, batch_length = _BATCH_HEADER.unpack_from(data, position)
+            end = position + _BATCH_OVERHEAD + batch_length
+            if batch_length < _LAST_OFFSET_DELTA_AT or end > len(data):
+                break
+            (delta,) = _LAST_OFFSET_DELTA.unpack_from(data, position + _LAST_OFFSET_DELTA_AT)
+            batches.append(Batch(base_offset, base_offset + delta, data[position:end]))
+            position = end
+    return batches
+
+
+def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int]:
+    """A ``<version>\\n<count>\\n<topic> <partition> <offset>...`` checkpoint file, such as
+    replication-offset-checkpoint (high watermarks)."""
+    lines = path.read_text().splitlines()
+    assert lines[0] == "0", f"{path}: unknown checkpoint version {lines[0]!r}"
+    entries = {}
+    for line in lines[2 : 2 + int(lines[1])]:
+        topic, partition, offset = line.split()
+        entries[(topic, int(partition))] = int(offset)
+    return entries
+
+
+def read_epoch_checkpoint(path: Path) -> list[tuple[int, int]]:
+    """leader-epoch-checkpoint: ``0\\n<count>\\n<epoch> <start offset>...``."""
+    lines = path.read_text().splitlines()
+    assert lines[0] == "0", f"{path}: unknown checkpoint version {lines[0]!r}"
+    entries = []
+    for line in lines[2 : 2 + int(lines[1])]:
+        epoch, start_offset = line.split()
+        entries.append((int(epoch), int(start_offset)))
+    return entries
+
+
+def _wait(condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.1) -> Any:
+    """Poll ``condition()`` until it returns something truthy, which is returned; ZooKeeper
+    being briefly unreachable (a test may restart it) counts as not yet."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            result = condition()
+        except _ZK_UNAVAILABLE:
+            result = None
+        if result:
+            return result
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+class ClusterProcess:
+    """Brokers 1..size of the example cluster as processes, and a ZooKeeper reader.
+
+    Invariants: ``brokers`` maps node id to its `BrokerProcess` for the cluster's whole
+    life (a killed broker keeps its port and log directory for `start`); every pause is
+    recorded so that the blocked-loop check does not count a stopped process's time.
+    Not thread-safe: the test thread drives it.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        zookeeper: ZooKeeperServer,
+        chroot: str,
+        size: int = 3,
+        overrides: Mapping[str, object] | None = None,
+        broker_overrides: Mapping[int, Mapping[str, object]] | None = None,
+    ) -> None:
+        self.directory = directory
+        self.zookeeper = zookeeper
+        self.chroot = chroot
+        self.zk_connect = zookeeper.connect_string(self.chroot)
+        self.brokers: dict[int, BrokerProcess] = {}
+        for node in range(1, size + 1):
+            broker_dir = directory / f"broker-{node}"
+            self.brokers[node] = BrokerProcess(
+                broker_dir,
+                {
+                    **TEST_OVERRIDES,
+                    "node.id": node,
+                    "listeners": "PLAINTEXT://127.0.0.1:0",
+                    "log.dirs": str(broker_dir / "logs"),
+                    "zookeeper.connect": self.zk_connect,
+                    **(overrides or {}),
+                    **(broker_overrides or {}).get(node, {}),
+                },
+                # Brokers past the example's three (a reassignment target, say) start
+                # from broker-1.yaml: node.id and the addresses are overridden anyway.
+                config_file=cluster_config(node if node <= EXAMPLE_BROKERS else 1),
+            )
+        # Wall-clock (pause, resume) times per broker; resume is None while paused.
+        self._pauses: dict[int, list[tuple[float, float | None]]] = {n: [] for n in self.brokers}
+        self._zk: Any = None
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    def start(self, timeout: float = 60.0) -> ClusterProcess:
+        """Start every broker and wait until all are registered and a controller is
+        elected."""
+        for broker in self.brokers.values():
+            broker.start(timeout)
+        self.wait_for_brokers(self.brokers, timeout)
+        self.wait_for_controller(timeout=timeout)
+        return self
+
+    def start_broker(self, node: int, timeout: float = 60.0) -> BrokerProcess:
+        """Start a broker that was killed or terminated; waits until it is registered."""
+        broker = self.brokers[node].start(timeout)
+        self.wait_for_brokers([node], timeout)
+        return broker
+
+    def restart(self, node: int, timeout: float = 60.0) -> BrokerProcess:
+        """SIGTERM (controlled shutdown), wait for the exit, start again."""
+        self.terminate(node, timeout)
+        return self.start_broker(node, timeout)
+
+    def kill(self, node: int) -> None:
+        """SIGKILL: a crash. The broker's ZooKeeper session lives on until it times out."""
+        self.brokers[node].kill()
+        self._end_pause(node)
+
+    def terminate(self, node: int, timeout: float = 60.0) -> int:
+        """SIGTERM and wait for the exit (a clean, controlled shutdown); the exit code."""
+        if self.is_paused(node):
+            self.resume(node)
+        return self.brokers[node].stop(timeout)
+
+    def pause(self, node: int) -> None:
+        """SIGSTOP: the process stops answering (like a long GC pause or a hung host)
+        while its connections and ZooKeeper session stay open until they time out."""
+        proc = self.brokers[node].proc
+        assert proc is not None and proc.poll() is None, f"broker {node} is not running"
+        os.kill(proc.pid, signal.SIGSTOP)
+        self._pauses[node].append((time.time(), None))
+
+    def resume(self, node: int) -> None:
+        """SIGCONT after `pause`."""
+        proc = self.brokers[node].proc
+        assert proc is not None and self.is_paused(node), f"broker {node} is not paused"
+        os.kill(proc.pid, signal.SIGCONT)
+        self._end_pause(node)
+
+    def is_paused(self, node: int) -> bool:
+        pauses = self._pauses[node]
+        return bool(pauses) and pauses[-1][1] is None
+
+    def _end_pause(self, node: int) -> None:
+        if self.is_paused(node):
+            paused_at, _ = self._pauses[node][-1]
+            self._pauses[node][-1] = (paused_at, time.time())
+
+    def close(self) -> None:
+        """Kill every broker and close the ZooKeeper reader."""
+        for node in self.brokers:
+            self.kill(node)
+        if self._zk is not None:
+            self._zk.stop()
+            self._zk.close()
+            self._zk = None
+
+    def running(self) -> list[int]:
+        """Node ids of the brokers whose process is alive (paused ones included)."""
+        return [node for node, broker in self.brokers.items() if broker.running]
+
+    def bootstrap(self, nodes: Collection[int] | None = None) -> str:
+        """bootstrap.servers naming ``nodes`` (default: every running, unpaused broker)."""
+        chosen = nodes if nodes is not None else self.running()
+        return ",".join(
+            self.brokers[n].bootstrap
+            for n in chosen
+            if self.brokers[n].port is not None and not self.is_paused(n)
+        )
+
+    def blocked_loop_reports(self, threshold_s: float = LOOP_BLOCKED_S) -> list[str]:
+        """asyncio debug mode's slow-callback lines of ``threshold_s`` or more, not counting
+        time a broker spent stopped by `pause` (a callback running at the SIGSTOP is
+        reported with the pause included)."""
+        reports = []
+        for node, broker in self.brokers.items():
+            for line in broker.log_text().splitlines():
+                match = _SLOW_CALLBACK.search(line)
+                if match is None:
+                    continue
+                ended = (
+                    datetime.strptime(match.group(1), "%Y-%m-%dT%H:%M:%S.%f")
+                    .replace(tzinfo=UTC)
+                    .timestamp()
+                )
+                took = float(match.group(2))
+                if took - self._paused_within(node, ended - took, ended) >= threshold_s:
+                    reports.append(f"broker {node}: {line}")
+        return reports
+
+    def _paused_within(self, node: int, start: float, end: float) -> float:
+        # Log timestamps have millisecond precision: widen the window by that much.
+        start, end = start - 0.01, end + 0.01
+        paused = 0.0
+        for paused_at, resumed_at in self._pauses[node]:
+            resumed = resumed_at if resumed_at is not None else time.time()
+            paused += max(0.0, min(end, resumed) - max(start, paused_at))
+        return paused
+
+    # --- ZooKeeper view -----------------------------------------------------------------
+
+    @property
+    def zk(self) -> Any:
+        """A kazoo client rooted at the cluster's chroot (started on first use)."""
+        if self._zk is None:
+            client = KazooClient(hosts=self.zk_connect, timeout=10.0)
+            try:
+                client.start(timeout=15)
+            except KazooTimeoutError:
+                client.stop()
+                client.close()
+                raise
+            self._zk = client
+        return self._zk
+
+    def _get(self, path: str) -> tuple[bytes, Any] | None:
+        """(data, stat) of a node, None when it does not exist. Bounded in time: kazoo's
+        blocking calls would wait for ZooKeeper forever."""
+        try:
+            result: tuple[bytes, Any] = self.zk.get_async(path).get(timeout=_ZK_REQUEST_TIMEOUT_S)
+        except NoNodeError:
+            return None
+        return result
+
+    def _read_json(self, path: str) -> dict[str, Any] | None:
+        node = self._get(path)
+        if node is None:
+            return None
+        doc: dict[str, Any] = json.loads(node[0])
+        return doc
+
+    def registered_brokers(self) -> set[int]:
+        """Node ids under /brokers/ids (ephemeral: a killed broker's stays until its
+        session times out)."""
+        try:
+            children = self.zk.get_children_async("/brokers/ids").get(timeout=_ZK_REQUEST_TIMEOUT_S)
+        except NoNodeError:
+            return set()
+        return {int(child) for child in children}
+
+    def wait_for_brokers(self, nodes: Collection[int], timeout: float = 60.0) -> None:
+        wanted = set(nodes)
+        _wait(lambda: wanted <= self.registered_brokers(), timeout, f"brokers {wanted}")
+
+    def wait_until_deregistered(self, node: int, timeout: float = 30.0) -> None:
+        """Until broker ``node``'s registration is gone (its session expired or closed)."""
+        _wait(
+            lambda: node not in self.registered_brokers(),
+            timeout,
+            f"broker {node} to leave /brokers/ids",
+        )
+
+    def controller(self) -> int | None:
+        """The broker id in /controller, or None while there is no controller."""
+        doc = self._read_json("/controller")
+        return None if doc is None else int(doc["brokerid"])
+
+    def wait_for_controller(self, exclude: Collection[int] = (), timeout: float = 60.0) -> int:
+        """The controller's id once one not in ``exclude`` is elected."""
+
+        def elected() -> int | None:
+            controller = self.controller()
+            return controller if controller is not None and controller not in exclude else None
+
+        result: int = _wait(elected, timeout, f"a controller not in {set(exclude)}")
+        return result
+
+    def assignment(self, topic: str) -> dict[int, tuple[int, ...]]:
+        """Partition → replicas, from /brokers/topics/<topic>."""
+        doc = self._read_json(f"/brokers/topics/{topic}")
+        assert doc is not None, f"topic {topic} does not exist"
+        return {int(p): tuple(replicas) for p, replicas in doc["partitions"].items()}
+
+    def partition_state(self, topic: str, partition: int) -> PartitionStateView | None:
+        node = self._get(f"/brokers/topics/{topic}/partitions/{partition}/state")
+        if node is None:
+            return None
+        data, stat = node
+        doc = json.loads(data)
+        return PartitionStateView(
+            leader=doc["leader"],
+            leader_epoch=doc["leader_epoch"],
+            isr=tuple(doc["isr"]),
+            controller_epoch=doc["controller_epoch"],
+            version=stat.version,
+        )
+
+    def leader_of(self, topic: str, partition: int) -> int:
+        """The current leader per ZooKeeper (-1: none)."""
+        state = self.partition_state(topic, partition)
+        assert state is not None, f"{topic}-{partition} has no state"
+        return state.leader
+
+    def wait_for_leader(
+        self, topic: str, partition: int, exclude: Collection[int] = (), timeout: float = 30.0
+    ) -> PartitionStateView:
+        """The partition state once it names a leader not in ``exclude``."""
+
+        def elected() -> PartitionStateView | None:
+            state = self.partition_state(topic, partition)
+            ok = state is not None and state.leader >= 0 and state.leader not in exclude
+            return state if ok else None
+
+        result: PartitionStateView = _wait(
+            elected, timeout, f"a leader of {topic}-{partition} not in {set(exclude)}"
+        )
+        return result
+
+    def wait_until_isr(
+        self, topic: str, partition: int, expected: Collection[int], timeout: float = 30.0
+    ) -> PartitionStateView:
+        """The partition state once its ISR is exactly ``expected``."""
+        wanted = set(expected)
+
+        def reached() -> PartitionStateView | None:
+            state = self.partition_state(topic, partition)
+            return state if state is not None and set(state.isr) == wanted else None
+
+        try:
+            result: PartitionStateView = _wait(reached, timeout, "")
+        except TimeoutError:
+            raise TimeoutError(
+                f"ISR of {topic}-{partition} is not {sorted(wanted)} after {timeout}s: "
+                f"{self.partition_state(topic, partition)}"
+            ) from None
+        return result
+
+    # --- client view ---------------------------------------------------------------------
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        replication_factor: int = 3,
+        config: Mapping[str, str] | None = None,
+        timeout: float = 30.0,
+    ) -> None:
+        """CreateTopics through librdkafka, then wait until every partition has a leader
+        and its whole replica set in the ISR."""
+        admin = AdminClient({"bootstrap.servers": self.bootstrap()})
+        topic = NewTopic(name, partitions, replication_factor, config=dict(config or {}))
+        admin.create_topics([topic], operation_timeout=timeout)[name].result(timeout)
+        for partition, replicas in _wait(
+            lambda: self._full_assignment(name, partitions), timeout, f"topic {name}"
+        ).items():
+            self.wait_for_leader(name, partition, timeout=timeout)
+            self.wait_until_isr(name, partition, replicas, timeout)
+
+    def _full_assignment(self, topic: str, partitions: int) -> dict[int, tuple[int, ...]]:
+        if self._read_json(f"/brokers/topics/{topic}") is None:
+            return {}
+        assignment = self.assignment(topic)
+        return assignment if len(assignment) == partitions else {}
+
+    def high_watermark(self, topic: str, partition: int, timeout: float = 10.0) -> int:
+        """The leader's high watermark, asked through librdkafka (ListOffsets latest)."""
+        consumer = Consumer(
+            {"bootstrap.servers": self.bootstrap(), "group.id": "tiercel-cluster-watermarks"}
+        )
+        try:
+            _, high = consumer.get_watermark_offsets(
+                CTopicPartition(topic, partition), timeout=timeout, cached=False
+            )
+        finally:
+            consumer.close()
+        return int(high)
+
+    # --- files --------------------------------------------------------------------------
+
+    def partition_dir(self, node: int, topic: str, partition: int) -> Path:
+        return self.brokers[node].log_dir / f"{topic}-{partition}"
+
+    def batches(self, node: int, topic: str, partition: int) -> list[Batch]:
+        return read_batches(self.partition_dir(node, topic, partition))
+
+    def epoch_entries(self, node: int, topic: str, partition: int) -> list[tuple[int, int]]:
+        """Broker ``node``'s leader-epoch-checkpoint for the partition ([] when absent)."""
+        path = self.partition_dir(node, topic, partition) / "leader-epoch-checkpoint"
+        return read_epoch_checkpoint(path) if path.exists() else []
+
+    def checkpointed_high_watermark(self, node: int, topic: str, partition: int) -> int | None:
+        """The partition's offset in ``node``'s replication-offset-checkpoint, as last
+        written (every replica.high.watermark.checkpoint.interval.ms and at a clean stop)."""
+        path = self.brokers[node].log_dir / "replication-offset-checkpoint"
+        if not path.exists():
+            return None
+        return read_offset_checkpoint(path).get((topic, partition))
+
+    def wait_until_high_watermark_checkpointed(
+        self,
+        topic: str,
+        partition: int,
+        high_watermark: int,
+        nodes: Collection[int] | None = None,
+        timeout: float = 30.0,
+    ) -> None:
+        """Until every replica's replication-offset-checkpoint holds ``high_watermark``
+        for the partition. A follower learns the HW from its next fetch response and
+        checkpoints it every replica.high.watermark.checkpoint.interval.ms (5 s)."""
+        replicas = sorted(nodes if nodes is not None else self.assignment(topic)[partition])
+
+        def checkpointed() -> bool:
+            return all(
+                self.checkpointed_high_watermark(n, topic, partition) == high_watermark
+                for n in replicas
+            )
+
+        try:
+            _wait(checkpointed, timeout, "")
+        except TimeoutError:
+            found = {n: self.checkpointed_high_watermark(n, topic, partition) for n in replicas}
+            raise AssertionError(
+                f"{topic}-{partition}: checkpointed high watermarks {found} are not "
+                f"{high_watermark} after {timeout}s"
+            ) from None
+
+    def assert_replicas_identical_below_hw(
+        self,
+        topic: str,
+        partition: int,
+        high_watermark: int | None = None,
+        nodes: Collection[int] | None = None,
+        timeout: float = 30.0,
+    ) -> int:
+        """Every replica's log holds the same batches, byte for byte, below the high
+        watermark (the leader's, asked with `high_watermark`, unless given). Waits up to
+        ``timeout`` for replicas still catching up; ``nodes`` defaults to the replica
+        set. The batch holding offset HW-1 must end there: HW is a log end offset of
+        every ISR member, and followers append whole batches. Returns the HW."""
+        hw = self.high_watermark(topic, partition) if high_watermark is None else high_watermark
+        replicas = sorted(nodes if nodes is not None else self.assignment(topic)[partition])
+        logs: dict[int, list[Batch]] = {}
+
+        def below_hw(node: int) -> list[Batch] | None:
+            batches = [b for b in self.batches(node, topic, partition) if b.base_offset < hw]
+            reached = hw == 0 or (bool(batches) and batches[-1].last_offset >= hw - 1)
+            return batches if reached else None
+
+        def all_reached() -> bool:
+            for node in replicas:
+                if node not in logs and (batches := below_hw(node)) is not None:
+                    logs[node] = batches
+            return len(logs) == len(replicas)
+
+        try:
+            _wait(all_reached, timeout, "")
+        except TimeoutError:
+            behind = {n: self._log_end(n, topic, partition) for n in replicas if n not in logs}
+            raise AssertionError(
+                f"{topic}-{partition}: replicas {behind} (log end offsets) did not reach "
+                f"HW {hw} within {timeout}s"
+            ) from None
+        for node, batches in logs.items():
+            if batches:
+                assert batches[-1].last_offset == hw - 1, (
+                    f"{topic}-{partition}: broker {node}'s batch at {batches[-1].base_offset} "
+                    f"runs to {batches[-1].last_offset}, across HW {hw}"
+                )
+        # Retention may have moved log starts apart: compare from the latest start.
+        start = max((b[0].base_offset for b in logs.values() if b), default=0)
+        reference_node = replicas[0]
+        reference = [b for b in logs[reference_node] if b.base_offset >= start]
+        for node in replicas[1:]:
+            other = [b for b in logs[node] if b.base_offset >= start]
+            _assert_same_batches(topic, partition, reference_node, reference, node, other)
+        return hw
+
+    def _log_end(self, node: int, topic: str, partition: int) -> int:
+        batches = self.batches(node, topic, partition)
+        return batches[-1].last_offset + 1 if batches else 0
+
+    def assert_epoch_checkpoints_identical(
+        self,
+        topic: str,
+        partition: int,
+        nodes: Collection[int] | None = None,
+        timeout: float = 30.0,
+    ) -> list[tuple[int, int]]:
+        """Every replica's leader-epoch-checkpoint holds the same entries (waiting up to
+        ``timeout`` for them to converge); returns them."""
+        replicas = sorted(nodes if nodes is not None else self.assignment(topic)[partition])
+
+        def converged() -> bool:
+            entries = [self.epoch_entries(n, topic, partition) for n in replicas]
+            return all(e == entries[0] for e in entries)
+
+        try:
+            _wait(converged, timeout, "")
+        except TimeoutError:
+            found = {n: self.epoch_entries(n, topic, partition) for n in replicas}
+            raise AssertionError(
+                f"{topic}-{partition}: leader-epoch-checkpoint differs between replicas "
+                f"after {timeout}s: {found}"
+            ) from None
+        return self.epoch_entries(replicas[0], topic, partition)
+
+
+def _assert_same_batches(
+    topic: str,
+    partition: int,
+    node_a: int,
+    batches_a: list[Batch],
+    node_b: int,
+    batches_b: list[Batch],
+) -> None:
+    for a, b in zip(batches_a, batches_b, strict=False):
+        assert (a.base_offset, a.last_offset) == (b.base_offset, b.last_offset), (
+            f"{topic}-{partition}: broker {node_a} has a batch at {a.base_offset}..."
+            f"{a.last_offset} where broker {node_b} has {b.base_offset}..{b.last_offset}"
+        )
+        assert a.data == b.data, (
+            f"{topic}-{partition}: batch {a.base_offset}..{a.last_offset} differs between "
+            f"brokers {node_a} and {node_b}"
+        )
+    assert len(batches_a) == len(batches_b), (
+        f"{topic}-{partition}: broker {node_a} has {len(batches_a)} batches below the HW, "
+        f"broker {node_b} {len(batches_b)}"
+    )
+
+
+@pytest.fixture
+def cluster_factory(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[Callable[..., ClusterProcess]]:
+    """Start clusters with ``factory(size=3, overrides=None, broker_overrides=None,
+    zookeeper=None, start=True)``; ``zookeeper`` defaults to the session's shared server
+    (pass one from ``zookeeper_factory`` to stop or restart it). Every broker is killed
+    at teardown, and the test fails if a broker's event loop was blocked for a second."""
+    clusters: list[ClusterProcess] = []
+
+    def factory(
+        size: int = 3,
+        overrides: Mapping[str, object] | None = None,
+        broker_overrides: Mapping[int, Mapping[str, object]] | None = None,
+        zookeeper: ZooKeeperServer | None = None,
+        start: bool = True,
+    ) -> ClusterProcess:
+        server = zookeeper if zookeeper is not None else request.getfixturevalue("zookeeper")
+        if not server.running:
+            # A test that stopped the shared server must not fail the ones after it.
+            server.start()
+        name = re.sub(r"[^A-Za-z0-9_.-]", "_", request.node.name)[:60]
+        cluster = ClusterProcess(
+            tmp_path / f"cluster{len(clusters)}",
+            server,
+            f"/tests/{name}-{uuid.uuid4().hex[:8]}",
+            size,
+            overrides,
+            broker_overrides,
+        )
+        clusters.append(cluster)
+        return cluster.start() if start else cluster
+
+    yield factory
+    for cluster in clusters:
+        cluster.close()
+    blocked = [line for cluster in clusters for line in cluster.blocked_loop_reports()]
+    assert not blocked, "event loop blocked:\n" + "\n".join(blocked)
+
+
+@pytest.fixture
+def cluster(cluster_factory: Callable[..., ClusterProcess]) -> ClusterProcess:
+    """Three running brokers of the example cluster, a controller elected."""
+    return cluster_factory()
