@@ -168,6 +168,9 @@ class BrokerServer:
         return await self._apis.handle_frame(connection, frame)
 
     async def _on_topic(self, name: str, topic: TopicMetadata | None) -> None:
+        if self.replica_manager.closed:
+            # Shutting down: no fetcher may start, no log change behind the final flush.
+            return
         if topic is None:
             self._topic_overrides.pop(name, None)
         else:

@@ -15,9 +15,9 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from config.broker_config import BrokerConfig
 from config.log_config import LogConfig
@@ -138,11 +138,29 @@ class ReplicaManager:
             # Kafka's ZooKeeper-mode rule: a broker may join an ISR while it is registered.
             is_replica_isr_eligible=metadata_cache.is_broker_isr_eligible,
             on_delayed_work=self._complete_delayed,
-            spawn=scheduler.spawn,
+            spawn=self._spawn_isr_write,
             clock_ms=_clock_ms,
         )
         self.fetcher_manager = ReplicaFetcherManager(self._make_fetcher)
         self._isr_expiration: asyncio.Task[None] | None = None
+        # ISR writes retry until the store answers: shutdown cancels them, or a SIGTERM
+        # during a ZooKeeper outage would wait for ZooKeeper.
+        self._isr_writes: set[asyncio.Task[None]] = set()
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        """Shut down: metadata must no longer start fetchers or change logs."""
+        return self._closed
+
+    def _spawn_isr_write(self, coro: Coroutine[Any, Any, None], name: str) -> object:
+        if self._closed:
+            coro.close()
+            return None
+        task: asyncio.Task[None] = self._scheduler.spawn(coro, name)
+        self._isr_writes.add(task)
+        task.add_done_callback(self._isr_writes.discard)
+        return task
 
     def startup(self) -> None:
         """Start the ISR-expiration task (seed 002: every replica.lag.time.max.ms / 2)."""
@@ -564,8 +582,11 @@ class ReplicaManager:
 
     def shutdown(self) -> None:
         """Stop replicating and answer every waiting request now with what it has."""
+        self._closed = True
         if self._isr_expiration is not None:
             self._isr_expiration.cancel()
+        for task in list(self._isr_writes):
+            task.cancel()
         self.fetcher_manager.stop_all()
         self.fetch_purgatory.close()
         self.produce_purgatory.close()

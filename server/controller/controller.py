@@ -51,6 +51,7 @@ from server.metadata.store import (
     BadVersionError,
     CreateOp,
     MetadataStore,
+    MetadataStoreError,
     NodeExistsError,
     NoNodeError,
     SetOp,
@@ -146,7 +147,9 @@ class Controller:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
         if self._active is not None:
-            with contextlib.suppress(NoNodeError, BadVersionError):
+            # Best effort: with ZooKeeper away the node goes with the session anyway, and
+            # the broker must still close its logs cleanly.
+            with contextlib.suppress(MetadataStoreError):
                 _, stat = await self._store.get(zk.CONTROLLER_PATH)
                 if stat.ephemeral_owner == self._store.session_id:
                     await self._store.delete(zk.CONTROLLER_PATH, expected_version=stat.version)
@@ -219,6 +222,10 @@ class Controller:
             # Whatever was half done is redone from the store's state.
             log_event(_log, logging.ERROR, "controller_error", reason=repr(e))
             self._pending.resync = True
+            if self._active is None:
+                # The election itself failed (ZooKeeper reports /controller gone once):
+                # check and run it again, or no broker might ever become controller.
+                self._pending.controller = True
             return True
         return False
 

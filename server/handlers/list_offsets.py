@@ -74,9 +74,11 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
                     raise InvalidRequestError(f"{tp} appears twice")
                 seen.add(tp)
                 partition = replica_manager.get_partition_or_error(tp)
+                # The epoch first, as Kafka: a client behind or ahead of this broker's
+                # epoch learns that (FENCED / UNKNOWN_LEADER_EPOCH) before leadership.
+                partition.check_epoch(getattr(p, "current_leader_epoch", -1))
                 if not partition.is_leader and replica_id != _DEBUGGING_REPLICA_ID:
                     raise NotLeaderOrFollowerError(f"this broker does not lead {tp}")
-                partition.check_epoch(getattr(p, "current_leader_epoch", -1))
                 found = await _lookup(ctx, partition, p.timestamp, replica_id)
             except Exception as e:
                 error = as_kafka_error(e, "list_offsets")

@@ -91,15 +91,29 @@ class MetadataListener:
                 self._wake.set()
 
     async def _refresh_once(self) -> None:
+        # Each flag is cleared before its read (a change during the read marks it again)
+        # and set back if the read fails, so that a store hiccup never loses a refresh.
         if self._brokers_dirty:
             self._brokers_dirty = False
-            await self._refresh_brokers()
+            try:
+                await self._refresh_brokers()
+            except Exception:
+                self._brokers_dirty = True
+                raise
         if self._controller_dirty:
             self._controller_dirty = False
-            await self._refresh_controller()
+            try:
+                await self._refresh_controller()
+            except Exception:
+                self._controller_dirty = True
+                raise
         if self._topics_dirty:
             self._topics_dirty = False
-            await self._refresh_topic_list()
+            try:
+                await self._refresh_topic_list()
+            except Exception:
+                self._topics_dirty = True
+                raise
         while self._dirty:
             topic = self._dirty.pop()
             try:

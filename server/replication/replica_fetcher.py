@@ -315,9 +315,9 @@ class ReplicaFetcher:
                 tp, state, partition, EpochEndOffset(ErrorCode.none, epoch, end_offset)
             )
         else:
-            self._append(tp, state, partition, data)
+            await self._append(tp, state, partition, data)
 
-    def _append(
+    async def _append(
         self,
         tp: TopicPartition,
         state: PartitionFetchState,
@@ -333,11 +333,18 @@ class ReplicaFetcher:
         partition.update_follower_high_watermark(data.high_watermark, data.log_start_offset)
         if info is not None:
             log = partition.log
+            # Moved to the end (Kafka's updateAndMoveToEnd): the response's byte budget
+            # goes first to the partitions that got nothing this time, so none starves
+            # and a partition handed only part of a large batch gets it whole next time.
+            del self._states[tp]
             self._states[tp] = replace(
                 state,
                 fetch_offset=log.log_end_offset,
                 last_fetched_epoch=log.leader_epoch_cache.latest_epoch,
             )
+            if log.needs_flush:
+                # flush.messages holds for followers too (Kafka's append flushes both).
+                await log.flush()
 
     async def _handle_out_of_range(
         self, tp: TopicPartition, state: PartitionFetchState, partition: Partition

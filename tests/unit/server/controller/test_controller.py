@@ -15,7 +15,7 @@ from protocol.errors import ErrorCode, KafkaError
 from server.controller.controller import ElectionType
 from server.controller.controller_store import ControllerMovedError, ControllerStore
 from server.metadata import zk_data as zk
-from server.metadata.store import Op, OpResult
+from server.metadata.store import MetadataStoreError, Op, OpResult, Stat
 from server.partition import PartitionState
 
 
@@ -339,3 +339,26 @@ async def _absent(cluster: Cluster, path: str) -> bool:
 
 async def _true(value: bool) -> bool:
     return value
+
+
+async def test_an_election_that_fails_on_a_store_error_is_retried(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ZooKeeper reports /controller deleted once: an election cut off by a store error
+    must be run again by the broker itself, or the cluster stays without a controller."""
+    await cluster.start(1)
+    second = await cluster.start(2)
+    failures = 3
+    real_get = cluster.store.get
+
+    async def flaky_get(path: str) -> tuple[bytes, Stat]:
+        nonlocal failures
+        if path == zk.CONTROLLER_EPOCH_PATH and failures > 0:
+            failures -= 1
+            raise MetadataStoreError("connection loss")
+        return await real_get(path)
+
+    monkeypatch.setattr(cluster.store, "get", flaky_get)
+    await cluster.stop(1)
+    assert await cluster.wait_active() is second
+    assert failures == 0
