@@ -601,8 +601,16 @@ class ClusterProcess:
         ``timeout`` for them to converge); returns them."""
         replicas = sorted(nodes if nodes is not None else self.assignment(topic)[partition])
 
+        def with_records(node: int) -> list[tuple[int, int]]:
+            # A leader records its epoch when elected (Kafka too); its followers learn
+            # it with the epoch's first batch, so an epoch without records yet differs.
+            end = self._log_end(node, topic, partition)
+            return [
+                (e, start) for e, start in self.epoch_entries(node, topic, partition) if start < end
+            ]
+
         def converged() -> bool:
-            entries = [self.epoch_entries(n, topic, partition) for n in replicas]
+            entries = [with_records(n) for n in replicas]
             return all(e == entries[0] for e in entries)
 
         try:
