@@ -404,8 +404,7 @@ class ReplicaManager:
                 await partition.log.flush()
         except Exception as e:
             return ProduceResult(as_kafka_error(e, f"produce to {tp}"))
-        self.fetch_purgatory.check_and_complete(tp)
-        self.produce_purgatory.check_and_complete(tp)
+        self._complete_delayed(tp)
         return ProduceResult(info=info)
 
     async def _validate(self, data: bytes, config: LogConfig, now: int) -> ValidatedRecords:

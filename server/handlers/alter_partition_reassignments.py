@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Final
 
-from protocol.errors import ErrorCode, NotControllerError
+from protocol.errors import NotControllerError
 from server.controller.reassignment import Target
+from server.handlers.common import error_fields
 from server.request_context import RequestContext
 from storage.topic_partition import TopicPartition
 
@@ -40,24 +41,17 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
             _targets(request), allow_rf_change=True
         )
     except NotControllerError as e:
-        return {
-            "throttle_time": 0,
-            "error_code": e.error_code,
-            "error_message": e.message,
-            "responses": [],
-        }
+        return {"throttle_time": 0, **error_fields(e), "responses": []}
     by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for tp, error in sorted(results.items()):
         by_topic[tp.topic].append(
             {
                 "partition_index": tp.partition,
-                "error_code": ErrorCode.none if error is None else error.error_code,
-                "error_message": None if error is None else error.message,
+                **error_fields(error),
             }
         )
     return {
         "throttle_time": 0,
-        "error_code": ErrorCode.none,
-        "error_message": None,
+        **error_fields(None),
         "responses": [{"name": name, "partitions": parts} for name, parts in by_topic.items()],
     }

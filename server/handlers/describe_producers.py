@@ -11,13 +11,13 @@ from __future__ import annotations
 from typing import Any, Final
 
 from protocol.errors import (
-    ErrorCode,
     KafkaError,
     NotLeaderOrFollowerError,
     UnknownTopicOrPartitionError,
 )
 from server.admin_manager import validate_topic_name
 from server.error_mapping import as_kafka_error
+from server.handlers.common import error_fields
 from server.request_context import RequestContext
 from storage.topic_partition import TopicPartition
 
@@ -79,7 +79,6 @@ def _partition(ctx: RequestContext, tp: TopicPartition, error: KafkaError | None
             error = as_kafka_error(e, f"describe producers of {tp}")
     return {
         "partition_index": tp.partition,
-        "error_code": ErrorCode.none if error is None else error.error_code,
-        "error_message": None if error is None else error.message,
+        **error_fields(error),
         "active_producers": producers,
     }

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Final
 
-from protocol.errors import ErrorCode, NotControllerError
+from protocol.errors import NotControllerError
+from server.handlers.common import error_fields
 from server.request_context import RequestContext
 from storage.topic_partition import TopicPartition
 
@@ -33,12 +34,7 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
     try:
         ongoing = await ctx.broker.controller.list_partition_reassignments(partitions)
     except NotControllerError as e:
-        return {
-            "throttle_time": 0,
-            "error_code": e.error_code,
-            "error_message": e.message,
-            "topics": [],
-        }
+        return {"throttle_time": 0, **error_fields(e), "topics": []}
     by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for tp, assignment in sorted(ongoing.items()):
         by_topic[tp.topic].append(
@@ -51,7 +47,6 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
         )
     return {
         "throttle_time": 0,
-        "error_code": ErrorCode.none,
-        "error_message": None,
+        **error_fields(None),
         "topics": [{"name": name, "partitions": parts} for name, parts in by_topic.items()],
     }

@@ -11,6 +11,7 @@ state, never on an intermediate one.
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Final
@@ -25,6 +26,14 @@ _log: Final = logging.getLogger("tiercel.metadata")
 TopicChanged = Callable[[str, TopicMetadata | None], Awaitable[None]]
 
 
+class _View(enum.Enum):
+    """A cluster-wide part of the metadata, re-read as a whole when a watch marks it."""
+
+    BROKERS = "brokers"
+    CONTROLLER = "controller"
+    TOPIC_LIST = "topic list"
+
+
 class MetadataListener:
     def __init__(self, store: MetadataStore, cache: MetadataCache, on_topic: TopicChanged) -> None:
         self._store = store
@@ -35,17 +44,17 @@ class MetadataListener:
         self._dirty: set[str] = set()
         self._wake = asyncio.Event()
         self._refresher: asyncio.Task[None] | None = None
-        self._topics_dirty = True
-        self._brokers_dirty = True
-        self._controller_dirty = True
+        self._stale: set[_View] = set(_View)
 
     async def start(self) -> None:
         store = self._store
         self._global_watches = [
-            await store.watch_children(zk.TOPICS_PATH, lambda _: self._mark_topics()),
-            await store.watch_children(zk.BROKER_IDS_PATH, lambda _: self._mark_brokers()),
-            await store.watch_children(zk.CONTROLLED_SHUTDOWN_PATH, lambda _: self._mark_brokers()),
-            await store.watch_data(zk.CONTROLLER_PATH, lambda _: self._mark_controller()),
+            await store.watch_children(zk.TOPICS_PATH, lambda _: self._mark(_View.TOPIC_LIST)),
+            await store.watch_children(zk.BROKER_IDS_PATH, lambda _: self._mark(_View.BROKERS)),
+            await store.watch_children(
+                zk.CONTROLLED_SHUTDOWN_PATH, lambda _: self._mark(_View.BROKERS)
+            ),
+            await store.watch_data(zk.CONTROLLER_PATH, lambda _: self._mark(_View.CONTROLLER)),
         ]
         await self._refresh_once()
         self._refresher = asyncio.get_running_loop().create_task(
@@ -62,16 +71,8 @@ class MetadataListener:
             for handle in handles:
                 handle.cancel()
 
-    def _mark_topics(self) -> None:
-        self._topics_dirty = True
-        self._wake.set()
-
-    def _mark_brokers(self) -> None:
-        self._brokers_dirty = True
-        self._wake.set()
-
-    def _mark_controller(self) -> None:
-        self._controller_dirty = True
+    def _mark(self, view: _View) -> None:
+        self._stale.add(view)
         self._wake.set()
 
     def _mark_topic(self, topic: str) -> None:
@@ -91,29 +92,20 @@ class MetadataListener:
                 self._wake.set()
 
     async def _refresh_once(self) -> None:
-        # Each flag is cleared before its read (a change during the read marks it again)
+        # Each mark is cleared before its read (a change during the read marks it again)
         # and set back if the read fails, so that a store hiccup never loses a refresh.
-        if self._brokers_dirty:
-            self._brokers_dirty = False
-            try:
-                await self._refresh_brokers()
-            except Exception:
-                self._brokers_dirty = True
-                raise
-        if self._controller_dirty:
-            self._controller_dirty = False
-            try:
-                await self._refresh_controller()
-            except Exception:
-                self._controller_dirty = True
-                raise
-        if self._topics_dirty:
-            self._topics_dirty = False
-            try:
-                await self._refresh_topic_list()
-            except Exception:
-                self._topics_dirty = True
-                raise
+        for view, refresh in (
+            (_View.BROKERS, self._refresh_brokers),
+            (_View.CONTROLLER, self._refresh_controller),
+            (_View.TOPIC_LIST, self._refresh_topic_list),
+        ):
+            if view in self._stale:
+                self._stale.discard(view)
+                try:
+                    await refresh()
+                except Exception:
+                    self._stale.add(view)
+                    raise
         while self._dirty:
             topic = self._dirty.pop()
             try:

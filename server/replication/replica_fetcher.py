@@ -159,24 +159,18 @@ class ReplicaFetcher:
     async def run_once(self) -> bool:
         """One round: truncate the partitions that must, then fetch for the others.
         False, without waiting for anything, if no partition was ready."""
-        loop = asyncio.get_running_loop()
-        now = loop.time()
-        truncating = {
-            tp: s
-            for tp, s in self._states.items()
-            if s.phase is FetchPhase.TRUNCATING and s.is_ready(now)
-        }
+        truncating = self._ready(FetchPhase.TRUNCATING)
         if truncating:
             await self._truncate(truncating)
-        now = loop.time()
-        fetching = {
-            tp: s
-            for tp, s in self._states.items()
-            if s.phase is FetchPhase.FETCHING and s.is_ready(now)
-        }
+        fetching = self._ready(FetchPhase.FETCHING)  # after truncation: they may be new
         if fetching:
             await self._fetch(fetching)
         return bool(truncating or fetching)
+
+    def _ready(self, phase: FetchPhase) -> dict[TopicPartition, PartitionFetchState]:
+        """The partitions in ``phase`` not held back, now."""
+        now = asyncio.get_running_loop().time()
+        return {tp: s for tp, s in self._states.items() if s.phase is phase and s.is_ready(now)}
 
     async def _idle(self) -> None:
         """Wait until a partition is added or the earliest held-back one is due."""

@@ -11,11 +11,10 @@ whose bytes differ.
 
 from __future__ import annotations
 
-import time
-
 import pytest
-from confluent_kafka import Consumer, Message, Producer, TopicPartition
+from confluent_kafka import Message, Producer
 
+from support.clients import consume
 from support.cluster import ClusterProcess
 
 RECORDS = 1000
@@ -51,27 +50,9 @@ def _produce(bootstrap: str, topic: str) -> dict[int, list[bytes]]:
 
 
 def _consume(bootstrap: str, topic: str, expected: dict[int, list[bytes]]) -> None:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "unused",
-            "enable.auto.commit": False,
-            "enable.partition.eof": False,
-        }
-    )
-    got: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
-    try:
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-        total = sum(len(v) for v in expected.values())
-        deadline = time.monotonic() + 30
-        while sum(len(v) for v in got.values()) < total and time.monotonic() < deadline:
-            for msg in consumer.consume(500, timeout=0.1):
-                assert msg.error() is None, msg.error()
-                partition, value = msg.partition(), msg.value()
-                assert partition is not None and value is not None
-                got[partition].append(value)
-    finally:
-        consumer.close()
+    total = sum(len(v) for v in expected.values())
+    consumed = consume("confluent", bootstrap, topic, total, range(PARTITIONS), timeout=30)
+    got = {p: [r.value for r in records] for p, records in consumed.by_partition().items()}
     assert got == expected
 
 

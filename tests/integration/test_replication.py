@@ -13,14 +13,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, Message, Producer
-from confluent_kafka import TopicPartition as CTopicPartition
+from confluent_kafka import Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from protocol.entities import build_entity, request_class
 from protocol.errors import ErrorCode
 from protocol.record_builder import SimpleRecord, build_record_batch
 from support.broker import BrokerProcess
+from support.clients import consume
 from support.cluster import read_batches
 from support.wire import WireClient
 
@@ -90,21 +90,8 @@ def _produce(bootstrap: str) -> dict[int, list[bytes]]:
 
 
 def _consume(bootstrap: str, expected: dict[int, list[bytes]]) -> None:
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "replication", "enable.auto.commit": False}
-    )
-    got: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
-    try:
-        consumer.assign([CTopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
-        deadline = time.monotonic() + 30
-        while sum(map(len, got.values())) < RECORDS and time.monotonic() < deadline:
-            for msg in consumer.consume(500, timeout=0.2):
-                assert msg.error() is None, msg.error()
-                partition, value = msg.partition(), msg.value()
-                assert partition is not None and value is not None
-                got[partition].append(value)
-    finally:
-        consumer.close()
+    consumed = consume("confluent", bootstrap, TOPIC, RECORDS, range(PARTITIONS), timeout=30)
+    got = {p: [r.value for r in records] for p, records in consumed.by_partition().items()}
     assert got == expected
 
 

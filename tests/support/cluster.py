@@ -150,9 +150,16 @@ def read_epoch_checkpoint(path: Path) -> list[tuple[int, int]]:
     return entries
 
 
-def _wait(condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.1) -> Any:
+def _wait(
+    condition: Callable[[], Any],
+    timeout: float,
+    what: str,
+    failure: Callable[[], Exception] | None = None,
+    interval: float = 0.1,
+) -> Any:
     """Poll ``condition()`` until it returns something truthy, which is returned; ZooKeeper
-    being briefly unreachable (a test may restart it) counts as not yet."""
+    being briefly unreachable (a test may restart it) counts as not yet. On timeout,
+    raises ``failure()`` (which can describe the state then), else a TimeoutError."""
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -162,6 +169,8 @@ def _wait(condition: Callable[[], Any], timeout: float, what: str, interval: flo
         if result:
             return result
         if time.monotonic() >= deadline:
+            if failure is not None:
+                raise failure()
             raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(interval)
 
@@ -437,13 +446,13 @@ class ClusterProcess:
             state = self.partition_state(topic, partition)
             return state if state is not None and set(state.isr) == wanted else None
 
-        try:
-            result: PartitionStateView = _wait(reached, timeout, "")
-        except TimeoutError:
-            raise TimeoutError(
+        def failure() -> Exception:
+            return TimeoutError(
                 f"ISR of {topic}-{partition} is not {sorted(wanted)} after {timeout}s: "
                 f"{self.partition_state(topic, partition)}"
-            ) from None
+            )
+
+        result: PartitionStateView = _wait(reached, timeout, "", failure)
         return result
 
     # --- client view ---------------------------------------------------------------------
@@ -526,14 +535,14 @@ class ClusterProcess:
                 for n in replicas
             )
 
-        try:
-            _wait(checkpointed, timeout, "")
-        except TimeoutError:
+        def failure() -> Exception:
             found = {n: self.checkpointed_high_watermark(n, topic, partition) for n in replicas}
-            raise AssertionError(
+            return AssertionError(
                 f"{topic}-{partition}: checkpointed high watermarks {found} are not "
                 f"{high_watermark} after {timeout}s"
-            ) from None
+            )
+
+        _wait(checkpointed, timeout, "", failure)
 
     def assert_replicas_identical_below_hw(
         self,
@@ -563,14 +572,14 @@ class ClusterProcess:
                     logs[node] = batches
             return len(logs) == len(replicas)
 
-        try:
-            _wait(all_reached, timeout, "")
-        except TimeoutError:
+        def failure() -> Exception:
             behind = {n: self._log_end(n, topic, partition) for n in replicas if n not in logs}
-            raise AssertionError(
+            return AssertionError(
                 f"{topic}-{partition}: replicas {behind} (log end offsets) did not reach "
                 f"HW {hw} within {timeout}s"
-            ) from None
+            )
+
+        _wait(all_reached, timeout, "", failure)
         for node, batches in logs.items():
             if batches:
                 assert batches[-1].last_offset == hw - 1, (
@@ -613,14 +622,14 @@ class ClusterProcess:
             entries = [with_records(n) for n in replicas]
             return all(e == entries[0] for e in entries)
 
-        try:
-            _wait(converged, timeout, "")
-        except TimeoutError:
+        def failure() -> Exception:
             found = {n: self.epoch_entries(n, topic, partition) for n in replicas}
-            raise AssertionError(
+            return AssertionError(
                 f"{topic}-{partition}: leader-epoch-checkpoint differs between replicas "
                 f"after {timeout}s: {found}"
-            ) from None
+            )
+
+        _wait(converged, timeout, "", failure)
         return self.epoch_entries(replicas[0], topic, partition)
 
 

@@ -161,8 +161,10 @@ def read_partition(
             if error is not None:
                 assert error.code() == KafkaError._PARTITION_EOF, str(error)
                 continue
-            if message.offset() < end_offset:
-                records.append((message.offset(), int(message.value())))
+            offset, value = message.offset(), message.value()
+            assert offset is not None and value is not None
+            if offset < end_offset:
+                records.append((offset, int(value)))
     finally:
         consumer.close()
     return records
