@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Generic, TypeVar, overload
 
-from config.definitions import (
+from tiercel.config.definitions import (
     BROKER_CONFIGS,
     TOPIC_CONFIGS,
     ConfigError,

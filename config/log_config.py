@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from config.broker_config import BrokerConfig
-from config.definitions import (
+from tiercel.config.broker_config import BrokerConfig
+from tiercel.config.definitions import (
     BROKER_CONFIGS,
     LONG_MAX,
     TOPIC_CONFIGS,

@@ -28,7 +28,7 @@ from typing import Any, Final
 from kio.serial import entity_reader
 from kio.serial.readers import read_unsigned_varint
 
-from protocol.entities import (
+from tiercel.protocol.entities import (
     ChunkWriter,
     build_entity,
     encode_entity,

@@ -42,8 +42,8 @@ from enum import IntEnum
 
 import cramjam
 
-from protocol.errors import CorruptRecordError, RecordTooLargeError, UnknownServerError
-from protocol.record_batch import ReadableBuffer
+from tiercel.protocol.errors import CorruptRecordError, RecordTooLargeError, UnknownServerError
+from tiercel.protocol.record_batch import ReadableBuffer
 
 __all__ = [
     "DEFAULT_MAX_DECOMPRESSED_SIZE",

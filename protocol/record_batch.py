@@ -35,7 +35,7 @@ from typing import NamedTuple, TypeAlias
 
 import crc32c
 
-from protocol.errors import CorruptRecordError
+from tiercel.protocol.errors import CorruptRecordError
 
 __all__ = [
     "ATTRIBUTES_OFFSET",

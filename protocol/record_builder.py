@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import crc32c
 
-from protocol.compression import CompressionType, compress
-from protocol.record_batch import (
+from tiercel.protocol.compression import CompressionType, compress
+from tiercel.protocol.record_batch import (
     COMPRESSION_CODEC_MASK,
     LOG_OVERHEAD,
     MAGIC_V2,
@@ -31,7 +31,7 @@ from protocol.record_batch import (
     TimestampType,
     compute_attributes,
 )
-from protocol.records import encode_varint, encode_varlong
+from tiercel.protocol.records import encode_varint, encode_varlong
 
 __all__ = ["SimpleRecord", "build_record_batch"]
 

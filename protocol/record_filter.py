@@ -35,9 +35,9 @@ from typing import Final, NamedTuple
 
 import crc32c
 
-from protocol.compression import CompressionType, compress
-from protocol.errors import InvalidRecordError
-from protocol.record_batch import (
+from tiercel.protocol.compression import CompressionType, compress
+from tiercel.protocol.errors import InvalidRecordError
+from tiercel.protocol.record_batch import (
     LOG_OVERHEAD,
     MAGIC_V2,
     NO_TIMESTAMP,
@@ -47,7 +47,7 @@ from protocol.record_batch import (
     TimestampType,
     compute_attributes,
 )
-from protocol.records import decode_varint, decode_varlong, encode_varint, encode_varlong
+from tiercel.protocol.records import decode_varint, decode_varlong, encode_varint, encode_varlong
 
 __all__ = [
     "ScannedRecord",

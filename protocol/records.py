@@ -31,8 +31,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from protocol.errors import InvalidRecordError
-from protocol.record_batch import ReadableBuffer
+from tiercel.protocol.errors import InvalidRecordError
+from tiercel.protocol.record_batch import ReadableBuffer
 
 __all__ = [
     "Record",

@@ -17,10 +17,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from config.broker_config import BrokerConfig
-from config.definitions import ConfigError
-from config.log_config import validate_topic_overrides
-from protocol.errors import (
+from tiercel.config.broker_config import BrokerConfig
+from tiercel.config.definitions import ConfigError
+from tiercel.config.log_config import validate_topic_overrides
+from tiercel.protocol.errors import (
     InvalidConfigError,
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
@@ -32,9 +32,9 @@ from protocol.errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
-from server.metadata import zk_data as zk
-from server.metadata.metadata_cache import MetadataCache
-from server.metadata.store import (
+from tiercel.server.metadata import zk_data as zk
+from tiercel.server.metadata.metadata_cache import MetadataCache
+from tiercel.server.metadata.store import (
     BadVersionError,
     CreateOp,
     MetadataStore,

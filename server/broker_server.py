@@ -27,36 +27,36 @@ import socket
 from collections.abc import Sequence
 from typing import Final
 
-from config.broker_config import BrokerConfig, Listener
-from config.log_config import LogConfig
-from config.log_format import log_event
-from server.admin_manager import AdminManager
-from server.controller.controlled_shutdown import ControlledShutdown
-from server.controller.controller import Controller
-from server.coordinator.group.group_config import GroupCoordinatorConfig
-from server.coordinator.group.group_coordinator import GroupCoordinator
-from server.coordinator.group.group_metadata_manager import GroupMetadataManager
-from server.coordinator.transaction.producer_id_manager import ProducerIdManager
-from server.kafka_apis import KafkaApis
-from server.metadata import zk_data as zk
-from server.metadata.local_store import LocalMetadataStore
-from server.metadata.metadata_cache import MetadataCache, TopicMetadata
-from server.metadata.metadata_listener import MetadataListener
-from server.metadata.store import (
+from tiercel.config.broker_config import BrokerConfig, Listener
+from tiercel.config.log_config import LogConfig
+from tiercel.config.log_format import log_event
+from tiercel.server.admin_manager import AdminManager
+from tiercel.server.controller.controlled_shutdown import ControlledShutdown
+from tiercel.server.controller.controller import Controller
+from tiercel.server.coordinator.group.group_config import GroupCoordinatorConfig
+from tiercel.server.coordinator.group.group_coordinator import GroupCoordinator
+from tiercel.server.coordinator.group.group_metadata_manager import GroupMetadataManager
+from tiercel.server.coordinator.transaction.producer_id_manager import ProducerIdManager
+from tiercel.server.kafka_apis import KafkaApis
+from tiercel.server.metadata import zk_data as zk
+from tiercel.server.metadata.local_store import LocalMetadataStore
+from tiercel.server.metadata.metadata_cache import MetadataCache, TopicMetadata
+from tiercel.server.metadata.metadata_listener import MetadataListener
+from tiercel.server.metadata.store import (
     MetadataStore,
     MetadataStoreError,
     NodeExistsError,
     NoNodeError,
 )
-from server.metadata.zk_store import ZooKeeperMetadataStore
-from server.network.connection import Buffer, Connection
-from server.network.socket_server import SocketServer
-from server.replica_manager import ReplicaManager
-from server.replication.alter_partition import ZkAlterPartitionManager
-from server.request_context import BrokerServices
-from storage.log_manager import LogManager
-from storage.meta_properties import MetaProperties
-from storage.scheduler import Scheduler
+from tiercel.server.metadata.zk_store import ZooKeeperMetadataStore
+from tiercel.server.network.connection import Buffer, Connection
+from tiercel.server.network.socket_server import SocketServer
+from tiercel.server.replica_manager import ReplicaManager
+from tiercel.server.replication.alter_partition import ZkAlterPartitionManager
+from tiercel.server.request_context import BrokerServices
+from tiercel.storage.log_manager import LogManager
+from tiercel.storage.meta_properties import MetaProperties
+from tiercel.storage.scheduler import Scheduler
 
 _log: Final = logging.getLogger("tiercel.broker")
 # Between tries to register: again after a new ZooKeeper session, or while a registration

@@ -10,12 +10,12 @@ from importlib.metadata import version
 
 import uvloop
 
-from config.broker_config import BrokerConfig
-from config.definitions import ConfigError
-from config.loader import load_broker_config
-from config.log_format import configure_logging, log_event
-from server.broker_server import BrokerServer, install_signal_handlers
-from server.kafka_apis import preload_schemas
+from tiercel.config.broker_config import BrokerConfig
+from tiercel.config.definitions import ConfigError
+from tiercel.config.loader import load_broker_config
+from tiercel.config.log_format import configure_logging, log_event
+from tiercel.server.broker_server import BrokerServer, install_signal_handlers
+from tiercel.server.kafka_apis import preload_schemas
 
 
 def _parser() -> argparse.ArgumentParser:

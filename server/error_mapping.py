@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 from typing import Final
 
-from config.log_format import log_event
-from protocol.errors import KafkaError, KafkaStorageError, UnknownServerError
+from tiercel.config.log_format import log_event
+from tiercel.protocol.errors import KafkaError, KafkaStorageError, UnknownServerError
 
 _log: Final = logging.getLogger("tiercel.errors")
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Final, NoReturn
 
-from config.log_format import log_event
-from protocol.entities import (
+from tiercel.config.log_format import log_event
+from tiercel.protocol.entities import (
     ChunkWriter,
     build_entity,
     decode_request_body,
@@ -28,8 +28,8 @@ from protocol.entities import (
     request_class,
     response_class,
 )
-from protocol.errors import ErrorCode, KafkaError
-from protocol.request_header import (
+from tiercel.protocol.errors import ErrorCode, KafkaError
+from tiercel.protocol.request_header import (
     API_VERSIONS_KEY,
     InvalidRequestHeaderError,
     parse_request_header,
@@ -37,8 +37,8 @@ from protocol.request_header import (
     response_header_bytes,
     size_prefix,
 )
-from server.handlers import alter_configs as alter_configs_handler
-from server.handlers import (
+from tiercel.server.handlers import alter_configs as alter_configs_handler
+from tiercel.server.handlers import (
     alter_partition_reassignments,
     api_versions,
     consumer_group_describe,
@@ -73,8 +73,8 @@ from server.handlers import (
     produce,
     sync_group,
 )
-from server.network.connection import Buffer, CloseConnection, Connection
-from server.request_context import BrokerServices, RequestContext
+from tiercel.server.network.connection import Buffer, CloseConnection, Connection
+from tiercel.server.request_context import BrokerServices, RequestContext
 
 _log: Final = logging.getLogger("tiercel.apis")
 

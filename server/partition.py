@@ -28,8 +28,8 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, replace
 from typing import Any, Final, Protocol
 
-from config.log_format import log_event
-from protocol.errors import (
+from tiercel.config.log_format import log_event
+from tiercel.protocol.errors import (
     FencedLeaderEpochError,
     KafkaError,
     NotEnoughReplicasAfterAppendError,
@@ -39,11 +39,16 @@ from protocol.errors import (
     PolicyViolationError,
     UnknownLeaderEpochError,
 )
-from server.replica import Replica
-from storage.log import Log, UnexpectedAppendOffsetError
-from storage.log_validator import ValidatedRecords
-from storage.log_values import FetchDataInfo, FetchIsolation, LogAppendInfo, LogOffsetMetadata
-from storage.topic_partition import TopicPartition
+from tiercel.server.replica import Replica
+from tiercel.storage.log import Log, UnexpectedAppendOffsetError
+from tiercel.storage.log_validator import ValidatedRecords
+from tiercel.storage.log_values import (
+    FetchDataInfo,
+    FetchIsolation,
+    LogAppendInfo,
+    LogOffsetMetadata,
+)
+from tiercel.storage.topic_partition import TopicPartition
 
 _log: Final = logging.getLogger("tiercel.partition")
 # A failed ISR write that may have been a transient store error is retried after this.

@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Callable, Iterable
 from typing import Final
 
-from storage.topic_partition import TopicPartition
+from tiercel.storage.topic_partition import TopicPartition
 
 _COMPLETED: Final = True
 

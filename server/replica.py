@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Final
 
-from storage.log_values import LogOffsetMetadata
+from tiercel.storage.log_values import LogOffsetMetadata
 
 UNKNOWN_OFFSET: Final = -1
 _UNKNOWN_OFFSET_METADATA: Final = LogOffsetMetadata(UNKNOWN_OFFSET)

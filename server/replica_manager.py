@@ -19,10 +19,10 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
-from config.broker_config import BrokerConfig
-from config.log_config import LogConfig
-from config.log_format import log_event
-from protocol.errors import (
+from tiercel.config.broker_config import BrokerConfig
+from tiercel.config.log_config import LogConfig
+from tiercel.config.log_format import log_event
+from tiercel.protocol.errors import (
     InvalidRequiredAcksError,
     InvalidTopicError,
     KafkaError,
@@ -30,31 +30,31 @@ from protocol.errors import (
     RequestTimedOutError,
     UnknownTopicOrPartitionError,
 )
-from server.error_mapping import as_kafka_error
-from server.metadata.metadata_cache import MetadataCache, TopicMetadata
-from server.partition import (
+from tiercel.server.error_mapping import as_kafka_error
+from tiercel.server.metadata.metadata_cache import MetadataCache, TopicMetadata
+from tiercel.server.partition import (
     AlterPartitionManager,
     LogReadResult,
     Partition,
     PartitionState,
     ReplicationContext,
 )
-from server.purgatory import Purgatory
-from server.replication.broker_client import BrokerClient, Endpoint
-from server.replication.fetch_state import InitialFetchState
-from server.replication.remote_leader_end_point import FetcherConfig, RemoteLeaderEndPoint
-from server.replication.replica_fetcher import ReplicaFetcher
-from server.replication.replica_fetcher_manager import ReplicaFetcherManager
-from storage.log_manager import LogManager
-from storage.log_validator import (
+from tiercel.server.purgatory import Purgatory
+from tiercel.server.replication.broker_client import BrokerClient, Endpoint
+from tiercel.server.replication.fetch_state import InitialFetchState
+from tiercel.server.replication.remote_leader_end_point import FetcherConfig, RemoteLeaderEndPoint
+from tiercel.server.replication.replica_fetcher import ReplicaFetcher
+from tiercel.server.replication.replica_fetcher_manager import ReplicaFetcherManager
+from tiercel.storage.log_manager import LogManager
+from tiercel.storage.log_validator import (
     DecompressionBudgetExceeded,
     ValidatedRecords,
     validate_records,
     validation_is_costly,
 )
-from storage.log_values import FetchIsolation, LogAppendInfo, LogOffsetMetadata
-from storage.scheduler import Scheduler
-from storage.topic_partition import TopicPartition
+from tiercel.storage.log_values import FetchIsolation, LogAppendInfo, LogOffsetMetadata
+from tiercel.storage.scheduler import Scheduler
+from tiercel.storage.topic_partition import TopicPartition
 
 _log: Final = logging.getLogger("tiercel.replica_manager")
 

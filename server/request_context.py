@@ -5,18 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from protocol.request_header import RequestHeader
+from tiercel.protocol.request_header import RequestHeader
 
 if TYPE_CHECKING:
-    from config.broker_config import BrokerConfig
-    from server.admin_manager import AdminManager
-    from server.controller.controller import Controller
-    from server.coordinator.group.group_coordinator import GroupCoordinator
-    from server.coordinator.transaction.producer_id_manager import ProducerIdManager
-    from server.metadata.metadata_cache import MetadataCache
-    from server.replica_manager import ReplicaManager
-    from storage.log_manager import LogManager
-    from storage.scheduler import Scheduler
+    from tiercel.config.broker_config import BrokerConfig
+    from tiercel.server.admin_manager import AdminManager
+    from tiercel.server.controller.controller import Controller
+    from tiercel.server.coordinator.group.group_coordinator import GroupCoordinator
+    from tiercel.server.coordinator.transaction.producer_id_manager import ProducerIdManager
+    from tiercel.server.metadata.metadata_cache import MetadataCache
+    from tiercel.server.replica_manager import ReplicaManager
+    from tiercel.storage.log_manager import LogManager
+    from tiercel.storage.scheduler import Scheduler
 
 
 @dataclass(slots=True)

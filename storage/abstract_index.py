@@ -22,7 +22,7 @@ from itertools import islice
 from operator import le, lt
 from typing import ClassVar
 
-from protocol.errors import KafkaError, KafkaStorageError
+from tiercel.protocol.errors import KafkaError, KafkaStorageError
 
 __all__ = [
     "DEFAULT_MAX_INDEX_SIZE",

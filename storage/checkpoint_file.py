@@ -31,9 +31,9 @@ import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Generic, TypeVar
 
-from protocol.errors import KafkaStorageError
-from storage.epoch_entry import EpochEntry
-from storage.topic_partition import TopicPartition
+from tiercel.protocol.errors import KafkaStorageError
+from tiercel.storage.epoch_entry import EpochEntry
+from tiercel.storage.topic_partition import TopicPartition
 
 __all__ = [
     "CLEANER_OFFSET_CHECKPOINT_FILENAME",

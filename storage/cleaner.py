@@ -39,9 +39,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from protocol.compression import decompress
-from protocol.errors import CorruptRecordError
-from protocol.record_batch import (
+from tiercel.protocol.compression import decompress
+from tiercel.protocol.errors import CorruptRecordError
+from tiercel.protocol.record_batch import (
     MAGIC_V2,
     NO_TIMESTAMP,
     RECORD_BATCH_OVERHEAD,
@@ -50,11 +50,11 @@ from protocol.record_batch import (
     compute_crc,
     read_header,
 )
-from protocol.record_filter import ScannedRecord, empty_batch, rebuild_batch, scan_records
-from storage.file_names import CLEANED_FILE_SUFFIX
-from storage.log_segment import LogSegment
-from storage.log_values import AppendBatch, Buffer
-from storage.offset_map import OffsetMap
+from tiercel.protocol.record_filter import ScannedRecord, empty_batch, rebuild_batch, scan_records
+from tiercel.storage.file_names import CLEANED_FILE_SUFFIX
+from tiercel.storage.log_segment import LogSegment
+from tiercel.storage.log_values import AppendBatch, Buffer
+from tiercel.storage.offset_map import OffsetMap
 
 __all__ = [
     "CleaningRound",

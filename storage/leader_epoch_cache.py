@@ -17,9 +17,9 @@ import threading
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 
-from storage.checkpoint_file import CorruptCheckpointError, LeaderEpochCheckpointFile
-from storage.epoch_entry import EpochEntry
-from storage.topic_partition import TopicPartition
+from tiercel.storage.checkpoint_file import CorruptCheckpointError, LeaderEpochCheckpointFile
+from tiercel.storage.epoch_entry import EpochEntry
+from tiercel.storage.topic_partition import TopicPartition
 
 __all__ = [
     "UNDEFINED_EPOCH",

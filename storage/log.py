@@ -28,21 +28,21 @@ import uuid
 from collections.abc import Sequence
 from typing import Final
 
-from config.log_config import LogConfig
-from config.log_format import log_event
-from protocol.compression import decompress
-from protocol.errors import (
+from tiercel.config.log_config import LogConfig
+from tiercel.config.log_format import log_event
+from tiercel.protocol.compression import decompress
+from tiercel.protocol.errors import (
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
     UnknownTopicOrPartitionError,
 )
-from protocol.record_batch import RECORDS_OFFSET, TimestampType, read_header
-from protocol.records import decode_records
-from storage.file_names import CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX
-from storage.leader_epoch_cache import LeaderEpochFileCache
-from storage.log_segment import LogSegment
-from storage.log_validator import ValidatedRecords, assign_offsets
-from storage.log_values import (
+from tiercel.protocol.record_batch import RECORDS_OFFSET, TimestampType, read_header
+from tiercel.protocol.records import decode_records
+from tiercel.storage.file_names import CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX
+from tiercel.storage.leader_epoch_cache import LeaderEpochFileCache
+from tiercel.storage.log_segment import LogSegment
+from tiercel.storage.log_validator import ValidatedRecords, assign_offsets
+from tiercel.storage.log_values import (
     AppendBatch,
     FetchDataInfo,
     FetchIsolation,
@@ -50,14 +50,14 @@ from storage.log_values import (
     LogOffsetMetadata,
     TimestampAndOffset,
 )
-from storage.producer_append_info import AppendOrigin, ProducerAppendInfo
-from storage.producer_state import ProducerStateManager
-from storage.producer_state_entry import BatchMetadata
-from storage.producer_state_loader import rebuild_producer_state
-from storage.replicated_records import replicated_batches
-from storage.scheduler import CoalescingWriter, Scheduler
-from storage.snapshot_io import ExecutorSnapshotIo
-from storage.topic_partition import TopicPartition
+from tiercel.storage.producer_append_info import AppendOrigin, ProducerAppendInfo
+from tiercel.storage.producer_state import ProducerStateManager
+from tiercel.storage.producer_state_entry import BatchMetadata
+from tiercel.storage.producer_state_loader import rebuild_producer_state
+from tiercel.storage.replicated_records import replicated_batches
+from tiercel.storage.scheduler import CoalescingWriter, Scheduler
+from tiercel.storage.snapshot_io import ExecutorSnapshotIo
+from tiercel.storage.topic_partition import TopicPartition
 
 _log: Final = logging.getLogger("tiercel.log")
 

@@ -32,11 +32,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
-from config.broker_config import BrokerConfig
-from config.definitions import ConfigError
-from config.log_format import log_event
-from storage.checkpoint_file import CLEANER_OFFSET_CHECKPOINT_FILENAME, OffsetCheckpointFile
-from storage.cleaner import (
+from tiercel.config.broker_config import BrokerConfig
+from tiercel.config.definitions import ConfigError
+from tiercel.config.log_format import log_event
+from tiercel.storage.checkpoint_file import CLEANER_OFFSET_CHECKPOINT_FILENAME, OffsetCheckpointFile
+from tiercel.storage.cleaner import (
     CleaningRound,
     LogCleaningAbortedError,
     SegmentSource,
@@ -44,17 +44,17 @@ from storage.cleaner import (
     discard_segment,
     map_segment,
 )
-from storage.log import Log
-from storage.log_cleaner_manager import (
+from tiercel.storage.log import Log
+from tiercel.storage.log_cleaner_manager import (
     LogToClean,
     grab_filthiest_compacted_log,
     group_segments_by_size,
     segments_between,
 )
-from storage.log_segment import LogSegment
-from storage.offset_map import OffsetMap
-from storage.scheduler import CoalescingWriter, Scheduler
-from storage.topic_partition import TopicPartition
+from tiercel.storage.log_segment import LogSegment
+from tiercel.storage.offset_map import OffsetMap
+from tiercel.storage.scheduler import CoalescingWriter, Scheduler
+from tiercel.storage.topic_partition import TopicPartition
 
 __all__ = ["CleanResult", "CleanerConfig", "LogCleaner"]
 

@@ -25,10 +25,10 @@ from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from config.log_format import log_event
-from storage.log import Log
-from storage.log_segment import LogSegment
-from storage.topic_partition import TopicPartition
+from tiercel.config.log_format import log_event
+from tiercel.storage.log import Log
+from tiercel.storage.log_segment import LogSegment
+from tiercel.storage.topic_partition import TopicPartition
 
 __all__ = [
     "LogToClean",

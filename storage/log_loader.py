@@ -33,17 +33,17 @@ import uuid
 from dataclasses import dataclass
 from typing import Final
 
-from config.log_config import LogConfig
-from config.log_format import log_event
-from protocol.errors import KafkaError
-from protocol.record_batch import RECORD_BATCH_OVERHEAD, read_header
-from storage.checkpoint_file import (
+from tiercel.config.log_config import LogConfig
+from tiercel.config.log_format import log_event
+from tiercel.protocol.errors import KafkaError
+from tiercel.protocol.record_batch import RECORD_BATCH_OVERHEAD, read_header
+from tiercel.storage.checkpoint_file import (
     LEADER_EPOCH_CHECKPOINT_FILENAME,
     PARTITION_METADATA_FILENAME,
     LeaderEpochCheckpointFile,
     PartitionMetadataFile,
 )
-from storage.file_names import (
+from tiercel.storage.file_names import (
     CLEANED_FILE_SUFFIX,
     DELETED_FILE_SUFFIX,
     INDEX_FILE_SUFFIX,
@@ -53,11 +53,11 @@ from storage.file_names import (
     TXN_INDEX_FILE_SUFFIX,
     offset_from_file_name,
 )
-from storage.leader_epoch_cache import LeaderEpochFileCache
-from storage.log_segment import LogSegment
-from storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
-from storage.producer_state_loader import rebuild_producer_state
-from storage.topic_partition import TopicPartition
+from tiercel.storage.leader_epoch_cache import LeaderEpochFileCache
+from tiercel.storage.log_segment import LogSegment
+from tiercel.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
+from tiercel.storage.producer_state_loader import rebuild_producer_state
+from tiercel.storage.topic_partition import TopicPartition
 
 _log: Final = logging.getLogger("tiercel.log")
 

@@ -30,11 +30,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from config.broker_config import BrokerConfig
-from config.log_config import LogConfig
-from config.log_format import log_event
-from protocol.errors import KafkaStorageError
-from storage.checkpoint_file import (
+from tiercel.config.broker_config import BrokerConfig
+from tiercel.config.log_config import LogConfig
+from tiercel.config.log_format import log_event
+from tiercel.protocol.errors import KafkaStorageError
+from tiercel.storage.checkpoint_file import (
     LEADER_EPOCH_CHECKPOINT_FILENAME,
     LOG_START_OFFSET_CHECKPOINT_FILENAME,
     PARTITION_METADATA_FILENAME,
@@ -44,16 +44,16 @@ from storage.checkpoint_file import (
     OffsetCheckpointFile,
     PartitionMetadataFile,
 )
-from storage.file_names import DELETE_DIR_SUFFIX
-from storage.leader_epoch_cache import LeaderEpochFileCache
-from storage.log import Log
-from storage.log_cleaner import CleanerConfig, LogCleaner
-from storage.log_loader import LoadedLog, load_partition_dir, parse_partition_dir_name
-from storage.log_segment import LogSegment
-from storage.meta_properties import MetaProperties
-from storage.producer_state import ProducerStateManager
-from storage.scheduler import Scheduler
-from storage.topic_partition import TopicPartition
+from tiercel.storage.file_names import DELETE_DIR_SUFFIX
+from tiercel.storage.leader_epoch_cache import LeaderEpochFileCache
+from tiercel.storage.log import Log
+from tiercel.storage.log_cleaner import CleanerConfig, LogCleaner
+from tiercel.storage.log_loader import LoadedLog, load_partition_dir, parse_partition_dir_name
+from tiercel.storage.log_segment import LogSegment
+from tiercel.storage.meta_properties import MetaProperties
+from tiercel.storage.producer_state import ProducerStateManager
+from tiercel.storage.scheduler import Scheduler
+from tiercel.storage.topic_partition import TopicPartition
 
 _log: Final = logging.getLogger("tiercel.log_manager")
 

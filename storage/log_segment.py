@@ -26,9 +26,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from config.log_format import log_event
-from protocol.errors import KafkaStorageError
-from protocol.record_batch import (
+from tiercel.config.log_format import log_event
+from tiercel.protocol.errors import KafkaStorageError
+from tiercel.protocol.record_batch import (
     LOG_OVERHEAD,
     MAGIC_V2,
     RECORD_BATCH_OVERHEAD,
@@ -36,17 +36,17 @@ from protocol.record_batch import (
     compute_crc,
     read_header,
 )
-from storage.file_names import (
+from tiercel.storage.file_names import (
     DELETED_FILE_SUFFIX,
     INDEX_FILE_SUFFIX,
     LOG_FILE_SUFFIX,
     TIME_INDEX_FILE_SUFFIX,
     filename_prefix_from_offset,
 )
-from storage.leader_epoch_cache import LeaderEpochFileCache
-from storage.log_values import AppendBatch, Buffer, LogOffsetMetadata
-from storage.offset_index import OffsetIndex
-from storage.time_index import TimeIndex
+from tiercel.storage.leader_epoch_cache import LeaderEpochFileCache
+from tiercel.storage.log_values import AppendBatch, Buffer, LogOffsetMetadata
+from tiercel.storage.offset_index import OffsetIndex
+from tiercel.storage.time_index import TimeIndex
 
 _log: Final = logging.getLogger("tiercel.log")
 

@@ -31,16 +31,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from config.log_config import LogConfig
-from protocol.compression import CompressionType, decompress
-from protocol.errors import (
+from tiercel.config.log_config import LogConfig
+from tiercel.protocol.compression import CompressionType, decompress
+from tiercel.protocol.errors import (
     CorruptRecordError,
     InvalidRecordError,
     InvalidTimestampError,
     RecordBatchTooLargeError,
     RecordTooLargeError,
 )
-from protocol.record_batch import (
+from tiercel.protocol.record_batch import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_CODEC_MASK,
     LOG_OVERHEAD,
@@ -55,9 +55,9 @@ from protocol.record_batch import (
     patched_timestamp_prefix,
     read_header,
 )
-from protocol.record_builder import recompress_batch
-from protocol.records import validate_records as walk_records
-from storage.log_values import AppendBatch, Buffer
+from tiercel.protocol.record_builder import recompress_batch
+from tiercel.protocol.records import validate_records as walk_records
+from tiercel.storage.log_values import AppendBatch, Buffer
 
 # Decompressing a batch to validate it is bounded: past this, the batch is rejected
 # rather than allowed to exhaust memory (a "zip bomb" produce).

@@ -20,7 +20,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from storage.checkpoint_file import atomic_write, uuid_to_kafka_str
+from tiercel.storage.checkpoint_file import atomic_write, uuid_to_kafka_str
 
 FILE_NAME = "meta.properties"
 

@@ -23,11 +23,11 @@ import enum
 import logging
 from typing import Final
 
-from config.log_format import log_event
-from protocol.errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError
-from protocol.record_batch import NO_PRODUCER_EPOCH, NO_SEQUENCE
-from storage.producer_state_entry import ProducerStateEntry, in_sequence
-from storage.topic_partition import TopicPartition
+from tiercel.config.log_format import log_event
+from tiercel.protocol.errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError
+from tiercel.protocol.record_batch import NO_PRODUCER_EPOCH, NO_SEQUENCE
+from tiercel.storage.producer_state_entry import ProducerStateEntry, in_sequence
+from tiercel.storage.topic_partition import TopicPartition
 
 __all__ = ["AppendOrigin", "ProducerAppendInfo"]
 

@@ -35,8 +35,8 @@ from typing import Final
 
 import crc32c
 
-from storage.file_names import SNAPSHOT_FILE_SUFFIX, offset_from_file_name
-from storage.producer_state_entry import BatchMetadata, ProducerStateEntry
+from tiercel.storage.file_names import SNAPSHOT_FILE_SUFFIX, offset_from_file_name
+from tiercel.storage.producer_state_entry import BatchMetadata, ProducerStateEntry
 
 __all__ = [
     "SNAPSHOT_VERSION",

@@ -29,12 +29,12 @@ import types
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
-from config.log_format import log_event
-from protocol.errors import InvalidTxnStateError
-from storage.file_names import producer_snapshot_file
-from storage.log_values import AppendBatch
-from storage.producer_append_info import AppendOrigin, ProducerAppendInfo
-from storage.producer_snapshot import (
+from tiercel.config.log_format import log_event
+from tiercel.protocol.errors import InvalidTxnStateError
+from tiercel.storage.file_names import producer_snapshot_file
+from tiercel.storage.log_values import AppendBatch
+from tiercel.storage.producer_append_info import AppendOrigin, ProducerAppendInfo
+from tiercel.storage.producer_snapshot import (
     CorruptSnapshotError,
     decode_snapshot,
     encode_snapshot,
@@ -43,9 +43,9 @@ from storage.producer_snapshot import (
     remove_snapshot_file,
     write_snapshot_file,
 )
-from storage.producer_state_entry import BatchMetadata, ProducerStateEntry, last_sequence
-from storage.snapshot_io import BlockingSnapshotIo, SnapshotIo
-from storage.topic_partition import TopicPartition
+from tiercel.storage.producer_state_entry import BatchMetadata, ProducerStateEntry, last_sequence
+from tiercel.storage.snapshot_io import BlockingSnapshotIo, SnapshotIo
+from tiercel.storage.topic_partition import TopicPartition
 
 __all__ = ["DEFAULT_PRODUCER_ID_EXPIRATION_MS", "ProducerStateManager"]
 

@@ -14,7 +14,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Final
 
-from protocol.record_batch import NO_PRODUCER_EPOCH, NO_SEQUENCE, NO_TIMESTAMP
+from tiercel.protocol.record_batch import NO_PRODUCER_EPOCH, NO_SEQUENCE, NO_TIMESTAMP
 
 __all__ = [
     "NUM_BATCHES_TO_RETAIN",

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from storage.log_segment import LogSegment
-from storage.producer_state import ProducerStateManager
+from tiercel.storage.log_segment import LogSegment
+from tiercel.storage.producer_state import ProducerStateManager
 
 __all__ = ["rebuild_producer_state"]
 

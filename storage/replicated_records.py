@@ -16,15 +16,15 @@ is not part of the result, as Kafka's record iterator stops before it. Pure; any
 
 from __future__ import annotations
 
-from protocol.errors import CorruptRecordError
-from protocol.record_batch import (
+from tiercel.protocol.errors import CorruptRecordError
+from tiercel.protocol.record_batch import (
     LOG_OVERHEAD,
     MAGIC_V2,
     RECORD_BATCH_OVERHEAD,
     compute_crc,
     read_header,
 )
-from storage.log_values import AppendBatch, Buffer
+from tiercel.storage.log_values import AppendBatch, Buffer
 
 
 def replicated_batches(records: Buffer) -> list[AppendBatch]:

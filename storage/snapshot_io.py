@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Protocol
 
-from storage.scheduler import Scheduler
+from tiercel.storage.scheduler import Scheduler
 
 __all__ = ["BlockingSnapshotIo", "ExecutorSnapshotIo", "Job", "SnapshotIo"]
 

@@ -18,7 +18,7 @@ import struct
 from bisect import bisect_right
 from dataclasses import dataclass
 
-from storage.abstract_index import (
+from tiercel.storage.abstract_index import (
     DEFAULT_MAX_INDEX_SIZE,
     AbstractIndex,
     InvalidOffsetError,

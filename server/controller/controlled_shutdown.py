@@ -21,11 +21,11 @@ import contextlib
 import logging
 from typing import Final
 
-from config.broker_config import BrokerConfig
-from config.log_format import log_event
-from server.metadata import zk_data as zk
-from server.metadata.metadata_cache import MetadataCache
-from server.metadata.store import (
+from tiercel.config.broker_config import BrokerConfig
+from tiercel.config.log_format import log_event
+from tiercel.server.metadata import zk_data as zk
+from tiercel.server.metadata.metadata_cache import MetadataCache
+from tiercel.server.metadata.store import (
     CreateOp,
     DeleteOp,
     MetadataStore,
@@ -34,7 +34,7 @@ from server.metadata.store import (
     NoNodeError,
     Op,
 )
-from storage.topic_partition import TopicPartition
+from tiercel.storage.topic_partition import TopicPartition
 
 _log: Final = logging.getLogger("tiercel.broker")
 

@@ -29,9 +29,9 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from config.broker_config import BrokerConfig
-from config.log_format import log_event
-from protocol.errors import (
+from tiercel.config.broker_config import BrokerConfig
+from tiercel.config.log_format import log_event
+from tiercel.protocol.errors import (
     ElectionNotNeededError,
     EligibleLeadersNotAvailableError,
     InvalidTopicError,
@@ -40,14 +40,14 @@ from protocol.errors import (
     PreferredLeaderNotAvailableError,
     UnknownTopicOrPartitionError,
 )
-from server.controller.controller_context import ControllerContext, TopicContext
-from server.controller.controller_store import ControllerMovedError, ControllerStore
-from server.controller.leader_balance import partitions_to_rebalance
-from server.controller.partition_state_machine import PartitionStateMachine
-from server.controller.reassignment import Reassignments, Target
-from server.controller.replica_assignment import ReplicaAssignment
-from server.metadata import zk_data as zk
-from server.metadata.store import (
+from tiercel.server.controller.controller_context import ControllerContext, TopicContext
+from tiercel.server.controller.controller_store import ControllerMovedError, ControllerStore
+from tiercel.server.controller.leader_balance import partitions_to_rebalance
+from tiercel.server.controller.partition_state_machine import PartitionStateMachine
+from tiercel.server.controller.reassignment import Reassignments, Target
+from tiercel.server.controller.replica_assignment import ReplicaAssignment
+from tiercel.server.metadata import zk_data as zk
+from tiercel.server.metadata.store import (
     BadVersionError,
     CreateOp,
     MetadataStore,
@@ -59,7 +59,7 @@ from server.metadata.store import (
     WatchEvent,
     WatchHandle,
 )
-from storage.topic_partition import TopicPartition
+from tiercel.storage.topic_partition import TopicPartition
 
 _log: Final = logging.getLogger("tiercel.controller")
 # Kafka checks leader balance 5 s after a failover, then every

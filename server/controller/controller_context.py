@@ -13,9 +13,9 @@ import uuid
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 
-from server.controller.replica_assignment import ReplicaAssignment
-from server.metadata import zk_data as zk
-from storage.topic_partition import TopicPartition
+from tiercel.server.controller.replica_assignment import ReplicaAssignment
+from tiercel.server.metadata import zk_data as zk
+from tiercel.storage.topic_partition import TopicPartition
 
 
 @dataclass(slots=True)

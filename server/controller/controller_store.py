@@ -17,8 +17,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Final, TypeVar
 
-from server.metadata import zk_data as zk
-from server.metadata.store import (
+from tiercel.server.metadata import zk_data as zk
+from tiercel.server.metadata.store import (
     BadVersionError,
     CheckOp,
     CreateOp,
@@ -31,8 +31,8 @@ from server.metadata.store import (
     SetOp,
     Stat,
 )
-from server.partition import PartitionState
-from storage.topic_partition import TopicPartition
+from tiercel.server.partition import PartitionState
+from tiercel.storage.topic_partition import TopicPartition
 
 # Conflicts with leaders' ISR writes are rare and short; this many in a row means
 # something keeps rewriting the state, and the controller retries the whole event later.

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from dataclasses import replace
 
-from server.partition import PartitionState
+from tiercel.server.partition import PartitionState
 
 NO_LEADER = -1
 

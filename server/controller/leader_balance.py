@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Collection, Mapping
 
-from server.controller import election
-from server.partition import PartitionState
-from storage.topic_partition import TopicPartition
+from tiercel.server.controller import election
+from tiercel.server.partition import PartitionState
+from tiercel.storage.topic_partition import TopicPartition
 
 
 def partitions_to_rebalance(

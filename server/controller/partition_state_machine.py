@@ -13,20 +13,20 @@ import logging
 from collections.abc import Collection, Mapping
 from typing import Final
 
-from config.broker_config import BrokerConfig
-from config.log_format import log_event
-from server.controller import election
-from server.controller.controller_context import ControllerContext
-from server.controller.controller_store import (
+from tiercel.config.broker_config import BrokerConfig
+from tiercel.config.log_format import log_event
+from tiercel.server.controller import election
+from tiercel.server.controller.controller_context import ControllerContext
+from tiercel.server.controller.controller_store import (
     ControllerStore,
     StateChange,
     StateUpdate,
     gather_all,
 )
-from server.metadata import zk_data as zk
-from server.metadata.store import NoNodeError
-from server.partition import PartitionState
-from storage.topic_partition import TopicPartition
+from tiercel.server.metadata import zk_data as zk
+from tiercel.server.metadata.store import NoNodeError
+from tiercel.server.partition import PartitionState
+from tiercel.storage.topic_partition import TopicPartition
 
 _log: Final = logging.getLogger("tiercel.controller")
 _UNCLEAN_KEY: Final = "unclean.leader.election.enable"

@@ -23,8 +23,8 @@ from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import replace
 from typing import Final
 
-from config.log_format import log_event
-from protocol.errors import (
+from tiercel.config.log_format import log_event
+from tiercel.protocol.errors import (
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
     KafkaError,
@@ -32,15 +32,15 @@ from protocol.errors import (
     UnknownServerError,
     UnknownTopicOrPartitionError,
 )
-from server.controller import election
-from server.controller.controller_context import ControllerContext, TopicContext
-from server.controller.controller_store import ControllerMovedError, ControllerStore
-from server.controller.partition_state_machine import PartitionStateMachine
-from server.controller.replica_assignment import ReplicaAssignment
-from server.metadata import zk_data as zk
-from server.metadata.store import BadVersionError, MetadataStoreError, WatchHandle
-from server.partition import PartitionState
-from storage.topic_partition import TopicPartition
+from tiercel.server.controller import election
+from tiercel.server.controller.controller_context import ControllerContext, TopicContext
+from tiercel.server.controller.controller_store import ControllerMovedError, ControllerStore
+from tiercel.server.controller.partition_state_machine import PartitionStateMachine
+from tiercel.server.controller.replica_assignment import ReplicaAssignment
+from tiercel.server.metadata import zk_data as zk
+from tiercel.server.metadata.store import BadVersionError, MetadataStoreError, WatchHandle
+from tiercel.server.partition import PartitionState
+from tiercel.storage.topic_partition import TopicPartition
 
 _log: Final = logging.getLogger("tiercel.controller")
 _MAX_TOPIC_WRITES: Final = 20

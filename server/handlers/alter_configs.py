@@ -6,15 +6,15 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from protocol.errors import (
+from tiercel.protocol.errors import (
     ErrorCode,
     InvalidRequestError,
     KafkaError,
     UnknownTopicOrPartitionError,
 )
-from server.error_mapping import as_kafka_error
-from server.handlers.describe_configs import TOPIC_RESOURCE
-from server.request_context import RequestContext
+from tiercel.server.error_mapping import as_kafka_error
+from tiercel.server.handlers.describe_configs import TOPIC_RESOURCE
+from tiercel.server.request_context import RequestContext
 
 API_KEY: Final = 33
 MIN_VERSION: Final = 0

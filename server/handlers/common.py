@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from protocol.errors import ErrorCode, KafkaError
-from server.metadata.metadata_cache import Condition
-from server.replica_manager import INTERNAL_TOPICS as INTERNAL_TOPICS
-from server.request_context import RequestContext
-from storage.topic_partition import TopicPartition
+from tiercel.protocol.errors import ErrorCode, KafkaError
+from tiercel.server.metadata.metadata_cache import Condition
+from tiercel.server.replica_manager import INTERNAL_TOPICS as INTERNAL_TOPICS
+from tiercel.server.request_context import RequestContext
+from tiercel.storage.topic_partition import TopicPartition
 
 # Kafka's "not requested" value for authorized-operations fields.
 AUTHORIZED_OPERATIONS_OMITTED: Final = -(2**31)

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from server.coordinator.group.modern.assignment import Assignment
-from server.coordinator.group.modern.consumer_group_coordinator import (
+from tiercel.server.coordinator.group.modern.assignment import Assignment
+from tiercel.server.coordinator.group.modern.consumer_group_coordinator import (
     DescribedConsumerGroup,
     DescribedMember,
 )
-from server.handlers.common import AUTHORIZED_OPERATIONS_OMITTED
-from server.handlers.describe_groups import ALL_GROUP_OPERATIONS
-from server.metadata.metadata_cache import MetadataCache
-from server.request_context import RequestContext
+from tiercel.server.handlers.common import AUTHORIZED_OPERATIONS_OMITTED
+from tiercel.server.handlers.describe_groups import ALL_GROUP_OPERATIONS
+from tiercel.server.metadata.metadata_cache import MetadataCache
+from tiercel.server.request_context import RequestContext
 
 API_KEY: Final = 69
 MIN_VERSION: Final = 0

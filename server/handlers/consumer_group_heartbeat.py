@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from server.coordinator.group.modern.assignment import Assignment, assignment_of
-from server.coordinator.group.modern.heartbeat_request import HeartbeatRequest
-from server.handlers.common import timeout_ms
-from server.handlers.join_group import client_host
-from server.request_context import RequestContext
+from tiercel.server.coordinator.group.modern.assignment import Assignment, assignment_of
+from tiercel.server.coordinator.group.modern.heartbeat_request import HeartbeatRequest
+from tiercel.server.handlers.common import timeout_ms
+from tiercel.server.handlers.join_group import client_host
+from tiercel.server.request_context import RequestContext
 
 API_KEY: Final = 68
 MIN_VERSION: Final = 0

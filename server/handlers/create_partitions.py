@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from protocol.errors import ErrorCode, InvalidRequestError, KafkaError, RequestTimedOutError
-from server.error_mapping import as_kafka_error
-from server.handlers.common import timeout_ms, wait_for_metadata
-from server.request_context import RequestContext
+from tiercel.protocol.errors import ErrorCode, InvalidRequestError, KafkaError, RequestTimedOutError
+from tiercel.server.error_mapping import as_kafka_error
+from tiercel.server.handlers.common import timeout_ms, wait_for_metadata
+from tiercel.server.request_context import RequestContext
 
 API_KEY: Final = 37
 MIN_VERSION: Final = 0

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from config.log_config import describe_topic_configs
-from protocol.errors import ErrorCode, InvalidRequestError, KafkaError, RequestTimedOutError
-from server.admin_manager import CreatedTopic, NewTopic
-from server.error_mapping import as_kafka_error
-from server.handlers.common import timeout_ms, wait_for_metadata
-from server.request_context import RequestContext
+from tiercel.config.log_config import describe_topic_configs
+from tiercel.protocol.errors import ErrorCode, InvalidRequestError, KafkaError, RequestTimedOutError
+from tiercel.server.admin_manager import CreatedTopic, NewTopic
+from tiercel.server.error_mapping import as_kafka_error
+from tiercel.server.handlers.common import timeout_ms, wait_for_metadata
+from tiercel.server.request_context import RequestContext
 
 API_KEY: Final = 19
 MIN_VERSION: Final = 2

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Final
 
-from protocol.errors import ErrorCode, KafkaError
-from server.error_mapping import as_kafka_error
-from server.request_context import RequestContext
-from storage.topic_partition import TopicPartition
+from tiercel.protocol.errors import ErrorCode, KafkaError
+from tiercel.server.error_mapping import as_kafka_error
+from tiercel.server.request_context import RequestContext
+from tiercel.storage.topic_partition import TopicPartition
 
 API_KEY: Final = 21
 MIN_VERSION: Final = 0

@@ -5,16 +5,16 @@ from __future__ import annotations
 import uuid
 from typing import Any, Final
 
-from protocol.errors import (
+from tiercel.protocol.errors import (
     ErrorCode,
     InvalidRequestError,
     KafkaError,
     RequestTimedOutError,
     UnknownTopicIdError,
 )
-from server.error_mapping import as_kafka_error
-from server.handlers.common import timeout_ms, wait_for_metadata
-from server.request_context import RequestContext
+from tiercel.server.error_mapping import as_kafka_error
+from tiercel.server.handlers.common import timeout_ms, wait_for_metadata
+from tiercel.server.request_context import RequestContext
 
 API_KEY: Final = 20
 MIN_VERSION: Final = 1

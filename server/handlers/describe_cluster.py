@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from protocol.errors import ErrorCode
-from server.handlers.common import AUTHORIZED_OPERATIONS_OMITTED
-from server.request_context import RequestContext
+from tiercel.protocol.errors import ErrorCode
+from tiercel.server.handlers.common import AUTHORIZED_OPERATIONS_OMITTED
+from tiercel.server.request_context import RequestContext
 
 API_KEY: Final = 60
 MIN_VERSION: Final = 0

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from config.log_config import ConfigEntry, describe_broker_configs, describe_topic_configs
-from protocol.errors import ErrorCode, InvalidRequestError, KafkaError, UnknownTopicOrPartitionError
-from server.error_mapping import as_kafka_error
-from server.request_context import RequestContext
+from tiercel.config.log_config import ConfigEntry, describe_broker_configs, describe_topic_configs
+from tiercel.protocol.errors import (
+    ErrorCode,
+    InvalidRequestError,
+    KafkaError,
+    UnknownTopicOrPartitionError,
+)
+from tiercel.server.error_mapping import as_kafka_error
+from tiercel.server.request_context import RequestContext
 
 API_KEY: Final = 32
 MIN_VERSION: Final = 1

@@ -6,9 +6,9 @@ import os
 from collections import defaultdict
 from typing import Any, Final
 
-from protocol.errors import ErrorCode
-from server.request_context import RequestContext
-from storage.log_manager import total_and_usable_bytes
+from tiercel.protocol.errors import ErrorCode
+from tiercel.server.request_context import RequestContext
+from tiercel.storage.log_manager import total_and_usable_bytes
 
 API_KEY: Final = 35
 MIN_VERSION: Final = 1

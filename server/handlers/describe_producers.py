@@ -10,16 +10,16 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from protocol.errors import (
+from tiercel.protocol.errors import (
     KafkaError,
     NotLeaderOrFollowerError,
     UnknownTopicOrPartitionError,
 )
-from server.admin_manager import validate_topic_name
-from server.error_mapping import as_kafka_error
-from server.handlers.common import error_fields
-from server.request_context import RequestContext
-from storage.topic_partition import TopicPartition
+from tiercel.server.admin_manager import validate_topic_name
+from tiercel.server.error_mapping import as_kafka_error
+from tiercel.server.handlers.common import error_fields
+from tiercel.server.request_context import RequestContext
+from tiercel.storage.topic_partition import TopicPartition
 
 API_KEY: Final = 61
 MIN_VERSION: Final = 0

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from protocol.errors import ErrorCode
-from server.handlers.common import AUTHORIZED_OPERATIONS_OMITTED, INTERNAL_TOPICS
-from server.handlers.metadata import partitions_field
-from server.request_context import RequestContext
+from tiercel.protocol.errors import ErrorCode
+from tiercel.server.handlers.common import AUTHORIZED_OPERATIONS_OMITTED, INTERNAL_TOPICS
+from tiercel.server.handlers.metadata import partitions_field
+from tiercel.server.request_context import RequestContext
 
 API_KEY: Final = 75
 MIN_VERSION: Final = 0

@@ -14,12 +14,12 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any, Final
 
-from protocol.errors import ErrorCode, KafkaError
-from server.controller.controller import ElectionType
-from server.handlers.common import timeout_ms, wait_for_metadata
-from server.metadata.metadata_cache import MetadataCache
-from server.request_context import RequestContext
-from storage.topic_partition import TopicPartition
+from tiercel.protocol.errors import ErrorCode, KafkaError
+from tiercel.server.controller.controller import ElectionType
+from tiercel.server.handlers.common import timeout_ms, wait_for_metadata
+from tiercel.server.metadata.metadata_cache import MetadataCache
+from tiercel.server.request_context import RequestContext
+from tiercel.storage.topic_partition import TopicPartition
 
 API_KEY: Final = 43
 MIN_VERSION: Final = 0

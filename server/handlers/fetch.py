@@ -15,12 +15,12 @@ import uuid
 from collections import defaultdict
 from typing import Any, Final
 
-from protocol.errors import ErrorCode, KafkaError, UnknownTopicIdError
-from server.handlers.common import current_leader, node_endpoints, timeout_ms
-from server.replica_manager import FetchRequestPartition, FetchResult
-from server.request_context import RequestContext
-from storage.log_values import FetchIsolation
-from storage.topic_partition import TopicPartition
+from tiercel.protocol.errors import ErrorCode, KafkaError, UnknownTopicIdError
+from tiercel.server.handlers.common import current_leader, node_endpoints, timeout_ms
+from tiercel.server.replica_manager import FetchRequestPartition, FetchResult
+from tiercel.server.request_context import RequestContext
+from tiercel.storage.log_values import FetchIsolation
+from tiercel.storage.topic_partition import TopicPartition
 
 API_KEY: Final = 1
 MIN_VERSION: Final = 4

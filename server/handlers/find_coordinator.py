@@ -14,12 +14,12 @@ from __future__ import annotations
 import logging
 from typing import Any, Final
 
-from config.log_format import log_event
-from protocol.errors import ErrorCode, KafkaError
-from server.coordinator.group.group_config import GROUP_METADATA_TOPIC_NAME
-from server.coordinator.group.offsets_topic import ensure_offsets_topic
-from server.request_context import RequestContext
-from storage.topic_partition import TopicPartition
+from tiercel.config.log_format import log_event
+from tiercel.protocol.errors import ErrorCode, KafkaError
+from tiercel.server.coordinator.group.group_config import GROUP_METADATA_TOPIC_NAME
+from tiercel.server.coordinator.group.offsets_topic import ensure_offsets_topic
+from tiercel.server.request_context import RequestContext
+from tiercel.storage.topic_partition import TopicPartition
 
 API_KEY: Final = 10
 MIN_VERSION: Final = 0

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from config.definitions import TOPIC_CONFIGS, ConfigType
-from protocol.errors import InvalidConfigError, InvalidRequestError, KafkaError
-from server.error_mapping import as_kafka_error
-from server.handlers.alter_configs import check_topic_resource, response_entry
-from server.request_context import RequestContext
+from tiercel.config.definitions import TOPIC_CONFIGS, ConfigType
+from tiercel.protocol.errors import InvalidConfigError, InvalidRequestError, KafkaError
+from tiercel.server.error_mapping import as_kafka_error
+from tiercel.server.handlers.alter_configs import check_topic_resource, response_entry
+from tiercel.server.request_context import RequestContext
 
 API_KEY: Final = 44
 MIN_VERSION: Final = 0

@@ -15,15 +15,15 @@ from __future__ import annotations
 import logging
 from typing import Any, Final
 
-from config.log_format import log_event
-from protocol.errors import (
+from tiercel.config.log_format import log_event
+from tiercel.protocol.errors import (
     ErrorCode,
     InvalidRequestError,
     KafkaError,
     TransactionalIdAuthorizationFailedError,
 )
-from protocol.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
-from server.request_context import RequestContext
+from tiercel.protocol.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
+from tiercel.server.request_context import RequestContext
 
 API_KEY: Final = 22
 MIN_VERSION: Final = 0

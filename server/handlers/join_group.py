@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from server.coordinator.group.group_join import JoinGroupParams
-from server.handlers.common import timeout_ms
-from server.request_context import RequestContext
+from tiercel.server.coordinator.group.group_join import JoinGroupParams
+from tiercel.server.handlers.common import timeout_ms
+from tiercel.server.request_context import RequestContext
 
 API_KEY: Final = 11
 MIN_VERSION: Final = 0

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from protocol.errors import ErrorCode
-from server.coordinator.group.membership import LeavingMember
-from server.request_context import RequestContext
+from tiercel.protocol.errors import ErrorCode
+from tiercel.server.coordinator.group.membership import LeavingMember
+from tiercel.server.request_context import RequestContext
 
 API_KEY: Final = 13
 MIN_VERSION: Final = 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from server.request_context import RequestContext
+from tiercel.server.request_context import RequestContext
 
 API_KEY: Final = 16
 MIN_VERSION: Final = 0

@@ -5,19 +5,19 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Final
 
-from protocol.errors import (
+from tiercel.protocol.errors import (
     ErrorCode,
     InvalidRequestError,
     KafkaError,
     NotLeaderOrFollowerError,
     UnsupportedVersionError,
 )
-from server.error_mapping import as_kafka_error
-from server.handlers.common import current_leader
-from server.partition import Partition
-from server.request_context import RequestContext
-from storage.log_values import TimestampAndOffset
-from storage.topic_partition import TopicPartition
+from tiercel.server.error_mapping import as_kafka_error
+from tiercel.server.handlers.common import current_leader
+from tiercel.server.partition import Partition
+from tiercel.server.request_context import RequestContext
+from tiercel.storage.log_values import TimestampAndOffset
+from tiercel.storage.topic_partition import TopicPartition
 
 API_KEY: Final = 2
 MIN_VERSION: Final = 1

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Final
 
-from protocol.errors import NotControllerError
-from server.handlers.common import error_fields
-from server.request_context import RequestContext
-from storage.topic_partition import TopicPartition
+from tiercel.protocol.errors import NotControllerError
+from tiercel.server.handlers.common import error_fields
+from tiercel.server.request_context import RequestContext
+from tiercel.storage.topic_partition import TopicPartition
 
 API_KEY: Final = 46
 MIN_VERSION: Final = 0

@@ -5,13 +5,13 @@ from __future__ import annotations
 import uuid
 from typing import Any, Final
 
-from protocol.errors import ErrorCode, KafkaError
-from server.admin_manager import NewTopic, validate_topic_name
-from server.coordinator.group.group_config import GROUP_METADATA_TOPIC_NAME
-from server.coordinator.group.offsets_topic import ensure_offsets_topic
-from server.handlers.common import AUTHORIZED_OPERATIONS_OMITTED, INTERNAL_TOPICS
-from server.metadata.metadata_cache import MetadataCache, TopicMetadata
-from server.request_context import RequestContext
+from tiercel.protocol.errors import ErrorCode, KafkaError
+from tiercel.server.admin_manager import NewTopic, validate_topic_name
+from tiercel.server.coordinator.group.group_config import GROUP_METADATA_TOPIC_NAME
+from tiercel.server.coordinator.group.offsets_topic import ensure_offsets_topic
+from tiercel.server.handlers.common import AUTHORIZED_OPERATIONS_OMITTED, INTERNAL_TOPICS
+from tiercel.server.metadata.metadata_cache import MetadataCache, TopicMetadata
+from tiercel.server.request_context import RequestContext
 
 API_KEY: Final = 3
 MIN_VERSION: Final = 0

@@ -10,11 +10,11 @@ from __future__ import annotations
 import time
 from typing import Any, Final
 
-from protocol.errors import ErrorCode
-from server.coordinator.group.offset_and_metadata import NO_METADATA, OffsetAndMetadata
-from server.handlers.common import timeout_ms
-from server.request_context import RequestContext
-from storage.topic_partition import TopicPartition
+from tiercel.protocol.errors import ErrorCode
+from tiercel.server.coordinator.group.offset_and_metadata import NO_METADATA, OffsetAndMetadata
+from tiercel.server.handlers.common import timeout_ms
+from tiercel.server.request_context import RequestContext
+from tiercel.storage.topic_partition import TopicPartition
 
 API_KEY: Final = 8
 MIN_VERSION: Final = 2

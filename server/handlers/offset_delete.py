@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from protocol.errors import ErrorCode
-from server.request_context import RequestContext
-from storage.topic_partition import TopicPartition
+from tiercel.protocol.errors import ErrorCode
+from tiercel.server.request_context import RequestContext
+from tiercel.storage.topic_partition import TopicPartition
 
 API_KEY: Final = 47
 MIN_VERSION: Final = 0

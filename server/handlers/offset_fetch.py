@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from protocol.errors import ErrorCode
-from server.coordinator.group.offset_and_metadata import (
+from tiercel.protocol.errors import ErrorCode
+from tiercel.server.coordinator.group.offset_and_metadata import (
     INVALID_OFFSET,
     NO_LEADER_EPOCH,
     NO_METADATA,
 )
-from server.request_context import RequestContext
-from storage.topic_partition import TopicPartition
+from tiercel.server.request_context import RequestContext
+from tiercel.storage.topic_partition import TopicPartition
 
 API_KEY: Final = 9
 MIN_VERSION: Final = 1

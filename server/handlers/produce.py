@@ -10,15 +10,15 @@ import logging
 from collections import defaultdict
 from typing import Any, Final
 
-from config.log_format import log_event
-from protocol.compression import CompressionType
-from protocol.errors import ErrorCode, InvalidRequestError, UnsupportedCompressionTypeError
-from protocol.record_batch import ATTRIBUTES_OFFSET, COMPRESSION_CODEC_MASK
-from server.handlers.common import current_leader, error_fields, node_endpoints, timeout_ms
-from server.network.connection import CloseConnection
-from server.replica_manager import ProduceResult
-from server.request_context import RequestContext
-from storage.topic_partition import TopicPartition
+from tiercel.config.log_format import log_event
+from tiercel.protocol.compression import CompressionType
+from tiercel.protocol.errors import ErrorCode, InvalidRequestError, UnsupportedCompressionTypeError
+from tiercel.protocol.record_batch import ATTRIBUTES_OFFSET, COMPRESSION_CODEC_MASK
+from tiercel.server.handlers.common import current_leader, error_fields, node_endpoints, timeout_ms
+from tiercel.server.network.connection import CloseConnection
+from tiercel.server.replica_manager import ProduceResult
+from tiercel.server.request_context import RequestContext
+from tiercel.storage.topic_partition import TopicPartition
 
 API_KEY: Final = 0
 MIN_VERSION: Final = 3

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from protocol.errors import ErrorCode
-from server.request_context import RequestContext
+from tiercel.protocol.errors import ErrorCode
+from tiercel.server.request_context import RequestContext
 
 API_KEY: Final = 14
 MIN_VERSION: Final = 0

@@ -18,7 +18,7 @@ from dataclasses import replace
 from functools import partial
 from typing import TypeVar, assert_never
 
-from server.metadata.local_store_file import (
+from tiercel.server.metadata.local_store_file import (
     FILE_NAME,
     CorruptMetadataStoreError,
     Node,
@@ -26,7 +26,7 @@ from server.metadata.local_store_file import (
     now_ms,
     split,
 )
-from server.metadata.store import (
+from tiercel.server.metadata.store import (
     BadVersionError,
     CheckOp,
     CreateOp,

@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from server.metadata.store import MetadataStoreError, check_path
+from tiercel.server.metadata.store import MetadataStoreError, check_path
 
 __all__ = ["FILE_NAME", "CorruptMetadataStoreError", "Node", "StoreFile", "now_ms", "split"]
 

@@ -14,9 +14,9 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from server.metadata.zk_data import BrokerRegistration
-from server.partition import PartitionState
-from storage.topic_partition import TopicPartition
+from tiercel.server.metadata.zk_data import BrokerRegistration
+from tiercel.server.partition import PartitionState
+from tiercel.storage.topic_partition import TopicPartition
 
 Condition = Callable[["MetadataCache"], bool]
 

@@ -16,10 +16,10 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Final
 
-from config.log_format import log_event
-from server.metadata import zk_data as zk
-from server.metadata.metadata_cache import MetadataCache, TopicMetadata
-from server.metadata.store import MetadataStore, NoNodeError, WatchEvent, WatchHandle
+from tiercel.config.log_format import log_event
+from tiercel.server.metadata import zk_data as zk
+from tiercel.server.metadata.metadata_cache import MetadataCache, TopicMetadata
+from tiercel.server.metadata.store import MetadataStore, NoNodeError, WatchEvent, WatchHandle
 
 _log: Final = logging.getLogger("tiercel.metadata")
 

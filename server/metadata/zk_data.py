@@ -30,9 +30,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from config.broker_config import Listener
-from server.partition import PartitionState
-from storage.checkpoint_file import kafka_str_to_uuid, uuid_to_kafka_str
+from tiercel.config.broker_config import Listener
+from tiercel.server.partition import PartitionState
+from tiercel.storage.checkpoint_file import kafka_str_to_uuid, uuid_to_kafka_str
 
 CLUSTER_ID_PATH: Final = "/cluster/id"
 BROKER_IDS_PATH: Final = "/brokers/ids"

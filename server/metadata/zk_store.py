@@ -42,8 +42,8 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.handlers.threading import AsyncResult, SequentialThreadingHandler
 from kazoo.retry import KazooRetry
 
-from config.log_format import log_event
-from server.metadata.store import (
+from tiercel.config.log_format import log_event
+from tiercel.server.metadata.store import (
     BadVersionError,
     CheckOp,
     CreateOp,
@@ -63,7 +63,7 @@ from server.metadata.store import (
     WatchHandle,
     check_path,
 )
-from server.metadata.zk_watch import NodeState, NodeVersion, WatchKind, ZkWatch
+from tiercel.server.metadata.zk_watch import NodeState, NodeVersion, WatchKind, ZkWatch
 
 __all__ = ["ZooKeeperMetadataStore", "parse_connect_string"]
 

@@ -29,8 +29,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
-from config.log_format import log_event
-from server.metadata.store import EventType, WatchCallback, WatchEvent
+from tiercel.config.log_format import log_event
+from tiercel.server.metadata.store import EventType, WatchCallback, WatchEvent
 
 __all__ = ["NodeVersion", "WatchKind", "ZkWatch", "catch_up", "follow"]
 

@@ -13,9 +13,9 @@ import logging
 import time
 from typing import Final
 
-from config.broker_config import Listener
-from config.log_format import log_event
-from server.network.connection import Connection, FrameHandler
+from tiercel.config.broker_config import Listener
+from tiercel.config.log_format import log_event
+from tiercel.server.network.connection import Connection, FrameHandler
 
 _log: Final = logging.getLogger("tiercel.network")
 SHUTDOWN_DRAIN_S: Final = 10.0

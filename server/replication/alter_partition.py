@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from server.metadata import zk_data as zk
-from server.metadata.store import BadVersionError, MetadataStore, NoNodeError
-from server.partition import PartitionState
-from storage.topic_partition import TopicPartition
+from tiercel.server.metadata import zk_data as zk
+from tiercel.server.metadata.store import BadVersionError, MetadataStore, NoNodeError
+from tiercel.server.partition import PartitionState
+from tiercel.storage.topic_partition import TopicPartition
 
 
 class ZkAlterPartitionManager:

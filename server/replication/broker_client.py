@@ -16,8 +16,8 @@ import struct
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from protocol.client_frames import FrameError, decode_response, encode_request
-from protocol.errors import UnsupportedVersionError
+from tiercel.protocol.client_frames import FrameError, decode_response, encode_request
+from tiercel.protocol.errors import UnsupportedVersionError
 
 _API_VERSIONS_KEY: Final = 18
 _API_VERSIONS_VERSION: Final = 3

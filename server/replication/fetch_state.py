@@ -6,7 +6,7 @@ import enum
 import uuid
 from dataclasses import dataclass
 
-from protocol.errors import ErrorCode
+from tiercel.protocol.errors import ErrorCode
 
 
 class FetchPhase(enum.Enum):

@@ -11,9 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
-from protocol.errors import ErrorCode
-from server.replication.fetch_state import EpochEndOffset, FetchPartition, FetchPartitionData
-from storage.topic_partition import TopicPartition
+from tiercel.protocol.errors import ErrorCode
+from tiercel.server.replication.fetch_state import (
+    EpochEndOffset,
+    FetchPartition,
+    FetchPartitionData,
+)
+from tiercel.storage.topic_partition import TopicPartition
 
 
 class LeaderEndPoint(Protocol):

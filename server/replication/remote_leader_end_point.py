@@ -19,10 +19,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from protocol.errors import ErrorCode
-from server.replication.broker_client import BrokerClient
-from server.replication.fetch_state import EpochEndOffset, FetchPartition, FetchPartitionData
-from storage.topic_partition import TopicPartition
+from tiercel.protocol.errors import ErrorCode
+from tiercel.server.replication.broker_client import BrokerClient
+from tiercel.server.replication.fetch_state import (
+    EpochEndOffset,
+    FetchPartition,
+    FetchPartitionData,
+)
+from tiercel.storage.topic_partition import TopicPartition
 
 _FETCH_KEY: Final = 1
 _FETCH_VERSIONS: Final = (12, 17)

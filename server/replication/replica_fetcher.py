@@ -31,10 +31,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Final
 
-from config.log_format import log_event
-from protocol.errors import ErrorCode, KafkaError
-from server.partition import Partition
-from server.replication.fetch_state import (
+from tiercel.config.log_format import log_event
+from tiercel.protocol.errors import ErrorCode, KafkaError
+from tiercel.server.partition import Partition
+from tiercel.server.replication.fetch_state import (
     EpochEndOffset,
     FetchPartition,
     FetchPartitionData,
@@ -43,10 +43,10 @@ from server.replication.fetch_state import (
     OffsetTruncationState,
     PartitionFetchState,
 )
-from server.replication.leader_end_point import LeaderEndPoint
-from server.replication.truncation import offset_truncation_state
-from storage.log import Log, UnexpectedAppendOffsetError
-from storage.topic_partition import TopicPartition
+from tiercel.server.replication.leader_end_point import LeaderEndPoint
+from tiercel.server.replication.truncation import offset_truncation_state
+from tiercel.storage.log import Log, UnexpectedAppendOffsetError
+from tiercel.storage.topic_partition import TopicPartition
 
 _log: Final = logging.getLogger("tiercel.replica_fetcher")
 

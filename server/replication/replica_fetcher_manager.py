@@ -15,10 +15,10 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from typing import Final
 
-from config.log_format import log_event
-from server.replication.fetch_state import InitialFetchState, PartitionFetchState
-from server.replication.replica_fetcher import ReplicaFetcher
-from storage.topic_partition import TopicPartition
+from tiercel.config.log_format import log_event
+from tiercel.server.replication.fetch_state import InitialFetchState, PartitionFetchState
+from tiercel.server.replication.replica_fetcher import ReplicaFetcher
+from tiercel.storage.topic_partition import TopicPartition
 
 _log: Final = logging.getLogger("tiercel.replica_fetcher")
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from server.replication.fetch_state import EpochEndOffset, OffsetTruncationState
+from tiercel.server.replication.fetch_state import EpochEndOffset, OffsetTruncationState
 
 # The follower's own end offset for an epoch: (epoch, end offset) or None if undefined.
 EndOffsetForEpoch = Callable[[int], tuple[int, int] | None]

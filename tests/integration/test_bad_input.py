@@ -44,17 +44,6 @@ from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, 
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import Records, i8, i16, i32, i32Timedelta, i64
 
-from protocol.record_batch import (
-    ATTRIBUTES_OFFSET,
-    BATCH_LENGTH_OFFSET,
-    CRC_OFFSET,
-    LAST_OFFSET_DELTA_OFFSET,
-    RECORDS_COUNT_OFFSET,
-    RECORDS_OFFSET,
-    read_header,
-)
-from protocol.record_builder import SimpleRecord, build_record_batch
-from protocol.records import decode_records
 from support.broker import BrokerProcess
 from support.wire import (
     ConnectionClosedError,
@@ -64,6 +53,17 @@ from support.wire import (
     encode_request,
     size_prefixed,
 )
+from tiercel.protocol.record_batch import (
+    ATTRIBUTES_OFFSET,
+    BATCH_LENGTH_OFFSET,
+    CRC_OFFSET,
+    LAST_OFFSET_DELTA_OFFSET,
+    RECORDS_COUNT_OFFSET,
+    RECORDS_OFFSET,
+    read_header,
+)
+from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
+from tiercel.protocol.records import decode_records
 
 MAX_REQUEST = 1024 * 1024  # socket.request.max.bytes for this module's broker
 SMALL_MAX_MESSAGE = 16 * 1024  # max.message.bytes of SMALL

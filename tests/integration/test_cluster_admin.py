@@ -23,10 +23,10 @@ from confluent_kafka import ConsumerGroupTopicPartitions, ElectionType, KafkaExc
 from confluent_kafka import TopicPartition as CTopicPartition
 from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 
-from protocol.entities import build_entity, request_class
 from support.broker import BrokerProcess
 from support.clients import Outgoing, consume, produce, wait_until
 from support.wire import WireClient
+from tiercel.protocol.entities import build_entity, request_class
 
 # Kafka's error codes.
 NONE: Final = 0

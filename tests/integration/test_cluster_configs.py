@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from config.broker_config import BrokerConfig
-from config.loader import load_broker_config
 from support.cluster import CLUSTER_CONFIG_DIR, TEST_OVERRIDES, cluster_config
+from tiercel.config.broker_config import BrokerConfig
+from tiercel.config.loader import load_broker_config
 
 NODES = (1, 2, 3)
 PER_BROKER_KEYS = {"node.id", "listeners", "log.dirs"}

@@ -25,11 +25,11 @@ from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as CTopicPartition
 from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 
-from protocol.entities import build_entity, request_class
-from protocol.errors import ErrorCode
 from support.broker import REPO, BrokerProcess
 from support.clients import Outgoing, create_topic, produce, wait_until
 from support.wire import WireClient
+from tiercel.protocol.entities import build_entity, request_class
+from tiercel.protocol.errors import ErrorCode
 
 SESSION_MS = 2000
 OVERRIDES = {

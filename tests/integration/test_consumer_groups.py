@@ -28,12 +28,12 @@ from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as CTopicPartition
 from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 
-from protocol.entities import build_entity, request_class
-from protocol.errors import ErrorCode
-from protocol.record_builder import SimpleRecord, build_record_batch
 from support.broker import REPO, BrokerProcess
 from support.clients import Outgoing, create_topic, produce, running_broker, wait_until
 from support.wire import WireClient
+from tiercel.protocol.entities import build_entity, request_class
+from tiercel.protocol.errors import ErrorCode
+from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
 
 GROUP_OVERRIDES = {
     "group.initial.rebalance.delay.ms": 0,

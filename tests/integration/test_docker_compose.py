@@ -31,9 +31,9 @@ from typing import Any
 import pytest
 import yaml
 
-from config.loader import load_broker_config
 from support.broker import REPO, BrokerProcess
 from support.cluster import cluster_config
+from tiercel.config.loader import load_broker_config
 
 DOCKER = REPO / "docker"
 COMPOSE_FILE = DOCKER / "docker-compose.yml"

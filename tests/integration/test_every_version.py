@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from protocol.entities import build_entity, request_class
-from server.kafka_apis import api_table
 from support.broker import BrokerProcess
 from support.clients import create_topic, running_broker
 from support.wire import WireClient
+from tiercel.protocol.entities import build_entity, request_class
+from tiercel.server.kafka_apis import api_table
 
 _OVERRIDES: dict[int, dict[str, Any]] = {
     0: {"acks": 1, "timeout": datetime.timedelta(seconds=1),

@@ -15,10 +15,10 @@ from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopi
 from kio.schema.types import TopicName
 from kio.static.primitive import i8, i32, i32Timedelta, i64
 
-from protocol.record_batch import iter_batches
 from support.broker import BrokerProcess
 from support.clients import create_topic, running_broker
 from support.wire import WireClient
+from tiercel.protocol.record_batch import iter_batches
 
 
 @pytest.fixture(scope="module")

@@ -34,10 +34,10 @@ from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, 
 from kio.schema.types import ProducerId, TopicName
 from kio.static.primitive import Records, i16, i32, i32Timedelta
 
-from protocol.record_builder import SimpleRecord, build_record_batch
 from support.broker import BrokerProcess
 from support.clients import Outgoing, consume, create_topic, now_ms, produce, watermarks
 from support.wire import WireClient
+from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
 
 PARTITIONS = 3
 

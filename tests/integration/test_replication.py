@@ -16,13 +16,13 @@ from typing import Any
 from confluent_kafka import Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from protocol.entities import build_entity, request_class
-from protocol.errors import ErrorCode
-from protocol.record_builder import SimpleRecord, build_record_batch
 from support.broker import BrokerProcess
 from support.clients import consume
 from support.cluster import read_batches
 from support.wire import WireClient
+from tiercel.protocol.entities import build_entity, request_class
+from tiercel.protocol.errors import ErrorCode
+from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
 
 TOPIC = "replicated"
 PARTITIONS = 2

@@ -33,15 +33,15 @@ from golden_capture import (
 from kio.schema.index import api_key_map
 from kio.serial import entity_reader, entity_writer
 
-from config.log_config import LogConfig
-from protocol.compression import CompressionType, decompress
-from protocol.entities import decode_request_body, request_class
-from protocol.record_batch import RECORDS_OFFSET, read_header
-from protocol.records import decode_records
-from protocol.request_header import RequestHeader, parse_request_header
-from server.kafka_apis import api_table
-from storage.log_validator import validate_records
 from support.wire import encode_header
+from tiercel.config.log_config import LogConfig
+from tiercel.protocol.compression import CompressionType, decompress
+from tiercel.protocol.entities import decode_request_body, request_class
+from tiercel.protocol.record_batch import RECORDS_OFFSET, read_header
+from tiercel.protocol.records import decode_records
+from tiercel.protocol.request_header import RequestHeader, parse_request_header
+from tiercel.server.kafka_apis import api_table
+from tiercel.storage.log_validator import validate_records
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 FRAMES = sorted(GOLDEN.glob("*/*.bin"))

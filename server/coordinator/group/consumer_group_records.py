@@ -47,7 +47,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from server.coordinator.group.record_codec import (
+from tiercel.server.coordinator.group.record_codec import (
     CoordinatorRecordError,
     RecordReader,
     RecordWriter,

@@ -16,17 +16,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
-from config.log_format import log_event
-from protocol.compression import decompress
-from protocol.record_batch import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, iter_batches
-from protocol.records import decode_records
-from server.coordinator.group.consumer_group_records import (
+from tiercel.config.log_format import log_event
+from tiercel.protocol.compression import decompress
+from tiercel.protocol.record_batch import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, iter_batches
+from tiercel.protocol.records import decode_records
+from tiercel.server.coordinator.group.consumer_group_records import (
     ConsumerGroupKey,
     ConsumerGroupValue,
     decode_consumer_group_key,
     decode_consumer_group_value,
 )
-from server.coordinator.group.coordinator_records import (
+from tiercel.server.coordinator.group.coordinator_records import (
     GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,
@@ -36,12 +36,12 @@ from server.coordinator.group.coordinator_records import (
     decode_key,
     decode_offset_commit_value,
 )
-from server.coordinator.group.modern.consumer_group import LoadedConsumerGroup
-from server.coordinator.group.offset_and_metadata import OffsetAndMetadata
-from storage.log import Log
-from storage.log_values import FetchIsolation
-from storage.scheduler import Scheduler
-from storage.topic_partition import TopicPartition
+from tiercel.server.coordinator.group.modern.consumer_group import LoadedConsumerGroup
+from tiercel.server.coordinator.group.offset_and_metadata import OffsetAndMetadata
+from tiercel.storage.log import Log
+from tiercel.storage.log_values import FetchIsolation
+from tiercel.storage.scheduler import Scheduler
+from tiercel.storage.topic_partition import TopicPartition
 
 _log: Final = logging.getLogger("tiercel.group_coordinator")
 

@@ -40,7 +40,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from server.coordinator.group.record_codec import (
+from tiercel.server.coordinator.group.record_codec import (
     CoordinatorRecordError,
     RecordReader,
     RecordWriter,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from config.broker_config import BrokerConfig, ConfigError
+from tiercel.config.broker_config import BrokerConfig, ConfigError
 
 GROUP_METADATA_TOPIC_NAME: Final = "__consumer_offsets"
 # Kafka's assignor class names, as group.consumer.assignors may give them.

@@ -24,8 +24,8 @@ import logging
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Final
 
-from config.log_format import log_event
-from protocol.errors import (
+from tiercel.config.log_format import log_event
+from tiercel.protocol.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
     ErrorCode,
@@ -36,18 +36,18 @@ from protocol.errors import (
     RebalanceInProgressError,
     UnknownMemberIdError,
 )
-from server.coordinator.group.group_config import (
+from tiercel.server.coordinator.group.group_config import (
     GROUP_METADATA_TOPIC_NAME,
     GroupCoordinatorConfig,
 )
-from server.coordinator.group.group_join import GroupJoin, JoinGroupParams
-from server.coordinator.group.group_metadata import GroupMetadata, GroupState
-from server.coordinator.group.group_metadata_manager import (
+from tiercel.server.coordinator.group.group_join import GroupJoin, JoinGroupParams
+from tiercel.server.coordinator.group.group_metadata import GroupMetadata, GroupState
+from tiercel.server.coordinator.group.group_metadata_manager import (
     Group,
     GroupMetadataManager,
     is_dead,
 )
-from server.coordinator.group.group_results import (
+from tiercel.server.coordinator.group.group_results import (
     DEAD_GROUP_SUMMARY,
     EMPTY_GROUP_SUMMARY,
     UNKNOWN_MEMBER_ID,
@@ -57,25 +57,25 @@ from server.coordinator.group.group_results import (
     LeaveMemberResult,
     SyncGroupResult,
 )
-from server.coordinator.group.membership import (
+from tiercel.server.coordinator.group.membership import (
     GroupMembership,
     LeavingMember,
     ParkedRequests,
     validate_current_member,
 )
-from server.coordinator.group.modern.consumer_group import ConsumerGroup
-from server.coordinator.group.modern.consumer_group_coordinator import (
+from tiercel.server.coordinator.group.modern.consumer_group import ConsumerGroup
+from tiercel.server.coordinator.group.modern.consumer_group_coordinator import (
     ConsumerGroupCoordinator,
     DescribedConsumerGroup,
     HeartbeatOutcome,
     validate_offset_commit,
     validate_offset_fetch,
 )
-from server.coordinator.group.modern.heartbeat_request import HeartbeatRequest
-from server.coordinator.group.offset_and_metadata import OffsetAndMetadata
-from server.coordinator.group.rebalance import Rebalancer
-from storage.scheduler import Scheduler
-from storage.topic_partition import TopicPartition
+from tiercel.server.coordinator.group.modern.heartbeat_request import HeartbeatRequest
+from tiercel.server.coordinator.group.offset_and_metadata import OffsetAndMetadata
+from tiercel.server.coordinator.group.rebalance import Rebalancer
+from tiercel.storage.scheduler import Scheduler
+from tiercel.storage.topic_partition import TopicPartition
 
 _log: Final = logging.getLogger("tiercel.group_coordinator")
 # OffsetCommit from this version on answers GROUP_ID_NOT_FOUND for an unknown group

@@ -15,23 +15,23 @@ import logging
 from dataclasses import dataclass
 from typing import Final
 
-from config.log_format import log_event
-from protocol.errors import ErrorCode, KafkaError
-from server.coordinator.group.group_config import GroupCoordinatorConfig
-from server.coordinator.group.group_metadata import GroupMetadata, GroupState
-from server.coordinator.group.group_metadata_manager import GroupMetadataManager
-from server.coordinator.group.group_results import (
+from tiercel.config.log_format import log_event
+from tiercel.protocol.errors import ErrorCode, KafkaError
+from tiercel.server.coordinator.group.group_config import GroupCoordinatorConfig
+from tiercel.server.coordinator.group.group_metadata import GroupMetadata, GroupState
+from tiercel.server.coordinator.group.group_metadata_manager import GroupMetadataManager
+from tiercel.server.coordinator.group.group_results import (
     UNKNOWN_MEMBER_ID,
     JoinCallback,
     JoinGroupResult,
 )
-from server.coordinator.group.member_metadata import MemberMetadata, Protocols
-from server.coordinator.group.membership import (
+from tiercel.server.coordinator.group.member_metadata import MemberMetadata, Protocols
+from tiercel.server.coordinator.group.membership import (
     ParkedRequests,
     StatusCheck,
     validate_current_member,
 )
-from server.coordinator.group.rebalance import NEW_MEMBER_JOIN_TIMEOUT_MS, Rebalancer
+from tiercel.server.coordinator.group.rebalance import NEW_MEMBER_JOIN_TIMEOUT_MS, Rebalancer
 
 _log: Final = logging.getLogger("tiercel.group_coordinator")
 

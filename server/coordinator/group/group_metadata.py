@@ -30,9 +30,12 @@ from dataclasses import dataclass
 from enum import Enum, StrEnum
 from typing import Final
 
-from protocol.errors import ErrorCode
-from server.coordinator.group.consumer_protocol import CONSUMER_PROTOCOL_TYPE, subscribed_topics
-from server.coordinator.group.group_results import (
+from tiercel.protocol.errors import ErrorCode
+from tiercel.server.coordinator.group.consumer_protocol import (
+    CONSUMER_PROTOCOL_TYPE,
+    subscribed_topics,
+)
+from tiercel.server.coordinator.group.group_results import (
     GroupOverview,
     GroupSummary,
     JoinCallback,
@@ -40,8 +43,8 @@ from server.coordinator.group.group_results import (
     JoinGroupResult,
     SyncGroupResult,
 )
-from server.coordinator.group.member_metadata import MemberMetadata, Protocols
-from server.coordinator.group.offset_and_metadata import OffsetAndMetadata
+from tiercel.server.coordinator.group.member_metadata import MemberMetadata, Protocols
+from tiercel.server.coordinator.group.offset_and_metadata import OffsetAndMetadata
 
 Clock = Callable[[], int]
 

@@ -27,13 +27,13 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final
 
-from config.log_format import log_event
-from protocol.compression import CompressionType
-from protocol.errors import ErrorCode
-from protocol.record_builder import SimpleRecord, build_record_batch
-from server.coordinator.group.consumer_group_records import encode_consumer_group_key
-from server.coordinator.group.coordinator_loader import LoadedPartition, load_partition
-from server.coordinator.group.coordinator_records import (
+from tiercel.config.log_format import log_event
+from tiercel.protocol.compression import CompressionType
+from tiercel.protocol.errors import ErrorCode
+from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
+from tiercel.server.coordinator.group.consumer_group_records import encode_consumer_group_key
+from tiercel.server.coordinator.group.coordinator_loader import LoadedPartition, load_partition
+from tiercel.server.coordinator.group.coordinator_records import (
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadataValue,
@@ -42,24 +42,24 @@ from server.coordinator.group.coordinator_records import (
     encode_key,
     encode_offset_commit_value,
 )
-from server.coordinator.group.group_config import (
+from tiercel.server.coordinator.group.group_config import (
     GROUP_METADATA_TOPIC_NAME,
     GroupCoordinatorConfig,
 )
-from server.coordinator.group.group_metadata import (
+from tiercel.server.coordinator.group.group_metadata import (
     Clock,
     GroupMetadata,
     GroupState,
     load_group,
 )
-from server.coordinator.group.member_metadata import MemberMetadata
-from server.coordinator.group.modern.consumer_group import ConsumerGroup
-from server.coordinator.group.offset_and_metadata import OffsetAndMetadata
-from server.coordinator.group.offset_store import OffsetStore
-from server.metadata.metadata_cache import MetadataCache
-from server.replica_manager import ProduceResult, ReplicaManager
-from storage.scheduler import Scheduler
-from storage.topic_partition import TopicPartition
+from tiercel.server.coordinator.group.member_metadata import MemberMetadata
+from tiercel.server.coordinator.group.modern.consumer_group import ConsumerGroup
+from tiercel.server.coordinator.group.offset_and_metadata import OffsetAndMetadata
+from tiercel.server.coordinator.group.offset_store import OffsetStore
+from tiercel.server.metadata.metadata_cache import MetadataCache
+from tiercel.server.replica_manager import ProduceResult, ReplicaManager
+from tiercel.storage.scheduler import Scheduler
+from tiercel.storage.topic_partition import TopicPartition
 
 _log: Final = logging.getLogger("tiercel.group_coordinator")
 # How long a failed load of a __consumer_offsets partition waits before it is retried.

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from protocol.errors import ErrorCode
+from tiercel.protocol.errors import ErrorCode
 
 NO_GENERATION: Final = -1
 NO_LEADER: Final = ""

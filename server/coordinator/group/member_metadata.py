@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from server.coordinator.group.group_results import JoinCallback, MemberSummary, SyncCallback
+from tiercel.server.coordinator.group.group_results import JoinCallback, MemberSummary, SyncCallback
 
 Protocols = tuple[tuple[str, bytes], ...]
 

@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
-from config.log_format import log_event
-from protocol.errors import (
+from tiercel.config.log_format import log_event
+from tiercel.protocol.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
     ErrorCode,
@@ -30,15 +30,15 @@ from protocol.errors import (
     KafkaError,
     UnknownMemberIdError,
 )
-from server.coordinator.group.group_metadata import GroupMetadata, GroupState
-from server.coordinator.group.group_metadata_manager import GroupMetadataManager
-from server.coordinator.group.group_results import (
+from tiercel.server.coordinator.group.group_metadata import GroupMetadata, GroupState
+from tiercel.server.coordinator.group.group_metadata_manager import GroupMetadataManager
+from tiercel.server.coordinator.group.group_results import (
     UNKNOWN_MEMBER_ID,
     LeaveMemberResult,
     SyncCallback,
     SyncGroupResult,
 )
-from server.coordinator.group.rebalance import Rebalancer
+from tiercel.server.coordinator.group.rebalance import Rebalancer
 
 _log: Final = logging.getLogger("tiercel.group_coordinator")
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Final
 
-from server.coordinator.group.coordinator_records import NO_EXPIRE_TIMESTAMP, OffsetCommitValue
+from tiercel.server.coordinator.group.coordinator_records import (
+    NO_EXPIRE_TIMESTAMP,
+    OffsetCommitValue,
+)
 
 NO_LEADER_EPOCH: Final = -1
 NO_METADATA: Final = ""

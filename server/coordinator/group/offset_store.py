@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from server.coordinator.group.group_metadata import OffsetExpiration
-from server.coordinator.group.offset_and_metadata import OffsetAndMetadata
-from storage.topic_partition import TopicPartition
+from tiercel.server.coordinator.group.group_metadata import OffsetExpiration
+from tiercel.server.coordinator.group.offset_and_metadata import OffsetAndMetadata
+from tiercel.storage.topic_partition import TopicPartition
 
 
 class OffsetStore:

@@ -6,13 +6,13 @@ single broker works out of the box), compacted, ``offsets.topic.segment.bytes`` 
 
 from __future__ import annotations
 
-from protocol.errors import ErrorCode, KafkaError
-from server.admin_manager import AdminManager, NewTopic
-from server.coordinator.group.group_config import (
+from tiercel.protocol.errors import ErrorCode, KafkaError
+from tiercel.server.admin_manager import AdminManager, NewTopic
+from tiercel.server.coordinator.group.group_config import (
     GROUP_METADATA_TOPIC_NAME,
     GroupCoordinatorConfig,
 )
-from server.metadata.metadata_cache import MetadataCache
+from tiercel.server.metadata.metadata_cache import MetadataCache
 
 
 def offsets_topic_ready(cache: MetadataCache) -> bool:

@@ -23,17 +23,17 @@ import logging
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Final
 
-from config.log_format import log_event
-from protocol.errors import ErrorCode
-from server.coordinator.group.group_config import GroupCoordinatorConfig
-from server.coordinator.group.group_metadata import GroupMetadata, GroupState
-from server.coordinator.group.group_metadata_manager import GroupMetadataManager
-from server.coordinator.group.group_results import (
+from tiercel.config.log_format import log_event
+from tiercel.protocol.errors import ErrorCode
+from tiercel.server.coordinator.group.group_config import GroupCoordinatorConfig
+from tiercel.server.coordinator.group.group_metadata import GroupMetadata, GroupState
+from tiercel.server.coordinator.group.group_metadata_manager import GroupMetadataManager
+from tiercel.server.coordinator.group.group_results import (
     UNKNOWN_MEMBER_ID,
     JoinGroupResult,
     SyncGroupResult,
 )
-from server.coordinator.group.member_metadata import MemberMetadata
+from tiercel.server.coordinator.group.member_metadata import MemberMetadata
 
 _log: Final = logging.getLogger("tiercel.group_coordinator")
 

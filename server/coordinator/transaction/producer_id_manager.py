@@ -22,9 +22,9 @@ import logging
 from dataclasses import dataclass
 from typing import Final
 
-from config.log_format import log_event
-from protocol.errors import CoordinatorLoadInProgressError, KafkaError
-from server.metadata.store import (
+from tiercel.config.log_format import log_event
+from tiercel.protocol.errors import CoordinatorLoadInProgressError, KafkaError
+from tiercel.server.metadata.store import (
     BadVersionError,
     MetadataStore,
     MetadataStoreError,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from config.broker_config import BrokerConfig, ConfigError, Listener
-from config.definitions import BROKER_CONFIGS
-from config.log_config import topic_defaults
+from tiercel.config.broker_config import BrokerConfig, ConfigError, Listener
+from tiercel.config.definitions import BROKER_CONFIGS
+from tiercel.config.log_config import topic_defaults
 
 HOUR_MS = 3_600_000
 

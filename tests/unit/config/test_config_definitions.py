@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from config.definitions import (
+from tiercel.config.definitions import (
     BROKER_CONFIGS,
     LONG_MAX,
     TOPIC_CONFIGS,

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from config.broker_config import Listener
-from config.definitions import BROKER_CONFIGS, ConfigError
-from config.loader import load_broker_config, parse_override, render_example_yaml
+from tiercel.config.broker_config import Listener
+from tiercel.config.definitions import BROKER_CONFIGS, ConfigError
+from tiercel.config.loader import load_broker_config, parse_override, render_example_yaml
 
 CONFIG_DIR = Path(__file__).resolve().parents[3] / "config"
 
@@ -108,7 +108,7 @@ def test_example_yaml_is_in_sync_with_the_definitions() -> None:
     committed = (CONFIG_DIR / "example.yaml").read_text(encoding="utf-8")
     assert committed == render_example_yaml(), (
         "config/example.yaml is stale: regenerate it with "
-        "python -c 'from config.loader import render_example_yaml as r; "
+        "python -c 'from tiercel.config.loader import render_example_yaml as r; "
         'open("config/example.yaml", "w").write(r())\''
     )
 

@@ -6,9 +6,15 @@ import dataclasses
 
 import pytest
 
-from config.broker_config import BrokerConfig
-from config.definitions import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigError, ConfigSource, ConfigType
-from config.log_config import (
+from tiercel.config.broker_config import BrokerConfig
+from tiercel.config.definitions import (
+    BROKER_CONFIGS,
+    TOPIC_CONFIGS,
+    ConfigError,
+    ConfigSource,
+    ConfigType,
+)
+from tiercel.config.log_config import (
     ConfigEntry,
     ConfigSynonym,
     LogConfig,

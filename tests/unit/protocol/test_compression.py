@@ -11,8 +11,8 @@ from aiokafka import codec as aiokafka_codec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.compression import CompressionType, compress, decompress
-from protocol.errors import CorruptRecordError, RecordTooLargeError, UnknownServerError
+from tiercel.protocol.compression import CompressionType, compress, decompress
+from tiercel.protocol.errors import CorruptRecordError, RecordTooLargeError, UnknownServerError
 
 CODECS = [c for c in CompressionType if c != CompressionType.NONE]
 XERIAL_HEADER = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)

@@ -10,9 +10,9 @@ from aiokafka.record.default_records import DefaultRecordBatch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.compression import CompressionType
-from protocol.errors import CorruptRecordError
-from protocol.record_batch import (
+from tiercel.protocol.compression import CompressionType
+from tiercel.protocol.errors import CorruptRecordError
+from tiercel.protocol.record_batch import (
     ATTRIBUTES_OFFSET,
     BASE_OFFSET_OFFSET,
     BASE_SEQUENCE_OFFSET,
@@ -43,7 +43,7 @@ from protocol.record_batch import (
     set_max_timestamp_and_crc,
     set_partition_leader_epoch,
 )
-from protocol.record_builder import SimpleRecord, build_record_batch
+from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
 
 INT32 = st.integers(-(2**31), 2**31 - 1)
 INT64 = st.integers(-(2**63), 2**63 - 1)

@@ -9,10 +9,10 @@ from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBat
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.compression import CompressionType, decompress
-from protocol.record_batch import RECORDS_OFFSET, TimestampType, is_crc_valid, read_header
-from protocol.record_builder import SimpleRecord, build_record_batch
-from protocol.records import decode_records, validate_records
+from tiercel.protocol.compression import CompressionType, decompress
+from tiercel.protocol.record_batch import RECORDS_OFFSET, TimestampType, is_crc_valid, read_header
+from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
+from tiercel.protocol.records import decode_records, validate_records
 
 RECORDS = st.lists(
     st.builds(

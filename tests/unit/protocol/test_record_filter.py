@@ -8,9 +8,9 @@ from aiokafka.record.default_records import DefaultRecordBatch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.compression import CompressionType, decompress
-from protocol.errors import InvalidRecordError
-from protocol.record_batch import (
+from tiercel.protocol.compression import CompressionType, decompress
+from tiercel.protocol.errors import InvalidRecordError
+from tiercel.protocol.record_batch import (
     NO_TIMESTAMP,
     RECORDS_OFFSET,
     RecordBatchHeader,
@@ -18,9 +18,14 @@ from protocol.record_batch import (
     is_crc_valid,
     read_header,
 )
-from protocol.record_builder import SimpleRecord, build_record_batch
-from protocol.record_filter import empty_batch, rebuild_batch, record_timestamp, scan_records
-from protocol.records import decode_records
+from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
+from tiercel.protocol.record_filter import (
+    empty_batch,
+    rebuild_batch,
+    record_timestamp,
+    scan_records,
+)
+from tiercel.protocol.records import decode_records
 
 RECORDS = st.lists(
     st.builds(

@@ -12,9 +12,9 @@ import contextlib
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol.compression import CompressionType, decompress
-from protocol.errors import KafkaError
-from protocol.record_batch import (
+from tiercel.protocol.compression import CompressionType, decompress
+from tiercel.protocol.errors import KafkaError
+from tiercel.protocol.record_batch import (
     RECORDS_OFFSET,
     TimestampType,
     iter_batches,
@@ -23,8 +23,8 @@ from protocol.record_batch import (
     read_header,
     scan_batches,
 )
-from protocol.record_builder import SimpleRecord, build_record_batch
-from protocol.records import decode_records, validate_records
+from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
+from tiercel.protocol.records import decode_records, validate_records
 
 # Small enough that a damaged size field cannot make an example slow.
 MAX_SIZE = 256 * 1024

@@ -7,10 +7,10 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.errors import InvalidRecordError
-from protocol.record_batch import RECORDS_OFFSET, read_header
-from protocol.record_builder import SimpleRecord, build_record_batch
-from protocol.records import (
+from tiercel.protocol.errors import InvalidRecordError
+from tiercel.protocol.record_batch import RECORDS_OFFSET, read_header
+from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
+from tiercel.protocol.records import (
     Record,
     decode_records,
     decode_varint,

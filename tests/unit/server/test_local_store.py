@@ -13,9 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from server.metadata import local_store_file
-from server.metadata.local_store import FILE_NAME, CorruptMetadataStoreError, LocalMetadataStore
-from server.metadata.store import (
+from tiercel.server.metadata import local_store_file
+from tiercel.server.metadata.local_store import (
+    FILE_NAME,
+    CorruptMetadataStoreError,
+    LocalMetadataStore,
+)
+from tiercel.server.metadata.store import (
     EventType,
     MetadataStoreError,
     WatchEvent,

@@ -18,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from server.metadata.local_store import LocalMetadataStore
-from server.metadata.store import (
+from tiercel.server.metadata.local_store import LocalMetadataStore
+from tiercel.server.metadata.store import (
     BadVersionError,
     CheckOp,
     CreateOp,
@@ -36,7 +36,7 @@ from server.metadata.store import (
     Stat,
     WatchEvent,
 )
-from server.metadata.zk_store import ZooKeeperMetadataStore
+from tiercel.server.metadata.zk_store import ZooKeeperMetadataStore
 
 # A store over one backing (a directory, a ZooKeeper chroot); `sub` names a fresh one
 # inside it, for hypothesis examples.

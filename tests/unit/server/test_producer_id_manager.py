@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from protocol.errors import CoordinatorLoadInProgressError, KafkaError
-from server.coordinator.transaction.producer_id_manager import (
+from tiercel.protocol.errors import CoordinatorLoadInProgressError, KafkaError
+from tiercel.server.coordinator.transaction.producer_id_manager import (
     PRODUCER_ID_BLOCK_PATH,
     ProducerIdManager,
     ProducerIdsBlock,
 )
-from server.metadata.local_store import LocalMetadataStore
-from server.metadata.store import MetadataStoreError
+from tiercel.server.metadata.local_store import LocalMetadataStore
+from tiercel.server.metadata.store import MetadataStoreError
 
 
 @pytest.fixture

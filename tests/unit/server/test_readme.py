@@ -7,7 +7,7 @@ from pathlib import Path
 
 from kio.index import api_key_map
 
-from server.kafka_apis import api_table
+from tiercel.server.kafka_apis import api_table
 
 README = Path(__file__).resolve().parents[3] / "README.md"
 

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from storage.scheduler import Scheduler
+from tiercel.storage.scheduler import Scheduler
 
 
 @pytest.fixture

@@ -7,17 +7,17 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from config.log_config import LogConfig
-from protocol.compression import CompressionType, decompress
-from protocol.record_batch import RECORDS_OFFSET, TimestampType, read_header
-from protocol.record_builder import SimpleRecord, build_record_batch
-from protocol.records import decode_records
-from storage.log import Log
-from storage.log_loader import load_partition_dir
-from storage.log_segment import LogSegment
-from storage.log_validator import validate_records
-from storage.log_values import LogAppendInfo
-from storage.scheduler import Scheduler
+from tiercel.config.log_config import LogConfig
+from tiercel.protocol.compression import CompressionType, decompress
+from tiercel.protocol.record_batch import RECORDS_OFFSET, TimestampType, read_header
+from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
+from tiercel.protocol.records import decode_records
+from tiercel.storage.log import Log
+from tiercel.storage.log_loader import load_partition_dir
+from tiercel.storage.log_segment import LogSegment
+from tiercel.storage.log_validator import validate_records
+from tiercel.storage.log_values import LogAppendInfo
+from tiercel.storage.scheduler import Scheduler
 
 # Far enough in the past to be an old segment, recent enough for the default
 # message.timestamp.before.max.ms (unbounded) and after.max.ms.

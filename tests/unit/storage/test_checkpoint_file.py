@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.errors import KafkaStorageError
-from storage.checkpoint_file import (
+from tiercel.protocol.errors import KafkaStorageError
+from tiercel.storage.checkpoint_file import (
     CorruptCheckpointError,
     LeaderEpochCheckpointFile,
     OffsetCheckpointFile,
@@ -17,8 +17,8 @@ from storage.checkpoint_file import (
     kafka_str_to_uuid,
     uuid_to_kafka_str,
 )
-from storage.epoch_entry import EpochEntry
-from storage.topic_partition import TopicPartition
+from tiercel.storage.epoch_entry import EpochEntry
+from tiercel.storage.topic_partition import TopicPartition
 
 # Kafka's legal topic characters
 topics = st.text(

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from storage.file_names import (
+from tiercel.storage.file_names import (
     DELETED_FILE_SUFFIX,
     filename_prefix_from_offset,
     log_file,
@@ -14,7 +14,7 @@ from storage.file_names import (
     time_index_file,
     transaction_index_file,
 )
-from storage.topic_partition import TopicPartition
+from tiercel.storage.topic_partition import TopicPartition
 
 
 def test_prefix_is_twenty_zero_padded_digits() -> None:

@@ -10,15 +10,15 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from protocol.errors import KafkaStorageError
-from storage.checkpoint_file import CorruptCheckpointError, LeaderEpochCheckpointFile
-from storage.leader_epoch_cache import (
+from tiercel.protocol.errors import KafkaStorageError
+from tiercel.storage.checkpoint_file import CorruptCheckpointError, LeaderEpochCheckpointFile
+from tiercel.storage.leader_epoch_cache import (
     UNDEFINED_EPOCH,
     UNDEFINED_EPOCH_OFFSET,
     EpochEntry,
     LeaderEpochFileCache,
 )
-from storage.topic_partition import TopicPartition
+from tiercel.storage.topic_partition import TopicPartition
 
 TP = TopicPartition("orders", 0)
 

@@ -25,17 +25,17 @@ from log_support import (
     small_config,
 )
 
-from config.log_config import LogConfig
-from protocol.compression import CompressionType
-from protocol.errors import OffsetOutOfRangeError
-from protocol.record_batch import TimestampType, is_crc_valid, read_header
-from protocol.record_builder import SimpleRecord, build_record_batch
-from storage.epoch_entry import EpochEntry
-from storage.file_names import DELETED_FILE_SUFFIX, filename_prefix_from_offset
-from storage.log import Log
-from storage.log_validator import assign_offsets, validate_records
-from storage.log_values import FetchIsolation, LogOffsetMetadata
-from storage.scheduler import Scheduler
+from tiercel.config.log_config import LogConfig
+from tiercel.protocol.compression import CompressionType
+from tiercel.protocol.errors import OffsetOutOfRangeError
+from tiercel.protocol.record_batch import TimestampType, is_crc_valid, read_header
+from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
+from tiercel.storage.epoch_entry import EpochEntry
+from tiercel.storage.file_names import DELETED_FILE_SUFFIX, filename_prefix_from_offset
+from tiercel.storage.log import Log
+from tiercel.storage.log_validator import assign_offsets, validate_records
+from tiercel.storage.log_values import FetchIsolation, LogOffsetMetadata
+from tiercel.storage.scheduler import Scheduler
 
 LOG_END = FetchIsolation.LOG_END
 HW = FetchIsolation.HIGH_WATERMARK

@@ -28,28 +28,28 @@ from log_support import (
     small_config,
 )
 
-from config.broker_config import BrokerConfig
-from config.definitions import ConfigError
-from config.log_config import LogConfig
-from protocol.compression import CompressionType
-from protocol.record_batch import NO_TIMESTAMP, TimestampType, is_crc_valid, read_header
-from protocol.record_builder import SimpleRecord, build_record_batch
-from storage.checkpoint_file import CLEANER_OFFSET_CHECKPOINT_FILENAME, OffsetCheckpointFile
-from storage.log import Log
-from storage.log_cleaner import CleanerConfig, CleanResult, LogCleaner
-from storage.log_cleaner_manager import (
+from tiercel.config.broker_config import BrokerConfig
+from tiercel.config.definitions import ConfigError
+from tiercel.config.log_config import LogConfig
+from tiercel.protocol.compression import CompressionType
+from tiercel.protocol.record_batch import NO_TIMESTAMP, TimestampType, is_crc_valid, read_header
+from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
+from tiercel.storage.checkpoint_file import CLEANER_OFFSET_CHECKPOINT_FILENAME, OffsetCheckpointFile
+from tiercel.storage.log import Log
+from tiercel.storage.log_cleaner import CleanerConfig, CleanResult, LogCleaner
+from tiercel.storage.log_cleaner_manager import (
     LogToClean,
     cleanable_offsets,
     group_segments_by_size,
     max_compaction_delay,
 )
-from storage.log_manager import LogManager
-from storage.log_segment import BatchPosition
-from storage.log_validator import validate_records
-from storage.log_values import AppendBatch, FetchIsolation, LogAppendInfo
-from storage.offset_map import ENTRY_OVERHEAD, OffsetMap
-from storage.scheduler import Scheduler
-from storage.topic_partition import TopicPartition
+from tiercel.storage.log_manager import LogManager
+from tiercel.storage.log_segment import BatchPosition
+from tiercel.storage.log_validator import validate_records
+from tiercel.storage.log_values import AppendBatch, FetchIsolation, LogAppendInfo
+from tiercel.storage.offset_map import ENTRY_OVERHEAD, OffsetMap
+from tiercel.storage.scheduler import Scheduler
+from tiercel.storage.topic_partition import TopicPartition
 
 TP = TopicPartition("t", 0)
 NOW = BASE_TS + 10_000_000
@@ -628,7 +628,7 @@ async def test_an_aborted_round_leaves_nothing(log_dir: str, scheduler: Schedule
     abort = threading.Event()
     abort.set()
     to_clean = LogToClean.of(log, 0, log.active_segment.base_offset)
-    from storage.cleaner import LogCleaningAbortedError
+    from tiercel.storage.cleaner import LogCleaningAbortedError
 
     with pytest.raises(LogCleaningAbortedError):
         await cleaner.clean_log(to_clean, OffsetMap(1 << 20), NOW, abort)

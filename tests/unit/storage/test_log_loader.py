@@ -19,12 +19,12 @@ from log_support import (
     small_config,
 )
 
-from storage.checkpoint_file import LeaderEpochCheckpointFile, PartitionMetadataFile
-from storage.epoch_entry import EpochEntry
-from storage.log_loader import LoadedLog, load_partition_dir, parse_partition_dir_name
-from storage.log_segment import LogSegment
-from storage.scheduler import Scheduler
-from storage.topic_partition import TopicPartition
+from tiercel.storage.checkpoint_file import LeaderEpochCheckpointFile, PartitionMetadataFile
+from tiercel.storage.epoch_entry import EpochEntry
+from tiercel.storage.log_loader import LoadedLog, load_partition_dir, parse_partition_dir_name
+from tiercel.storage.log_segment import LogSegment
+from tiercel.storage.scheduler import Scheduler
+from tiercel.storage.topic_partition import TopicPartition
 
 CONFIG = small_config()
 

@@ -13,15 +13,15 @@ from pathlib import Path
 import pytest
 from log_support import BASE_TS, log_records, produce, small_config
 
-from config.broker_config import BrokerConfig
-from config.log_config import LogConfig
-from protocol.errors import KafkaStorageError
-from storage import log as log_module
-from storage.checkpoint_file import OffsetCheckpointFile, PartitionMetadataFile
-from storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
-from storage.meta_properties import MetaProperties
-from storage.scheduler import Scheduler
-from storage.topic_partition import TopicPartition
+from tiercel.config.broker_config import BrokerConfig
+from tiercel.config.log_config import LogConfig
+from tiercel.protocol.errors import KafkaStorageError
+from tiercel.storage import log as log_module
+from tiercel.storage.checkpoint_file import OffsetCheckpointFile, PartitionMetadataFile
+from tiercel.storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
+from tiercel.storage.meta_properties import MetaProperties
+from tiercel.storage.scheduler import Scheduler
+from tiercel.storage.topic_partition import TopicPartition
 
 CONFIG = small_config()
 TP0 = TopicPartition("orders", 0)

@@ -10,13 +10,13 @@ from pathlib import Path
 
 from log_support import small_config
 
-from config.broker_config import BrokerConfig
-from protocol.record_builder import SimpleRecord, build_record_batch
-from storage.log import Log
-from storage.log_manager import LogManager
-from storage.log_validator import validate_records
-from storage.scheduler import Scheduler
-from storage.topic_partition import TopicPartition
+from tiercel.config.broker_config import BrokerConfig
+from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
+from tiercel.storage.log import Log
+from tiercel.storage.log_manager import LogManager
+from tiercel.storage.log_validator import validate_records
+from tiercel.storage.scheduler import Scheduler
+from tiercel.storage.topic_partition import TopicPartition
 
 CONFIG = small_config(segment_bytes=1 << 20)
 TP = TopicPartition("idempotent", 0)

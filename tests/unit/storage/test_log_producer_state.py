@@ -18,20 +18,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from log_support import decode_all, open_log, partition_dir, small_config
 
-from config.log_config import LogConfig
-from protocol.errors import (
+from tiercel.config.log_config import LogConfig
+from tiercel.protocol.errors import (
     InvalidProducerEpochError,
     InvalidRecordError,
     KafkaError,
     OutOfOrderSequenceNumberError,
 )
-from protocol.record_batch import read_header
-from protocol.record_builder import SimpleRecord, build_record_batch
-from storage.file_names import producer_snapshot_file
-from storage.log import Log
-from storage.log_validator import assign_offsets, validate_records
-from storage.log_values import LogAppendInfo
-from storage.scheduler import Scheduler
+from tiercel.protocol.record_batch import read_header
+from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
+from tiercel.storage.file_names import producer_snapshot_file
+from tiercel.storage.log import Log
+from tiercel.storage.log_validator import assign_offsets, validate_records
+from tiercel.storage.log_values import LogAppendInfo
+from tiercel.storage.scheduler import Scheduler
 
 NOW = int(time.time() * 1000)
 BIG = small_config(segment_bytes=1 << 20)

@@ -11,19 +11,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from log_support import BASE_TS, brute_force_positions, decode_all, records, segment_records
 
-from protocol.compression import CompressionType
-from protocol.errors import KafkaStorageError
-from protocol.record_batch import read_header
-from protocol.record_builder import build_record_batch
-from storage.checkpoint_file import LeaderEpochCheckpointFile
-from storage.epoch_entry import EpochEntry
-from storage.file_names import DELETED_FILE_SUFFIX
-from storage.leader_epoch_cache import LeaderEpochFileCache
-from storage.log_segment import LogSegment
-from storage.log_values import AppendBatch
-from storage.offset_index import OffsetPosition
-from storage.time_index import TimestampOffset
-from storage.topic_partition import TopicPartition
+from tiercel.protocol.compression import CompressionType
+from tiercel.protocol.errors import KafkaStorageError
+from tiercel.protocol.record_batch import read_header
+from tiercel.protocol.record_builder import build_record_batch
+from tiercel.storage.checkpoint_file import LeaderEpochCheckpointFile
+from tiercel.storage.epoch_entry import EpochEntry
+from tiercel.storage.file_names import DELETED_FILE_SUFFIX
+from tiercel.storage.leader_epoch_cache import LeaderEpochFileCache
+from tiercel.storage.log_segment import LogSegment
+from tiercel.storage.log_values import AppendBatch
+from tiercel.storage.offset_index import OffsetPosition
+from tiercel.storage.time_index import TimestampOffset
+from tiercel.storage.topic_partition import TopicPartition
 
 INTERVAL = 100
 
@@ -509,7 +509,7 @@ def test_failed_append_leaves_no_partial_batch(
         os.write(fd, bytes(buffers[0])[:10])  # part of the batch reaches the file
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("storage.log_segment.os.writev", disk_full)
+    monkeypatch.setattr("tiercel.storage.log_segment.os.writev", disk_full)
     with pytest.raises(KafkaStorageError, match="No space left"):
         segment.append([append_batch(6, 2)])
     assert segment.size == size == os.path.getsize(segment.log_path)
@@ -527,7 +527,7 @@ def test_short_writev_is_completed(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     def short(fd: int, buffers: list[bytes]) -> int:
         return real_writev(fd, [bytes(buffers[0])[:5]])  # a signal cut the write short
 
-    monkeypatch.setattr("storage.log_segment.os.writev", short)
+    monkeypatch.setattr("tiercel.storage.log_segment.os.writev", short)
     batch = append_batch(0, 3)
     data = bytes(batch.chunks[0])
     split = AppendBatch((data[:30], data[30:]), batch.size, 0, 2, batch.max_timestamp, 0)

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from log_support import BASE_TS, batch_bytes, decode_batch, small_config
 
-from protocol.compression import CompressionType
-from protocol.errors import (
+from tiercel.protocol.compression import CompressionType
+from tiercel.protocol.errors import (
     CorruptRecordError,
     ErrorCode,
     InvalidRecordError,
@@ -20,7 +20,7 @@ from protocol.errors import (
     RecordBatchTooLargeError,
     RecordTooLargeError,
 )
-from protocol.record_batch import (
+from tiercel.protocol.record_batch import (
     BATCH_LENGTH_OFFSET,
     CRC_OFFSET,
     LAST_OFFSET_DELTA_OFFSET,
@@ -33,8 +33,8 @@ from protocol.record_batch import (
     is_crc_valid,
     read_header,
 )
-from protocol.record_builder import SimpleRecord, build_record_batch
-from storage.log_validator import (
+from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
+from tiercel.storage.log_validator import (
     COSTLY_COMPRESSED_BYTES,
     DecompressionBudgetExceeded,
     assign_offsets,

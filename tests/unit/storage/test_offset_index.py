@@ -7,10 +7,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.errors import KafkaStorageError
-from storage.abstract_index import CorruptIndexError, IndexOffsetOverflowError, InvalidOffsetError
-from storage.file_names import DELETED_FILE_SUFFIX, offset_index_file
-from storage.offset_index import OffsetIndex, OffsetPosition
+from tiercel.protocol.errors import KafkaStorageError
+from tiercel.storage.abstract_index import (
+    CorruptIndexError,
+    IndexOffsetOverflowError,
+    InvalidOffsetError,
+)
+from tiercel.storage.file_names import DELETED_FILE_SUFFIX, offset_index_file
+from tiercel.storage.offset_index import OffsetIndex, OffsetPosition
 
 BASE = 1000
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storage.producer_snapshot import (
+from tiercel.storage.producer_snapshot import (
     CorruptSnapshotError,
     decode_snapshot,
     encode_snapshot,
@@ -20,7 +20,7 @@ from storage.producer_snapshot import (
     read_snapshot_file,
     write_snapshot_file,
 )
-from storage.producer_state_entry import BatchMetadata, ProducerStateEntry
+from tiercel.storage.producer_state_entry import BatchMetadata, ProducerStateEntry
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
 INT32 = st.integers(-(2**31), 2**31 - 1)

@@ -11,19 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from protocol.errors import (
+from tiercel.protocol.errors import (
     InvalidProducerEpochError,
     InvalidTxnStateError,
     OutOfOrderSequenceNumberError,
 )
-from storage.log_values import AppendBatch
-from storage.producer_append_info import AppendOrigin
-from storage.producer_snapshot import encode_snapshot
-from storage.producer_state import ProducerStateManager
-from storage.producer_state_entry import BatchMetadata, ProducerStateEntry
-from storage.scheduler import Scheduler
-from storage.snapshot_io import ExecutorSnapshotIo
-from storage.topic_partition import TopicPartition
+from tiercel.storage.log_values import AppendBatch
+from tiercel.storage.producer_append_info import AppendOrigin
+from tiercel.storage.producer_snapshot import encode_snapshot
+from tiercel.storage.producer_state import ProducerStateManager
+from tiercel.storage.producer_state_entry import BatchMetadata, ProducerStateEntry
+from tiercel.storage.scheduler import Scheduler
+from tiercel.storage.snapshot_io import ExecutorSnapshotIo
+from tiercel.storage.topic_partition import TopicPartition
 
 TP = TopicPartition("t", 0)
 NOW = 1_800_000_000_000

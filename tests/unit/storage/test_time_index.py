@@ -7,9 +7,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storage.abstract_index import CorruptIndexError, IndexOffsetOverflowError, InvalidOffsetError
-from storage.file_names import time_index_file
-from storage.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
+from tiercel.storage.abstract_index import (
+    CorruptIndexError,
+    IndexOffsetOverflowError,
+    InvalidOffsetError,
+)
+from tiercel.storage.file_names import time_index_file
+from tiercel.storage.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
 
 BASE = 500
 

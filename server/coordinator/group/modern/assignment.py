@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Final
 
-from server.coordinator.group.consumer_group_records import TopicPartitionsValue
+from tiercel.server.coordinator.group.consumer_group_records import TopicPartitionsValue
 
 Assignment = Mapping[uuid.UUID, frozenset[int]]
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from server.coordinator.group.modern.assignment import Assignment
+from tiercel.server.coordinator.group.modern.assignment import Assignment
 
 
 @dataclass(frozen=True, slots=True)

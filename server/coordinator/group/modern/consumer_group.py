@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Final
 
-from server.coordinator.group.consumer_group_records import (
+from tiercel.server.coordinator.group.consumer_group_records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupKey,
@@ -47,22 +47,22 @@ from server.coordinator.group.consumer_group_records import (
     ConsumerGroupValue,
     TopicMetadataValue,
 )
-from server.coordinator.group.consumer_protocol import CONSUMER_PROTOCOL_TYPE
-from server.coordinator.group.group_metadata import GroupType, OffsetExpiration
-from server.coordinator.group.group_results import GroupOverview
-from server.coordinator.group.modern.assignment import (
+from tiercel.server.coordinator.group.consumer_protocol import CONSUMER_PROTOCOL_TYPE
+from tiercel.server.coordinator.group.group_metadata import GroupType, OffsetExpiration
+from tiercel.server.coordinator.group.group_results import GroupOverview
+from tiercel.server.coordinator.group.modern.assignment import (
     EMPTY_ASSIGNMENT,
     Assignment,
     from_values,
     pairs,
 )
-from server.coordinator.group.modern.member import (
+from tiercel.server.coordinator.group.modern.member import (
     LEAVE_GROUP_MEMBER_EPOCH,
     ConsumerGroupMember,
     MemberState,
 )
-from server.coordinator.group.modern.regex import ResolvedRegularExpression
-from server.coordinator.group.offset_and_metadata import OffsetAndMetadata
+from tiercel.server.coordinator.group.modern.regex import ResolvedRegularExpression
+from tiercel.server.coordinator.group.offset_and_metadata import OffsetAndMetadata
 
 # Kafka's "no target assignment" epoch, after the target assignment's tombstone.
 NO_ASSIGNMENT_EPOCH: Final = -1

@@ -24,8 +24,8 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from config.log_format import log_event
-from protocol.errors import (
+from tiercel.config.log_format import log_event
+from tiercel.protocol.errors import (
     ErrorCode,
     GroupIdNotFoundError,
     KafkaError,
@@ -33,32 +33,35 @@ from protocol.errors import (
     UnknownMemberIdError,
     UnsupportedVersionError,
 )
-from protocol.record_builder import SimpleRecord
-from server.coordinator.group.consumer_group_records import (
+from tiercel.protocol.record_builder import SimpleRecord
+from tiercel.server.coordinator.group.consumer_group_records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     encode_consumer_group_key,
     encode_consumer_group_value,
 )
-from server.coordinator.group.coordinator_records import GroupMetadataKey, encode_key
-from server.coordinator.group.group_config import GroupCoordinatorConfig
-from server.coordinator.group.group_metadata import GroupMetadata
-from server.coordinator.group.group_metadata_manager import GroupMetadataManager
-from server.coordinator.group.modern.assignment import Assignment
-from server.coordinator.group.modern.assignor import PartitionAssignor
-from server.coordinator.group.modern.consumer_group import ConsumerGroup
-from server.coordinator.group.modern.heartbeat import GroupChange, HeartbeatPlanner, Record
-from server.coordinator.group.modern.heartbeat_request import (
+from tiercel.server.coordinator.group.coordinator_records import GroupMetadataKey, encode_key
+from tiercel.server.coordinator.group.group_config import GroupCoordinatorConfig
+from tiercel.server.coordinator.group.group_metadata import GroupMetadata
+from tiercel.server.coordinator.group.group_metadata_manager import GroupMetadataManager
+from tiercel.server.coordinator.group.modern.assignment import Assignment
+from tiercel.server.coordinator.group.modern.assignor import PartitionAssignor
+from tiercel.server.coordinator.group.modern.consumer_group import ConsumerGroup
+from tiercel.server.coordinator.group.modern.heartbeat import GroupChange, HeartbeatPlanner, Record
+from tiercel.server.coordinator.group.modern.heartbeat_request import (
     HeartbeatRequest,
     HeartbeatResult,
     validate_request,
 )
-from server.coordinator.group.modern.member import MemberState
-from server.coordinator.group.modern.range_assignor import RANGE_ASSIGNOR_NAME, RangeAssignor
-from server.coordinator.group.modern.uniform_assignor import (
+from tiercel.server.coordinator.group.modern.member import MemberState
+from tiercel.server.coordinator.group.modern.range_assignor import (
+    RANGE_ASSIGNOR_NAME,
+    RangeAssignor,
+)
+from tiercel.server.coordinator.group.modern.uniform_assignor import (
     UNIFORM_ASSIGNOR_NAME,
     UniformAssignor,
 )
-from storage.scheduler import Scheduler
+from tiercel.storage.scheduler import Scheduler
 
 _log: Final = logging.getLogger("tiercel.group_coordinator")
 

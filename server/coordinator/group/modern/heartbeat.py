@@ -26,14 +26,14 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from protocol.errors import (
+from tiercel.protocol.errors import (
     FencedInstanceIdError,
     GroupIdNotFoundError,
     GroupMaxSizeReachedError,
     UnknownMemberIdError,
     UnreleasedInstanceIdError,
 )
-from server.coordinator.group.consumer_group_records import (
+from tiercel.server.coordinator.group.consumer_group_records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupKey,
     ConsumerGroupMemberMetadataKey,
@@ -47,27 +47,31 @@ from server.coordinator.group.consumer_group_records import (
     ConsumerGroupValue,
     TopicMetadataValue,
 )
-from server.coordinator.group.coordinator_records import GroupMetadataKey
-from server.coordinator.group.group_metadata import GroupMetadata, GroupState
-from server.coordinator.group.modern.assignment import EMPTY_ASSIGNMENT, Assignment, to_values
-from server.coordinator.group.modern.assignor import PartitionAssignor
-from server.coordinator.group.modern.consumer_group import ConsumerGroup
-from server.coordinator.group.modern.heartbeat_request import (
+from tiercel.server.coordinator.group.coordinator_records import GroupMetadataKey
+from tiercel.server.coordinator.group.group_metadata import GroupMetadata, GroupState
+from tiercel.server.coordinator.group.modern.assignment import (
+    EMPTY_ASSIGNMENT,
+    Assignment,
+    to_values,
+)
+from tiercel.server.coordinator.group.modern.assignor import PartitionAssignor
+from tiercel.server.coordinator.group.modern.consumer_group import ConsumerGroup
+from tiercel.server.coordinator.group.modern.heartbeat_request import (
     HeartbeatRequest,
     HeartbeatResult,
     new_member_id,
     validate_member_epoch,
 )
-from server.coordinator.group.modern.member import (
+from tiercel.server.coordinator.group.modern.member import (
     JOIN_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     ConsumerGroupMember,
 )
-from server.coordinator.group.modern.reconciliation import reconcile
-from server.coordinator.group.modern.regex_subscriptions import update_regexes
-from server.coordinator.group.modern.target_assignment import build_target_assignment
-from server.metadata.metadata_cache import MetadataCache
+from tiercel.server.coordinator.group.modern.reconciliation import reconcile
+from tiercel.server.coordinator.group.modern.regex_subscriptions import update_regexes
+from tiercel.server.coordinator.group.modern.target_assignment import build_target_assignment
+from tiercel.server.metadata.metadata_cache import MetadataCache
 
 Record = tuple[ConsumerGroupKey | GroupMetadataKey, ConsumerGroupValue | None]
 

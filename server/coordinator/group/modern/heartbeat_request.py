@@ -10,9 +10,13 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from protocol.errors import FencedMemberEpochError, InvalidRequestError, UnsupportedAssignorError
-from server.coordinator.group.modern.assignment import Assignment, is_subset
-from server.coordinator.group.modern.member import (
+from tiercel.protocol.errors import (
+    FencedMemberEpochError,
+    InvalidRequestError,
+    UnsupportedAssignorError,
+)
+from tiercel.server.coordinator.group.modern.assignment import Assignment, is_subset
+from tiercel.server.coordinator.group.modern.member import (
     JOIN_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field, replace
 from enum import IntEnum
 from typing import Final
 
-from server.coordinator.group.consumer_group_records import (
+from tiercel.server.coordinator.group.consumer_group_records import (
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataValue,
 )
-from server.coordinator.group.modern.assignment import (
+from tiercel.server.coordinator.group.modern.assignment import (
     EMPTY_ASSIGNMENT,
     Assignment,
     from_values,

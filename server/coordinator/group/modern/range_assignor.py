@@ -15,8 +15,8 @@ import uuid
 from collections.abc import Mapping
 from typing import Final
 
-from server.coordinator.group.modern.assignment import Assignment
-from server.coordinator.group.modern.assignor import GroupSpec
+from tiercel.server.coordinator.group.modern.assignment import Assignment
+from tiercel.server.coordinator.group.modern.assignor import GroupSpec
 
 RANGE_ASSIGNOR_NAME: Final = "range"
 

@@ -19,9 +19,9 @@ import uuid
 from collections.abc import Callable
 from dataclasses import replace
 
-from protocol.errors import FencedMemberEpochError
-from server.coordinator.group.modern.assignment import Assignment
-from server.coordinator.group.modern.member import ConsumerGroupMember, MemberState
+from tiercel.protocol.errors import FencedMemberEpochError
+from tiercel.server.coordinator.group.modern.assignment import Assignment
+from tiercel.server.coordinator.group.modern.member import ConsumerGroupMember, MemberState
 
 PartitionEpoch = Callable[[uuid.UUID, int], int]
 """The epoch of a partition's current owner, or -1 when nobody holds it."""

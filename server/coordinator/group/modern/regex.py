@@ -23,7 +23,7 @@ from typing import Any, Final
 
 import re2
 
-from protocol.errors import InvalidRegularExpressionError
+from tiercel.protocol.errors import InvalidRegularExpressionError
 
 # The least time between two refreshes of a group's regular expressions.
 REGEX_BATCH_REFRESH_MIN_INTERVAL_MS: Final = 10_000

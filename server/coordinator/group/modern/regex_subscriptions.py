@@ -11,22 +11,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from server.coordinator.group.consumer_group_records import (
+from tiercel.server.coordinator.group.consumer_group_records import (
     ConsumerGroupKey,
     ConsumerGroupRegularExpressionKey,
     ConsumerGroupRegularExpressionValue,
     ConsumerGroupValue,
 )
-from server.coordinator.group.modern.consumer_group import ConsumerGroup
-from server.coordinator.group.modern.member import ConsumerGroupMember
-from server.coordinator.group.modern.regex import (
+from tiercel.server.coordinator.group.modern.consumer_group import ConsumerGroup
+from tiercel.server.coordinator.group.modern.member import ConsumerGroupMember
+from tiercel.server.coordinator.group.modern.regex import (
     REGEX_BATCH_REFRESH_MIN_INTERVAL_MS,
     REGEX_REFRESH_INTERVAL_MS,
     ResolvedRegularExpression,
     compile_regex,
     resolve,
 )
-from server.metadata.metadata_cache import MetadataCache
+from tiercel.server.metadata.metadata_cache import MetadataCache
 
 
 class RegexStatus(Enum):

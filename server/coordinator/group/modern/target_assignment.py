@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from server.coordinator.group.consumer_group_records import (
+from tiercel.server.coordinator.group.consumer_group_records import (
     ConsumerGroupKey,
     ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupTargetAssignmentMemberValue,
@@ -22,16 +22,20 @@ from server.coordinator.group.consumer_group_records import (
     ConsumerGroupValue,
     TopicMetadataValue,
 )
-from server.coordinator.group.modern.assignment import EMPTY_ASSIGNMENT, Assignment, to_values
-from server.coordinator.group.modern.assignor import (
+from tiercel.server.coordinator.group.modern.assignment import (
+    EMPTY_ASSIGNMENT,
+    Assignment,
+    to_values,
+)
+from tiercel.server.coordinator.group.modern.assignor import (
     GroupSpec,
     MemberSubscription,
     PartitionAssignor,
     is_homogeneous,
 )
-from server.coordinator.group.modern.consumer_group import ConsumerGroup
-from server.coordinator.group.modern.member import ConsumerGroupMember
-from server.coordinator.group.modern.regex import ResolvedRegularExpression
+from tiercel.server.coordinator.group.modern.consumer_group import ConsumerGroup
+from tiercel.server.coordinator.group.modern.member import ConsumerGroupMember
+from tiercel.server.coordinator.group.modern.regex import ResolvedRegularExpression
 
 Record = tuple[ConsumerGroupKey, ConsumerGroupValue | None]
 

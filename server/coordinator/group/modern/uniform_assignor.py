@@ -23,8 +23,8 @@ from collections.abc import Mapping
 from itertools import islice
 from typing import Final
 
-from server.coordinator.group.modern.assignment import Assignment, assignment_of, pairs
-from server.coordinator.group.modern.assignor import GroupSpec
+from tiercel.server.coordinator.group.modern.assignment import Assignment, assignment_of, pairs
+from tiercel.server.coordinator.group.modern.assignor import GroupSpec
 
 UNIFORM_ASSIGNOR_NAME: Final = "uniform"
 

@@ -13,13 +13,13 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
-from config.broker_config import BrokerConfig, Listener
-from server.controller.controller import Controller
-from server.metadata import zk_data as zk
-from server.metadata.local_store import LocalMetadataStore
-from server.metadata.store import CreateOp, NodeExistsError, NoNodeError
-from server.partition import PartitionState
-from storage.topic_partition import TopicPartition
+from tiercel.config.broker_config import BrokerConfig, Listener
+from tiercel.server.controller.controller import Controller
+from tiercel.server.metadata import zk_data as zk
+from tiercel.server.metadata.local_store import LocalMetadataStore
+from tiercel.server.metadata.store import CreateOp, NodeExistsError, NoNodeError
+from tiercel.server.partition import PartitionState
+from tiercel.storage.topic_partition import TopicPartition
 
 WAIT_S = 5.0
 

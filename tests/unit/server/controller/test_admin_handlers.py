@@ -14,23 +14,23 @@ from typing import Any, cast
 import pytest
 from controller_support import Cluster, tp
 
-from config.broker_config import BrokerConfig
-from protocol.entities import build_entity, request_class
-from protocol.errors import ErrorCode
-from protocol.request_header import RequestHeader
-from server.admin_manager import AdminManager
-from server.controller.controller import Controller
-from server.handlers import (
+from tiercel.config.broker_config import BrokerConfig
+from tiercel.protocol.entities import build_entity, request_class
+from tiercel.protocol.errors import ErrorCode
+from tiercel.protocol.request_header import RequestHeader
+from tiercel.server.admin_manager import AdminManager
+from tiercel.server.controller.controller import Controller
+from tiercel.server.handlers import (
     alter_partition_reassignments,
     create_partitions,
     elect_leaders,
     list_partition_reassignments,
 )
-from server.metadata import zk_data as zk
-from server.metadata.metadata_cache import MetadataCache, TopicMetadata
-from server.metadata.metadata_listener import MetadataListener
-from server.metadata.store import BadVersionError, MetadataStore
-from server.request_context import BrokerServices, RequestContext
+from tiercel.server.metadata import zk_data as zk
+from tiercel.server.metadata.metadata_cache import MetadataCache, TopicMetadata
+from tiercel.server.metadata.metadata_listener import MetadataListener
+from tiercel.server.metadata.store import BadVersionError, MetadataStore
+from tiercel.server.request_context import BrokerServices, RequestContext
 
 _UNUSED: Any = None
 

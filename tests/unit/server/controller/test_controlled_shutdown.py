@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 from controller_support import Cluster, tp
 
-from config.broker_config import BrokerConfig, Listener
-from server.controller.controlled_shutdown import ControlledShutdown, movable_leaderships
-from server.metadata import zk_data as zk
-from server.metadata.metadata_cache import MetadataCache, TopicMetadata
-from server.metadata.metadata_listener import MetadataListener
-from server.metadata.store import NodeExistsError
-from server.metadata.zk_store import ZooKeeperMetadataStore
-from server.partition import PartitionState
+from tiercel.config.broker_config import BrokerConfig, Listener
+from tiercel.server.controller.controlled_shutdown import ControlledShutdown, movable_leaderships
+from tiercel.server.metadata import zk_data as zk
+from tiercel.server.metadata.metadata_cache import MetadataCache, TopicMetadata
+from tiercel.server.metadata.metadata_listener import MetadataListener
+from tiercel.server.metadata.store import NodeExistsError
+from tiercel.server.metadata.zk_store import ZooKeeperMetadataStore
+from tiercel.server.partition import PartitionState
 
 
 @pytest.fixture

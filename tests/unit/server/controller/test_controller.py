@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from controller_support import Cluster, eventually, tp
 
-from protocol.errors import ErrorCode, KafkaError
-from server.controller.controller import ElectionType
-from server.controller.controller_store import ControllerMovedError, ControllerStore
-from server.metadata import zk_data as zk
-from server.metadata.store import MetadataStoreError, Op, OpResult, Stat
-from server.partition import PartitionState
+from tiercel.protocol.errors import ErrorCode, KafkaError
+from tiercel.server.controller.controller import ElectionType
+from tiercel.server.controller.controller_store import ControllerMovedError, ControllerStore
+from tiercel.server.metadata import zk_data as zk
+from tiercel.server.metadata.store import MetadataStoreError, Op, OpResult, Stat
+from tiercel.server.partition import PartitionState
 
 
 @pytest.fixture

@@ -6,11 +6,11 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from server.controller import election
-from server.controller.leader_balance import partitions_to_rebalance
-from server.controller.replica_assignment import ReplicaAssignment
-from server.partition import PartitionState
-from storage.topic_partition import TopicPartition
+from tiercel.server.controller import election
+from tiercel.server.controller.leader_balance import partitions_to_rebalance
+from tiercel.server.controller.replica_assignment import ReplicaAssignment
+from tiercel.server.partition import PartitionState
+from tiercel.storage.topic_partition import TopicPartition
 
 BROKERS = st.integers(min_value=1, max_value=6)
 

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from controller_support import Cluster, tp
 
-from server.metadata import zk_data as zk
-from server.metadata.metadata_cache import MetadataCache, TopicMetadata
-from server.metadata.metadata_listener import MetadataListener
-from server.metadata.store import NoNodeError
-from server.partition import PartitionState
+from tiercel.server.metadata import zk_data as zk
+from tiercel.server.metadata.metadata_cache import MetadataCache, TopicMetadata
+from tiercel.server.metadata.metadata_listener import MetadataListener
+from tiercel.server.metadata.store import NoNodeError
+from tiercel.server.partition import PartitionState
 
 
 @pytest.fixture

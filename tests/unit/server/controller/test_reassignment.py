@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from controller_support import Cluster, eventually, tp
 
-from protocol.errors import ErrorCode, KafkaError, NotControllerError
-from server.controller.controller import Controller
-from server.metadata import zk_data as zk
+from tiercel.protocol.errors import ErrorCode, KafkaError, NotControllerError
+from tiercel.server.controller.controller import Controller
+from tiercel.server.metadata import zk_data as zk
 
 
 @pytest.fixture

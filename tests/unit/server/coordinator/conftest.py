@@ -8,9 +8,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 from group_support import Clock, FakeReplicaManager, coordinator_config, start_coordinator
 
-from server.coordinator.group.group_config import GroupCoordinatorConfig
-from server.coordinator.group.group_coordinator import GroupCoordinator
-from storage.scheduler import Scheduler
+from tiercel.server.coordinator.group.group_config import GroupCoordinatorConfig
+from tiercel.server.coordinator.group.group_coordinator import GroupCoordinator
+from tiercel.storage.scheduler import Scheduler
 
 
 @pytest.fixture

@@ -9,22 +9,25 @@ from dataclasses import dataclass, field
 
 from group_support import FakeReplicaManager
 
-from protocol.compression import decompress
-from protocol.errors import ErrorCode
-from protocol.record_batch import RECORDS_OFFSET, iter_batches
-from protocol.records import decode_records
-from server.coordinator.group.consumer_group_records import (
+from tiercel.protocol.compression import decompress
+from tiercel.protocol.errors import ErrorCode
+from tiercel.protocol.record_batch import RECORDS_OFFSET, iter_batches
+from tiercel.protocol.records import decode_records
+from tiercel.server.coordinator.group.consumer_group_records import (
     ConsumerGroupKey,
     ConsumerGroupValue,
     decode_consumer_group_key,
     decode_consumer_group_value,
 )
-from server.coordinator.group.group_coordinator import GroupCoordinator
-from server.coordinator.group.modern.assignment import Assignment
-from server.coordinator.group.modern.consumer_group import ConsumerGroup
-from server.coordinator.group.modern.consumer_group_coordinator import HeartbeatOutcome
-from server.coordinator.group.modern.heartbeat_request import HeartbeatRequest, HeartbeatResult
-from server.metadata.metadata_cache import TopicMetadata
+from tiercel.server.coordinator.group.group_coordinator import GroupCoordinator
+from tiercel.server.coordinator.group.modern.assignment import Assignment
+from tiercel.server.coordinator.group.modern.consumer_group import ConsumerGroup
+from tiercel.server.coordinator.group.modern.consumer_group_coordinator import HeartbeatOutcome
+from tiercel.server.coordinator.group.modern.heartbeat_request import (
+    HeartbeatRequest,
+    HeartbeatResult,
+)
+from tiercel.server.metadata.metadata_cache import TopicMetadata
 
 
 def add_topic(c: GroupCoordinator, name: str, partitions: int) -> uuid.UUID:

@@ -15,27 +15,27 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from protocol.compression import decompress
-from protocol.errors import KafkaError
-from protocol.record_batch import RECORDS_OFFSET, iter_batches, read_header, set_base_offset
-from protocol.records import decode_records
-from server.coordinator.group.coordinator_records import (
+from tiercel.protocol.compression import decompress
+from tiercel.protocol.errors import KafkaError
+from tiercel.protocol.record_batch import RECORDS_OFFSET, iter_batches, read_header, set_base_offset
+from tiercel.protocol.records import decode_records
+from tiercel.server.coordinator.group.coordinator_records import (
     GroupMetadataKey,
     OffsetCommitKey,
     decode_key,
 )
-from server.coordinator.group.group_config import (
+from tiercel.server.coordinator.group.group_config import (
     GROUP_METADATA_TOPIC_NAME,
     GroupCoordinatorConfig,
 )
-from server.coordinator.group.group_coordinator import GroupCoordinator
-from server.coordinator.group.group_join import JoinGroupParams
-from server.coordinator.group.group_metadata_manager import GroupMetadataManager
-from server.metadata.metadata_cache import MetadataCache, TopicMetadata
-from server.replica_manager import ProduceResult, ReplicaManager
-from storage.log_values import FetchDataInfo, FetchIsolation, LogOffsetMetadata
-from storage.scheduler import Scheduler
-from storage.topic_partition import TopicPartition
+from tiercel.server.coordinator.group.group_coordinator import GroupCoordinator
+from tiercel.server.coordinator.group.group_join import JoinGroupParams
+from tiercel.server.coordinator.group.group_metadata_manager import GroupMetadataManager
+from tiercel.server.metadata.metadata_cache import MetadataCache, TopicMetadata
+from tiercel.server.replica_manager import ProduceResult, ReplicaManager
+from tiercel.storage.log_values import FetchDataInfo, FetchIsolation, LogOffsetMetadata
+from tiercel.storage.scheduler import Scheduler
+from tiercel.storage.topic_partition import TopicPartition
 
 PARTITIONS = 4
 NOW = 1_700_000_000_000

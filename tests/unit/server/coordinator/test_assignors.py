@@ -11,10 +11,14 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from server.coordinator.group.modern.assignment import Assignment, pairs
-from server.coordinator.group.modern.assignor import GroupSpec, MemberSubscription, is_homogeneous
-from server.coordinator.group.modern.range_assignor import RangeAssignor
-from server.coordinator.group.modern.uniform_assignor import UniformAssignor
+from tiercel.server.coordinator.group.modern.assignment import Assignment, pairs
+from tiercel.server.coordinator.group.modern.assignor import (
+    GroupSpec,
+    MemberSubscription,
+    is_homogeneous,
+)
+from tiercel.server.coordinator.group.modern.range_assignor import RangeAssignor
+from tiercel.server.coordinator.group.modern.uniform_assignor import UniformAssignor
 
 TOPICS = [uuid.UUID(int=i + 1) for i in range(4)]
 UNIFORM = UniformAssignor()

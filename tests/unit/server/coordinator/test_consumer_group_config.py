@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from config.broker_config import BrokerConfig, ConfigError
-from server.coordinator.group.group_config import GroupCoordinatorConfig
+from tiercel.config.broker_config import BrokerConfig, ConfigError
+from tiercel.server.coordinator.group.group_config import GroupCoordinatorConfig
 
 
 def test_defaults_are_kafkas() -> None:

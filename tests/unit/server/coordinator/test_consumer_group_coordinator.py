@@ -19,8 +19,8 @@ from consumer_support import (
 )
 from group_support import NOW, Clock, FakeReplicaManager, coordinator_config, join_params
 
-from protocol.errors import ErrorCode, NotLeaderOrFollowerError
-from server.coordinator.group.consumer_group_records import (
+from tiercel.protocol.errors import ErrorCode, NotLeaderOrFollowerError
+from tiercel.server.coordinator.group.consumer_group_records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupMemberMetadataKey,
     ConsumerGroupMetadataKey,
@@ -30,13 +30,13 @@ from server.coordinator.group.consumer_group_records import (
     ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupTargetAssignmentMetadataKey,
 )
-from server.coordinator.group.group_coordinator import GroupCoordinator
-from server.coordinator.group.group_metadata import GroupMetadata
-from server.coordinator.group.modern.consumer_group import ConsumerGroup, ConsumerGroupState
-from server.coordinator.group.modern.heartbeat_request import HeartbeatRequest
-from server.coordinator.group.modern.member import MemberState
-from server.coordinator.group.offset_and_metadata import OffsetAndMetadata
-from storage.topic_partition import TopicPartition
+from tiercel.server.coordinator.group.group_coordinator import GroupCoordinator
+from tiercel.server.coordinator.group.group_metadata import GroupMetadata
+from tiercel.server.coordinator.group.modern.consumer_group import ConsumerGroup, ConsumerGroupState
+from tiercel.server.coordinator.group.modern.heartbeat_request import HeartbeatRequest
+from tiercel.server.coordinator.group.modern.member import MemberState
+from tiercel.server.coordinator.group.offset_and_metadata import OffsetAndMetadata
+from tiercel.storage.topic_partition import TopicPartition
 
 MakeCoordinator = Callable[..., Awaitable[GroupCoordinator]]
 T0 = TopicPartition("t", 0)

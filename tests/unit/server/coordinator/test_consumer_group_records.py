@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from server.coordinator.group.consumer_group_records import (
+from tiercel.server.coordinator.group.consumer_group_records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupKey,
@@ -35,13 +35,13 @@ from server.coordinator.group.consumer_group_records import (
     encode_consumer_group_key,
     encode_consumer_group_value,
 )
-from server.coordinator.group.coordinator_records import (
+from tiercel.server.coordinator.group.coordinator_records import (
     GroupMetadataKey,
     UnknownKey,
     decode_key,
     encode_key,
 )
-from server.coordinator.group.record_codec import CoordinatorRecordError
+from tiercel.server.coordinator.group.record_codec import CoordinatorRecordError
 
 TOPIC = uuid.UUID("0123456789abcdef0123456789abcdef")
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from server.coordinator.group.coordinator_records import (
+from tiercel.server.coordinator.group.coordinator_records import (
     CoordinatorRecordError,
     GroupMetadataKey,
     GroupMetadataValue,
@@ -23,7 +23,7 @@ from server.coordinator.group.coordinator_records import (
     encode_key,
     encode_offset_commit_value,
 )
-from server.coordinator.group.group_metadata_manager import java_string_hash, partition_for
+from tiercel.server.coordinator.group.group_metadata_manager import java_string_hash, partition_for
 
 
 def h(text: str) -> bytes:

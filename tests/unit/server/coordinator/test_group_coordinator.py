@@ -17,15 +17,15 @@ from group_support import (
     subscription,
 )
 
-from protocol.errors import ErrorCode, NotLeaderOrFollowerError
-from server.coordinator.group.coordinator_records import GroupMetadataKey, OffsetCommitKey
-from server.coordinator.group.group_coordinator import GroupCoordinator
-from server.coordinator.group.group_join import JoinGroupParams
-from server.coordinator.group.group_metadata import GroupState
-from server.coordinator.group.group_results import JoinGroupResult
-from server.coordinator.group.membership import LeavingMember
-from server.coordinator.group.offset_and_metadata import OffsetAndMetadata
-from storage.topic_partition import TopicPartition
+from tiercel.protocol.errors import ErrorCode, NotLeaderOrFollowerError
+from tiercel.server.coordinator.group.coordinator_records import GroupMetadataKey, OffsetCommitKey
+from tiercel.server.coordinator.group.group_coordinator import GroupCoordinator
+from tiercel.server.coordinator.group.group_join import JoinGroupParams
+from tiercel.server.coordinator.group.group_metadata import GroupState
+from tiercel.server.coordinator.group.group_results import JoinGroupResult
+from tiercel.server.coordinator.group.membership import LeavingMember
+from tiercel.server.coordinator.group.offset_and_metadata import OffsetAndMetadata
+from tiercel.storage.topic_partition import TopicPartition
 
 MakeCoordinator = Callable[..., Awaitable[GroupCoordinator]]
 T0 = TopicPartition("t", 0)

@@ -14,14 +14,14 @@ from group_support import (
     start_coordinator,
 )
 
-from protocol.errors import CoordinatorLoadInProgressError
-from protocol.record_builder import SimpleRecord, build_record_batch
-from server.coordinator.group.group_coordinator import GroupCoordinator
-from server.coordinator.group.group_metadata_manager import GroupMetadataManager
-from server.coordinator.group.offset_and_metadata import OffsetAndMetadata
-from server.replica_manager import ReplicaManager
-from storage.scheduler import Scheduler
-from storage.topic_partition import TopicPartition
+from tiercel.protocol.errors import CoordinatorLoadInProgressError
+from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
+from tiercel.server.coordinator.group.group_coordinator import GroupCoordinator
+from tiercel.server.coordinator.group.group_metadata_manager import GroupMetadataManager
+from tiercel.server.coordinator.group.offset_and_metadata import OffsetAndMetadata
+from tiercel.server.replica_manager import ReplicaManager
+from tiercel.storage.scheduler import Scheduler
+from tiercel.storage.topic_partition import TopicPartition
 
 
 @pytest.fixture

@@ -8,14 +8,14 @@ import itertools
 import pytest
 from group_support import NOW, subscription
 
-from protocol.errors import ErrorCode
-from server.coordinator.group.consumer_protocol import subscribed_topics
-from server.coordinator.group.group_metadata import GroupMetadata, GroupState, load_group
-from server.coordinator.group.group_results import JoinGroupResult, SyncGroupResult
-from server.coordinator.group.member_metadata import MemberMetadata
-from server.coordinator.group.offset_and_metadata import OffsetAndMetadata
-from server.coordinator.group.offset_store import OffsetStore
-from storage.topic_partition import TopicPartition
+from tiercel.protocol.errors import ErrorCode
+from tiercel.server.coordinator.group.consumer_protocol import subscribed_topics
+from tiercel.server.coordinator.group.group_metadata import GroupMetadata, GroupState, load_group
+from tiercel.server.coordinator.group.group_results import JoinGroupResult, SyncGroupResult
+from tiercel.server.coordinator.group.member_metadata import MemberMetadata
+from tiercel.server.coordinator.group.offset_and_metadata import OffsetAndMetadata
+from tiercel.server.coordinator.group.offset_store import OffsetStore
+from tiercel.storage.topic_partition import TopicPartition
 
 S = GroupState
 ALLOWED = {

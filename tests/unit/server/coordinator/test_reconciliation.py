@@ -15,17 +15,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.errors import FencedMemberEpochError
-from server.coordinator.group.coordinator_records import GroupMetadataKey
-from server.coordinator.group.modern.assignment import Assignment, pairs
-from server.coordinator.group.modern.consumer_group import ConsumerGroup, ConsumerGroupState
-from server.coordinator.group.modern.heartbeat import GroupChange, HeartbeatPlanner
-from server.coordinator.group.modern.heartbeat_request import HeartbeatRequest
-from server.coordinator.group.modern.member import ConsumerGroupMember, MemberState
-from server.coordinator.group.modern.range_assignor import RangeAssignor
-from server.coordinator.group.modern.reconciliation import reconcile
-from server.coordinator.group.modern.uniform_assignor import UniformAssignor
-from server.metadata.metadata_cache import MetadataCache, TopicMetadata
+from tiercel.protocol.errors import FencedMemberEpochError
+from tiercel.server.coordinator.group.coordinator_records import GroupMetadataKey
+from tiercel.server.coordinator.group.modern.assignment import Assignment, pairs
+from tiercel.server.coordinator.group.modern.consumer_group import ConsumerGroup, ConsumerGroupState
+from tiercel.server.coordinator.group.modern.heartbeat import GroupChange, HeartbeatPlanner
+from tiercel.server.coordinator.group.modern.heartbeat_request import HeartbeatRequest
+from tiercel.server.coordinator.group.modern.member import ConsumerGroupMember, MemberState
+from tiercel.server.coordinator.group.modern.range_assignor import RangeAssignor
+from tiercel.server.coordinator.group.modern.reconciliation import reconcile
+from tiercel.server.coordinator.group.modern.uniform_assignor import UniformAssignor
+from tiercel.server.metadata.metadata_cache import MetadataCache, TopicMetadata
 
 T = uuid.UUID(int=7)
 NOW = 1_700_000_000_000

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from protocol.errors import InvalidRegularExpressionError
-from server.coordinator.group.modern.regex import compile_regex, resolve
+from tiercel.protocol.errors import InvalidRegularExpressionError
+from tiercel.server.coordinator.group.modern.regex import compile_regex, resolve
 
 
 def test_a_catastrophic_backtracking_pattern_is_matched_in_linear_time() -> None:

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from replication_support import CONFIG, Cluster, MakeCluster
 
-from config.log_config import LogConfig
-from storage.scheduler import Scheduler
+from tiercel.config.log_config import LogConfig
+from tiercel.storage.scheduler import Scheduler
 
 
 @pytest.fixture

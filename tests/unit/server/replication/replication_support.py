@@ -17,24 +17,24 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from config.log_config import LogConfig
-from protocol.errors import ErrorCode, KafkaError, NotLeaderOrFollowerError
-from protocol.record_builder import SimpleRecord, build_record_batch
-from server.partition import Partition, PartitionState, ReplicationContext
-from server.replication.fetch_state import (
+from tiercel.config.log_config import LogConfig
+from tiercel.protocol.errors import ErrorCode, KafkaError, NotLeaderOrFollowerError
+from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
+from tiercel.server.partition import Partition, PartitionState, ReplicationContext
+from tiercel.server.replication.fetch_state import (
     EpochEndOffset,
     FetchPartition,
     FetchPartitionData,
     InitialFetchState,
 )
-from server.replication.leader_end_point import LeaderEndPoint
-from server.replication.replica_fetcher import ReplicaFetcher
-from storage.log import Log
-from storage.log_loader import load_partition_dir
-from storage.log_validator import validate_records
-from storage.log_values import LogAppendInfo
-from storage.scheduler import Scheduler
-from storage.topic_partition import TopicPartition
+from tiercel.server.replication.leader_end_point import LeaderEndPoint
+from tiercel.server.replication.replica_fetcher import ReplicaFetcher
+from tiercel.storage.log import Log
+from tiercel.storage.log_loader import load_partition_dir
+from tiercel.storage.log_validator import validate_records
+from tiercel.storage.log_values import LogAppendInfo
+from tiercel.storage.scheduler import Scheduler
+from tiercel.storage.topic_partition import TopicPartition
 
 TP = TopicPartition("t", 0)
 TOPIC_ID = uuid.UUID("8f5b6a4e-33c1-4a83-9d69-0c3d1f3f8a11")

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from server.metadata import zk_data as zk
-from server.metadata.local_store import LocalMetadataStore
-from server.partition import PartitionState
-from server.replication.alter_partition import ZkAlterPartitionManager
-from storage.topic_partition import TopicPartition
+from tiercel.server.metadata import zk_data as zk
+from tiercel.server.metadata.local_store import LocalMetadataStore
+from tiercel.server.partition import PartitionState
+from tiercel.server.replication.alter_partition import ZkAlterPartitionManager
+from tiercel.storage.topic_partition import TopicPartition
 
 TP = TopicPartition("t", 0)
 PATH = zk.partition_state_path("t", 0)

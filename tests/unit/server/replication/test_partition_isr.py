@@ -9,8 +9,8 @@ from dataclasses import replace
 import pytest
 from replication_support import CONFIG, LAG_MS, TP, Cluster, MakeCluster, values
 
-from protocol.errors import NotEnoughReplicasAfterAppendError, NotEnoughReplicasError
-from server.partition import LogReadResult
+from tiercel.protocol.errors import NotEnoughReplicasAfterAppendError, NotEnoughReplicasError
+from tiercel.server.partition import LogReadResult
 
 
 def fetch(c: Cluster, follower: int, offset: int, leader: int = 1) -> LogReadResult:

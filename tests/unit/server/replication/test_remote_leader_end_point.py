@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from protocol.entities import (
+from tiercel.protocol.entities import (
     ChunkWriter,
     build_entity,
     decode_request_body,
@@ -20,12 +20,16 @@ from protocol.entities import (
     request_class,
     response_class,
 )
-from protocol.errors import ErrorCode
-from protocol.request_header import parse_request_header, peek_api, response_header_bytes
-from server.replication.broker_client import BrokerClient, BrokerUnavailableError, Endpoint
-from server.replication.fetch_state import EpochEndOffset, FetchPartition, FetchPartitionData
-from server.replication.remote_leader_end_point import FetcherConfig, RemoteLeaderEndPoint
-from storage.topic_partition import TopicPartition
+from tiercel.protocol.errors import ErrorCode
+from tiercel.protocol.request_header import parse_request_header, peek_api, response_header_bytes
+from tiercel.server.replication.broker_client import BrokerClient, BrokerUnavailableError, Endpoint
+from tiercel.server.replication.fetch_state import (
+    EpochEndOffset,
+    FetchPartition,
+    FetchPartitionData,
+)
+from tiercel.server.replication.remote_leader_end_point import FetcherConfig, RemoteLeaderEndPoint
+from tiercel.storage.topic_partition import TopicPartition
 
 TOPIC_ID = uuid.UUID("0d4b1c8e-1f5e-4c39-9a57-4a1de1b7e5a2")
 TP = TopicPartition("t", 0)

@@ -20,10 +20,10 @@ from replication_support import (
     values,
 )
 
-from protocol.errors import ErrorCode
-from server.replication.fetch_state import EpochEndOffset, FetchPhase, InitialFetchState
-from storage.log_values import FetchIsolation
-from storage.topic_partition import TopicPartition
+from tiercel.protocol.errors import ErrorCode
+from tiercel.server.replication.fetch_state import EpochEndOffset, FetchPhase, InitialFetchState
+from tiercel.storage.log_values import FetchIsolation
+from tiercel.storage.topic_partition import TopicPartition
 
 
 def offset_for_leader_epoch_requests(endpoint: InProcessLeader) -> list[object]:

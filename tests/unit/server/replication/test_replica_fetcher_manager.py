@@ -8,16 +8,16 @@ from collections.abc import Mapping
 
 from replication_support import TOPIC_ID
 
-from protocol.errors import ErrorCode
-from server.replication.fetch_state import (
+from tiercel.protocol.errors import ErrorCode
+from tiercel.server.replication.fetch_state import (
     EpochEndOffset,
     FetchPartition,
     FetchPartitionData,
     InitialFetchState,
 )
-from server.replication.replica_fetcher import ReplicaFetcher
-from server.replication.replica_fetcher_manager import ReplicaFetcherManager
-from storage.topic_partition import TopicPartition
+from tiercel.server.replication.replica_fetcher import ReplicaFetcher
+from tiercel.server.replication.replica_fetcher_manager import ReplicaFetcherManager
+from tiercel.storage.topic_partition import TopicPartition
 
 A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
 

@@ -11,15 +11,15 @@ from pathlib import Path
 import pytest
 from replication_support import CONFIG, TOPIC_ID, TP, StateStore, batch, values
 
-from config.broker_config import BrokerConfig, Listener
-from protocol.errors import NotLeaderOrFollowerError
-from server.metadata.metadata_cache import MetadataCache, TopicMetadata
-from server.metadata.zk_data import BrokerRegistration
-from server.partition import PartitionState
-from server.replica_manager import FetchRequestPartition, FetchResult, ReplicaManager
-from storage.log_manager import LogManager
-from storage.log_values import FetchIsolation
-from storage.scheduler import Scheduler
+from tiercel.config.broker_config import BrokerConfig, Listener
+from tiercel.protocol.errors import NotLeaderOrFollowerError
+from tiercel.server.metadata.metadata_cache import MetadataCache, TopicMetadata
+from tiercel.server.metadata.zk_data import BrokerRegistration
+from tiercel.server.partition import PartitionState
+from tiercel.server.replica_manager import FetchRequestPartition, FetchResult, ReplicaManager
+from tiercel.storage.log_manager import LogManager
+from tiercel.storage.log_values import FetchIsolation
+from tiercel.storage.scheduler import Scheduler
 
 LAG_MS = 400
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.errors import ErrorCode
-from server.replication.fetch_state import EpochEndOffset, OffsetTruncationState
-from server.replication.truncation import offset_truncation_state
-from storage.leader_epoch_cache import LeaderEpochFileCache
-from storage.topic_partition import TopicPartition
+from tiercel.protocol.errors import ErrorCode
+from tiercel.server.replication.fetch_state import EpochEndOffset, OffsetTruncationState
+from tiercel.server.replication.truncation import offset_truncation_state
+from tiercel.storage.leader_epoch_cache import LeaderEpochFileCache
+from tiercel.storage.topic_partition import TopicPartition
 
 TP = TopicPartition("t", 0)
 
