@@ -1,32 +1,25 @@
-"""Partition: this broker's view of one partition — leadership, epoch, ISR, high watermark.
+"""Partition: this broker's view of one partition — leadership, epoch, reads, offsets.
 
 Event-loop only. The controller decides leadership and epochs (through the
-MetadataStore); `make_leader` and `make_follower` apply them. Kafka 3.9's rules, as seeds
-002 and 003 describe them:
+MetadataStore); `make_leader` and `make_follower` apply them (Kafka's
+``Partition.makeLeader`` / ``makeFollower``):
 
-- The leader appends through its `Log`, stamping each batch with its leader epoch, and
-  tracks every follower (`Replica`) from the fetch offsets of its Fetch requests.
-- High watermark = the smallest log end offset over the "maximal" ISR (the ISR plus a
-  replica being added) and over replicas caught up enough to join it (KIP-497); it only
-  moves forward, and not at all while the ISR is smaller than the effective
-  min.insync.replicas (Kafka 3.7+).
-- The ISR grows by a follower whose log end offset reaches the HW within the current
-  leader epoch, and shrinks by followers not caught up for replica.lag.time.max.ms. The
-  leader writes the change itself as a conditional write of the partition state (its
-  version is the partition epoch), one change in flight at a time; a shrink counts
-  only once written, an expansion at once (it only makes the HW stricter).
+- The leader appends through its `Log`, stamping each batch with its leader epoch; its
+  ISR, high watermark and follower tracking are `PartitionIsr`'s (partition_isr.py).
+- A new leader epoch starts at the log end offset, recorded in the epoch cache at once
+  (KIP-101); until the high watermark reaches that start, the offsets a consumer may
+  see are not known yet, so ListOffsets answers OFFSET_NOT_AVAILABLE (KIP-207).
 - A follower appends what its fetcher brings, takes min(leader HW, own LEO) as its HW
-  and follows the leader's log start offset.
+  and follows the leader's log start offset (Kafka's ``ReplicaFetcherThread``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, replace
-from typing import Any, Final, Protocol
+from dataclasses import dataclass
+from typing import Any, Final
 
 from tiercel.config.log_format import log_event
 from tiercel.protocol.errors import (
@@ -39,6 +32,7 @@ from tiercel.protocol.errors import (
     PolicyViolationError,
     UnknownLeaderEpochError,
 )
+from tiercel.server.partition_isr import AlterPartitionManager, PartitionIsr, committed
 from tiercel.server.replica import Replica
 from tiercel.storage.log import Log, UnexpectedAppendOffsetError
 from tiercel.storage.log_validator import ValidatedRecords
@@ -51,8 +45,6 @@ from tiercel.storage.log_values import (
 from tiercel.storage.topic_partition import TopicPartition
 
 _log: Final = logging.getLogger("tiercel.partition")
-# A failed ISR write that may have been a transient store error is retried after this.
-ALTER_PARTITION_RETRY_BACKOFF_S: Final = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,18 +70,6 @@ class LogReadResult:
     """(epoch, end offset) when the fetcher's last fetched epoch diverges (KIP-320)."""
 
 
-class AlterPartitionManager(Protocol):
-    """Writes ISR changes of partitions this broker leads (Kafka's ZK-mode updateIsr)."""
-
-    async def submit(self, tp: TopicPartition, proposed: PartitionState) -> PartitionState | None:
-        """Write ``proposed`` if the stored state is still at ``proposed.partition_epoch``.
-
-        Returns the state stored afterwards with its new partition epoch: ``proposed``
-        if the write won, else whatever the store holds (compare-and-set lost); None
-        when the partition is gone. Raises on store failures (the caller retries)."""
-        ...
-
-
 @dataclass(frozen=True, slots=True)
 class ReplicationContext:
     """What every partition of a broker shares: configuration and the ways out."""
@@ -104,20 +84,7 @@ class ReplicationContext:
     clock_ms: Callable[[], int]
 
 
-@dataclass(frozen=True, slots=True)
-class _IsrState:
-    """Committed ISR and, while a change is being written (``sent``), the maximal ISR."""
-
-    isr: tuple[int, ...]
-    maximal_isr: frozenset[int]
-    sent: PartitionState | None = None
-
-
-def _committed(isr: tuple[int, ...]) -> _IsrState:
-    return _IsrState(isr, frozenset(isr))
-
-
-class Partition:
+class Partition(PartitionIsr):
     """One partition replica hosted by this broker. Event-loop only.
 
     Invariants: ``state`` is the latest leadership applied (never an older partition
@@ -126,17 +93,7 @@ class Partition:
     log end offset of the maximal ISR; as follower, the ISR bookkeeping is empty.
     """
 
-    __slots__ = (
-        "_context",
-        "_isr",
-        "_leader_epoch_start_offset",
-        "_remote",
-        "local_broker_id",
-        "log",
-        "state",
-        "topic_id",
-        "topic_partition",
-    )
+    __slots__ = ("topic_id",)
 
     def __init__(
         self,
@@ -153,37 +110,17 @@ class Partition:
         self._context = context
         self.state = PartitionState(-1, -1, (), ())
         self._remote: dict[int, Replica] = {}
-        self._isr = _committed(())
+        self._isr = committed(())
         self._leader_epoch_start_offset: int | None = None
 
     # -- leadership --------------------------------------------------------------------
-
-    @property
-    def leader_epoch(self) -> int:
-        return self.state.leader_epoch
-
-    @property
-    def is_leader(self) -> bool:
-        return self.state.leader == self.local_broker_id
-
-    @property
-    def isr(self) -> tuple[int, ...]:
-        """The committed ISR as this leader knows it (empty on a follower)."""
-        return self._isr.isr
-
-    @property
-    def maximal_isr(self) -> frozenset[int]:
-        return self._isr.maximal_isr
-
-    def remote_replica(self, broker_id: int) -> Replica | None:
-        return self._remote.get(broker_id)
 
     def make_leader(self, state: PartitionState) -> bool:
         """Become (or stay) leader per ``state``; True if this broker just became the
         leader or the leader epoch is new.
 
         A new epoch starts at the log end offset and is recorded in the epoch cache at
-        once (seed 000), and the followers' states are reset; the HW never moves back."""
+        once (KIP-101), and the followers' states are reset; the HW never moves back."""
         if state.partition_epoch < self.state.partition_epoch:
             return self._skip_stale(state)
         now = self._context.clock_ms()
@@ -266,7 +203,7 @@ class Partition:
 
     def _update_assignment_and_isr(self, replicas: tuple[int, ...], isr: tuple[int, ...]) -> None:
         self._update_assignment(replicas)
-        self._isr = _committed(isr)
+        self._isr = committed(isr)
 
     def _check_leader(self, current_leader_epoch: int | None = None) -> None:
         self.check_epoch(current_leader_epoch)
@@ -291,10 +228,6 @@ class Partition:
             )
 
     # -- produce -----------------------------------------------------------------------
-
-    def _effective_min_isr(self) -> int:
-        """min.insync.replicas, capped by the replication factor (Kafka 3.x)."""
-        return min(self.log.config.min_insync_replicas, len(self._remote) + 1)
 
     def check_min_isr(self, required_acks: int) -> None:
         if required_acks == -1 and len(self._isr.isr) < self._effective_min_isr():
@@ -330,162 +263,6 @@ class Partition:
                 f"min.insync.replicas={self._effective_min_isr()} after the append"
             )
         return True, None
-
-    # -- high watermark and ISR -----------------------------------------------------------
-
-    def _maybe_increment_leader_hw(self, now_ms: int) -> bool:
-        """HW = the smallest log end offset over the maximal ISR and the replicas caught
-        up enough to join it; forward only, and not under min ISR. True if it moved."""
-        if not self.is_leader or len(self._isr.isr) < self._effective_min_isr():
-            return False
-        leader_end = self.log.log_end_offset_metadata
-        new_hw = leader_end
-        lag = self._context.replica_lag_time_max_ms
-        for replica in self._remote.values():
-            state = replica.state
-            if state.log_end_offset < new_hw.message_offset and (
-                replica.broker_id in self._isr.maximal_isr
-                or (
-                    state.is_caught_up(leader_end.message_offset, now_ms, lag)
-                    and self._context.is_replica_isr_eligible(replica.broker_id)
-                )
-            ):
-                new_hw = state.log_end_offset_metadata
-        return self.log.maybe_increment_high_watermark(new_hw)
-
-    def _update_follower_fetch_state(
-        self,
-        replica: Replica,
-        fetch_offset_metadata: LogOffsetMetadata,
-        follower_start_offset: int,
-        fetch_time_ms: int,
-        leader_end_offset: int,
-    ) -> None:
-        previous_end = replica.state.log_end_offset
-        replica.update_fetch_state(
-            fetch_offset_metadata, follower_start_offset, fetch_time_ms, leader_end_offset
-        )
-        self._maybe_expand_isr(replica)
-        if replica.state.log_end_offset != previous_end and self._maybe_increment_leader_hw(
-            fetch_time_ms
-        ):
-            self._context.on_delayed_work(self.topic_partition)
-
-    def _maybe_expand_isr(self, replica: Replica) -> None:
-        """Add a follower that reached the HW within the current leader epoch (a replica
-        behind the epoch start could miss records committed in it if elected)."""
-        broker_id = replica.broker_id
-        if (
-            self._isr.sent is not None
-            or broker_id in self._isr.isr
-            or not self._context.is_replica_isr_eligible(broker_id)
-        ):
-            return
-        end = replica.state.log_end_offset
-        epoch_start = self._leader_epoch_start_offset
-        if end < self.log.high_watermark or epoch_start is None or end < epoch_start:
-            return
-        log_event(
-            _log,
-            logging.INFO,
-            "isr_expanding",
-            partition=str(self.topic_partition),
-            isr=",".join(map(str, self._isr.isr)),
-            replica=broker_id,
-            replica_log_end_offset=end,
-            high_watermark=self.log.high_watermark,
-        )
-        self._submit_isr_change((*self._isr.isr, broker_id), self._isr.maximal_isr | {broker_id})
-
-    def maybe_shrink_isr(self) -> None:
-        """Remove the followers not caught up within replica.lag.time.max.ms (the
-        ISR-expiration task, every half of it)."""
-        if not self.is_leader or self._isr.sent is not None:
-            return
-        now = self._context.clock_ms()
-        leader_end = self.log.log_end_offset
-        lag = self._context.replica_lag_time_max_ms
-        out_of_sync: dict[int, str] = {}
-        for broker_id in self._isr.isr:
-            if broker_id == self.local_broker_id:
-                continue
-            replica = self._remote.get(broker_id)
-            if replica is None or not replica.state.is_caught_up(leader_end, now, lag):
-                out_of_sync[broker_id] = repr(replica or broker_id)
-        if not out_of_sync:
-            return
-        log_event(
-            _log,
-            logging.INFO,
-            "isr_shrinking",
-            partition=str(self.topic_partition),
-            isr=",".join(map(str, self._isr.isr)),
-            out_of_sync=" ".join(out_of_sync.values()),
-            high_watermark=self.log.high_watermark,
-            log_end_offset=leader_end,
-        )
-        self._submit_isr_change(
-            tuple(b for b in self._isr.isr if b not in out_of_sync), self._isr.maximal_isr
-        )
-
-    def _submit_isr_change(self, isr: tuple[int, ...], maximal_isr: frozenset[int]) -> None:
-        proposed = replace(self.state, isr=isr)
-        self._isr = _IsrState(self._isr.isr, maximal_isr, proposed)
-        self._context.spawn(self._alter_partition(proposed), f"alter isr {self.topic_partition}")
-
-    async def _alter_partition(self, proposed: PartitionState) -> None:
-        while True:
-            try:
-                stored = await self._context.alter_partition.submit(self.topic_partition, proposed)
-                break
-            except Exception as e:
-                if self._isr.sent is not proposed or self.log.deleted:
-                    return
-                log_event(
-                    _log,
-                    logging.WARNING,
-                    "isr_update_retrying",
-                    partition=str(self.topic_partition),
-                    reason=repr(e),
-                )
-                await asyncio.sleep(ALTER_PARTITION_RETRY_BACKOFF_S)
-        if self._isr.sent is proposed:
-            self._handle_alter_partition_result(proposed, stored)
-
-    def _handle_alter_partition_result(
-        self, proposed: PartitionState, stored: PartitionState | None
-    ) -> None:
-        """Adopt the stored ISR if the leadership is still ours (our write, or another
-        one that won the compare-and-set: the next checks reconsider from there);
-        otherwise fall back to the committed ISR until the new leadership arrives."""
-        if (
-            stored is None
-            or stored.leader != self.local_broker_id
-            or stored.leader_epoch != self.state.leader_epoch
-            or stored.partition_epoch < self.state.partition_epoch
-        ):
-            self._isr = _committed(self._isr.isr)
-            log_event(
-                _log,
-                logging.INFO,
-                "isr_update_superseded",
-                partition=str(self.topic_partition),
-                proposed=",".join(map(str, proposed.isr)),
-            )
-            return
-        self.state = replace(self.state, isr=stored.isr, partition_epoch=stored.partition_epoch)
-        self._isr = _committed(stored.isr)
-        log_event(
-            _log,
-            logging.INFO,
-            "isr_updated",
-            partition=str(self.topic_partition),
-            isr=",".join(map(str, stored.isr)),
-            partition_epoch=stored.partition_epoch,
-            won=stored.isr == proposed.isr,
-        )
-        self._maybe_increment_leader_hw(self._context.clock_ms())
-        self._context.on_delayed_work(self.topic_partition)
 
     # -- reads -------------------------------------------------------------------------
 
@@ -603,7 +380,8 @@ class Partition:
     def update_follower_high_watermark(
         self, leader_high_watermark: int, leader_log_start: int
     ) -> None:
-        """min(leader HW, own log end offset) (seed 003), and the leader's log start."""
+        """min(leader HW, own log end offset), and the leader's log start (Kafka's
+        ReplicaFetcherThread.processPartitionData)."""
         log = self.log
         log.update_high_watermark(leader_high_watermark)
         if leader_log_start > log.log_start_offset:

@@ -33,12 +33,12 @@ from tiercel.protocol.errors import (
 from tiercel.server.error_mapping import as_kafka_error
 from tiercel.server.metadata.metadata_cache import MetadataCache, TopicMetadata
 from tiercel.server.partition import (
-    AlterPartitionManager,
     LogReadResult,
     Partition,
     PartitionState,
     ReplicationContext,
 )
+from tiercel.server.partition_isr import AlterPartitionManager
 from tiercel.server.purgatory import Purgatory
 from tiercel.server.replication.broker_client import BrokerClient, Endpoint
 from tiercel.server.replication.fetch_state import InitialFetchState
