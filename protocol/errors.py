@@ -56,6 +56,13 @@ class NotLeaderOrFollowerError(KafkaError):
     retriable = True
 
 
+class OffsetNotAvailableError(KafkaError):
+    """A new leader's high watermark has not reached its epoch's start yet (KIP-207)."""
+
+    error_code = ErrorCode.offset_not_available
+    retriable = True
+
+
 class RequestTimedOutError(KafkaError):
     error_code = ErrorCode.request_timed_out
     retriable = True

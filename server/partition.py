@@ -28,9 +28,18 @@ from tiercel.protocol.errors import (
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
+    OffsetNotAvailableError,
     OffsetOutOfRangeError,
     PolicyViolationError,
     UnknownLeaderEpochError,
+)
+from tiercel.protocol.list_offsets import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    IsolationLevel,
 )
 from tiercel.server.partition_isr import AlterPartitionManager, PartitionIsr, committed
 from tiercel.server.replica import Replica
@@ -41,6 +50,7 @@ from tiercel.storage.log_values import (
     FetchIsolation,
     LogAppendInfo,
     LogOffsetMetadata,
+    TimestampAndOffset,
 )
 from tiercel.storage.topic_partition import TopicPartition
 
@@ -71,15 +81,29 @@ class LogReadResult:
 
 
 @dataclass(frozen=True, slots=True)
+class OffsetResultHolder:
+    """A ListOffsets lookup on one partition (Kafka's OffsetResultHolder): ``found`` is
+    answered unless it lies at or past ``last_fetchable_offset`` (timestamp lookups
+    only), in which case ``offsets_error`` is raised if set, or nothing is found."""
+
+    found: TimestampAndOffset | None
+    last_fetchable_offset: int | None = None
+    offsets_error: KafkaError | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ReplicationContext:
     """What every partition of a broker shares: configuration and the ways out."""
 
     replica_lag_time_max_ms: int
     alter_partition: AlterPartitionManager
     is_replica_isr_eligible: Callable[[int], bool]
-    """Kafka's ZK-mode rule: the broker is alive (registered)."""
+    """Kafka's ZK-mode rule: the broker is alive (registered) and not shutting down."""
+    is_broker_alive: Callable[[int], bool]
+    """The broker is registered (Kafka's MetadataCache.hasAliveBroker)."""
     on_delayed_work: Callable[[TopicPartition], None]
-    """The HW moved or leadership changed: re-check delayed fetches and produces."""
+    """The HW or a follower's log start moved, or leadership changed: re-check the
+    delayed fetches, produces and DeleteRecords."""
     spawn: Callable[[Coroutine[Any, Any, None], str], object]
     clock_ms: Callable[[], int]
 
@@ -347,6 +371,54 @@ class Partition(PartitionIsr):
             )
         return read
 
+    async def fetch_offset_for_timestamp(
+        self,
+        timestamp: int,
+        isolation_level: IsolationLevel | None,
+        current_leader_epoch: int | None,
+        fetch_only_from_leader: bool,
+    ) -> OffsetResultHolder:
+        """ListOffsets (Kafka's Partition.fetchOffsetForTimestamp). ``isolation_level``
+        is None for a follower, which may see up to the log end; a client sees up to the
+        high watermark (read_committed: the last stable offset once transactions exist;
+        without them it is the high watermark). While a new leader's high watermark is
+        below its epoch's start offset, a client's LATEST (and a lookup landing past the
+        high watermark) is OFFSET_NOT_AVAILABLE: the old leader may have answered a
+        higher offset (KIP-207)."""
+        self.check_epoch(current_leader_epoch)
+        if fetch_only_from_leader and not self.is_leader:
+            raise NotLeaderOrFollowerError(
+                f"broker {self.local_broker_id} is not the leader of {self.topic_partition}"
+            )
+        log = self.log
+        high_watermark = log.high_watermark
+        last_fetchable = log.log_end_offset if isolation_level is None else high_watermark
+        epoch_start = self._leader_epoch_start_offset
+        offsets_error = None
+        if isolation_level is not None and epoch_start is not None and epoch_start > high_watermark:
+            offsets_error = OffsetNotAvailableError(
+                f"the high watermark {high_watermark} of {self.topic_partition} is behind the "
+                f"start offset {epoch_start} of leader epoch {self.leader_epoch}"
+            )
+        if timestamp == LATEST_TIMESTAMP:
+            if offsets_error is not None:
+                raise offsets_error
+            epoch = log.leader_epoch_cache.latest_epoch
+            return OffsetResultHolder(TimestampAndOffset(-1, last_fetchable, epoch))
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            # -4 is the first offset on local disk; without tiered storage (KIP-405) it
+            # is the log start offset.
+            start = log.log_start_offset
+            return OffsetResultHolder(TimestampAndOffset(-1, start, log.epoch_for_offset(start)))
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            # Nothing is tiered: Kafka answers -1 with epoch -1 (KIP-1005).
+            found: TimestampAndOffset | None = TimestampAndOffset(-1, -1, -1)
+        elif timestamp == MAX_TIMESTAMP:
+            found = await log.fetch_max_timestamp()
+        else:
+            found = await log.fetch_offset_by_timestamp(timestamp)
+        return OffsetResultHolder(found, last_fetchable, offsets_error)
+
     def last_offset_for_leader_epoch(
         self, current_leader_epoch: int | None, leader_epoch: int
     ) -> tuple[int, int]:
@@ -404,9 +476,10 @@ class Partition(PartitionIsr):
 
     # -- admin -------------------------------------------------------------------------
 
-    def delete_records_on_leader(self, offset: int) -> int:
+    def delete_records_on_leader(self, offset: int) -> tuple[int, int]:
         """DeleteRecords: advance the log start offset (-1 means the high watermark);
-        returns the new low watermark."""
+        returns (the offset asked for, the low watermark now), Kafka's
+        LogDeleteRecordsResult. The followers follow with their next fetches."""
         self._check_leader()
         log = self.log
         if not log.config.delete:
@@ -421,4 +494,4 @@ class Partition(PartitionIsr):
                 f"high watermark is {log.high_watermark}"
             )
         log.maybe_increment_log_start_offset(target)
-        return log.log_start_offset
+        return target, self.low_watermark_if_leader()

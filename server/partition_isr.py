@@ -15,6 +15,8 @@ own, `PartitionIsr`, the base class of `Partition`, with these rules (Kafka 3.x'
   conditional write of the partition state (its version is the partition epoch), one
   change in flight at a time; a shrink counts only once written, an expansion at once
   (it only makes the HW stricter: Kafka's ``PendingExpandIsr`` maximal ISR).
+- The low watermark, for DeleteRecords, is the smallest log start offset over the leader
+  and its live followers (``lowWatermarkIfLeader``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Final, Protocol
 
 from tiercel.config.log_format import log_event
+from tiercel.protocol.errors import NotLeaderOrFollowerError
 from tiercel.server.replica import Replica
 from tiercel.storage.log import Log
 from tiercel.storage.log_values import LogOffsetMetadata
@@ -104,6 +107,21 @@ class PartitionIsr:
     def maximal_isr(self) -> frozenset[int]:
         return self._isr.maximal_isr
 
+    def low_watermark_if_leader(self) -> int:
+        """The smallest log start offset over this leader and its live followers, as
+        their fetches last reported it (-1 before a follower's first fetch to this
+        leader): what DeleteRecords waits for (Kafka's lowWatermarkIfLeader)."""
+        if not self.is_leader:
+            raise NotLeaderOrFollowerError(
+                f"broker {self.local_broker_id} is not the leader of {self.topic_partition}"
+            )
+        low_watermark = self.log.log_start_offset
+        for replica in self._remote.values():
+            start = replica.state.log_start_offset
+            if start < low_watermark and self._context.is_broker_alive(replica.broker_id):
+                low_watermark = start
+        return low_watermark
+
     def _effective_min_isr(self) -> int:
         """min.insync.replicas, capped by the replication factor (Kafka 3.x)."""
         return min(self.log.config.min_insync_replicas, len(self._remote) + 1)
@@ -136,14 +154,21 @@ class PartitionIsr:
         fetch_time_ms: int,
         leader_end_offset: int,
     ) -> None:
-        previous_end = replica.state.log_end_offset
+        previous = replica.state
+        # The low watermark can only rise when this follower's log start moved: only then
+        # is it worth computing (DeleteRecords waits for it).
+        start_moved = follower_start_offset != previous.log_start_offset
+        old_low_watermark = self.low_watermark_if_leader() if start_moved else -1
         replica.update_fetch_state(
             fetch_offset_metadata, follower_start_offset, fetch_time_ms, leader_end_offset
         )
+        low_watermark_moved = start_moved and self.low_watermark_if_leader() > old_low_watermark
         self._maybe_expand_isr(replica)
-        if replica.state.log_end_offset != previous_end and self._maybe_increment_leader_hw(
-            fetch_time_ms
-        ):
+        hw_moved = replica.state.log_end_offset != previous.log_end_offset and (
+            self._maybe_increment_leader_hw(fetch_time_ms)
+        )
+        # Kafka's updateFollowerFetchState: leaderLWIncremented || leaderHWIncremented.
+        if low_watermark_moved or hw_moved:
             self._context.on_delayed_work(self.topic_partition)
 
     def _maybe_expand_isr(self, replica: Replica) -> None:

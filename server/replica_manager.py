@@ -1,12 +1,13 @@
-"""ReplicaManager: this broker's partitions, produce and fetch, and their delayed forms.
+"""ReplicaManager: this broker's partitions, produce, fetch, ListOffsets, DeleteRecords.
 
-Event-loop only. It owns the partition map (seed 002's "partition pool"), turns Kafka
-errors into per-partition results so that one bad partition never fails a request,
-completes delayed fetches when appends make data available (or, for followers, the high
-watermark moves) and delayed produces when the high watermark covers them, and applies
-leadership from the metadata listener: a partition this broker leads is served here; one
-it follows is handed to the replica fetcher of its leader (seed 002's
-ReplicaFetcherManager). The ISR-expiration task runs every replica.lag.time.max.ms / 2.
+Event-loop only. It owns the partition map (Kafka's allPartitions), turns Kafka errors
+into per-partition results so that one bad partition never fails a request, completes
+delayed operations (fetches when appends make data available or, for followers, the
+high watermark moves; produces when the high watermark covers them; DeleteRecords when
+the low watermark reaches them), and applies leadership from the metadata listener: a
+partition this broker leads is served here, one it follows goes to the replica fetcher
+of its leader (Kafka's ReplicaFetcherManager). The ISR-expiration task runs every
+replica.lag.time.max.ms / 2 (Kafka's isr-expiration).
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 from tiercel.config.broker_config import BrokerConfig
 from tiercel.config.log_config import LogConfig
@@ -26,10 +27,24 @@ from tiercel.protocol.errors import (
     InvalidRequiredAcksError,
     InvalidTopicError,
     KafkaError,
+    LeaderNotAvailableError,
     NotLeaderOrFollowerError,
+    OffsetNotAvailableError,
     RequestTimedOutError,
     UnknownTopicOrPartitionError,
+    UnsupportedVersionError,
 )
+from tiercel.protocol.list_offsets import (
+    OFFSET_NOT_AVAILABLE_MIN_VERSION,
+    IsolationLevel,
+    is_timestamp_unsupported,
+)
+from tiercel.server.delayed_delete_records import (
+    DelayedDeleteRecords,
+    DeleteRecordsPartitionStatus,
+    delete_records_on_local_log,
+)
+from tiercel.server.delayed_fetch import FetchPartitionStatus, bytes_available
 from tiercel.server.error_mapping import as_kafka_error
 from tiercel.server.metadata.metadata_cache import MetadataCache, TopicMetadata
 from tiercel.server.partition import (
@@ -40,10 +55,8 @@ from tiercel.server.partition import (
 )
 from tiercel.server.partition_isr import AlterPartitionManager
 from tiercel.server.purgatory import Purgatory
-from tiercel.server.replication.broker_client import BrokerClient, Endpoint
 from tiercel.server.replication.fetch_state import InitialFetchState
-from tiercel.server.replication.remote_leader_end_point import FetcherConfig, RemoteLeaderEndPoint
-from tiercel.server.replication.replica_fetcher import ReplicaFetcher
+from tiercel.server.replication.fetcher_factory import replica_fetcher_factory
 from tiercel.server.replication.replica_fetcher_manager import ReplicaFetcherManager
 from tiercel.storage.log_manager import LogManager
 from tiercel.storage.log_validator import (
@@ -52,7 +65,11 @@ from tiercel.storage.log_validator import (
     validate_records,
     validation_is_costly,
 )
-from tiercel.storage.log_values import FetchIsolation, LogAppendInfo, LogOffsetMetadata
+from tiercel.storage.log_values import (
+    FetchIsolation,
+    LogAppendInfo,
+    TimestampAndOffset,
+)
 from tiercel.storage.scheduler import Scheduler
 from tiercel.storage.topic_partition import TopicPartition
 
@@ -77,6 +94,12 @@ class ProduceResult:
 
 
 @dataclass(frozen=True, slots=True)
+class ListOffsetsResult:
+    error: KafkaError | None = None
+    found: TimestampAndOffset | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class FetchRequestPartition:
     topic_partition: TopicPartition
     fetch_offset: int
@@ -85,16 +108,6 @@ class FetchRequestPartition:
     last_fetched_epoch: int = -1
     log_start_offset: int = -1
     """The follower's log start offset (replica fetches)."""
-
-
-class _Position(NamedTuple):
-    """Where a delayed fetch waits on one partition: its read position and byte limit,
-    the leader epoch it read in, and (followers only, else -1) the HW it was sent."""
-
-    start: LogOffsetMetadata
-    max_bytes: int
-    leader_epoch: int
-    high_watermark: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,21 +140,24 @@ class ReplicaManager:
         self._log_manager = log_manager
         self._scheduler = scheduler
         self._log_config_for = log_config_for
-        self._cache = metadata_cache
         self.partitions: dict[TopicPartition, Partition] = {}
         self.fetch_purgatory = Purgatory("fetch")
         self.produce_purgatory = Purgatory("produce")
+        self.delete_records_purgatory = Purgatory("deleteRecords")
         self.leadership_listeners: list[LeadershipListener] = []
         self._replication = ReplicationContext(
             replica_lag_time_max_ms=config.replica_lag_time_max_ms,
             alter_partition=alter_partition,
             # Kafka's ZooKeeper-mode rule: a broker may join an ISR while it is registered.
             is_replica_isr_eligible=metadata_cache.is_broker_isr_eligible,
+            is_broker_alive=lambda broker_id: broker_id in metadata_cache.brokers,
             on_delayed_work=self._complete_delayed,
             spawn=self._spawn_isr_write,
             clock_ms=_clock_ms,
         )
-        self.fetcher_manager = ReplicaFetcherManager(self._make_fetcher)
+        self.fetcher_manager = ReplicaFetcherManager(
+            replica_fetcher_factory(config, node_id, metadata_cache, self.partitions.get)
+        )
         self._isr_expiration: asyncio.Task[None] | None = None
         # ISR writes retry until the store answers: shutdown cancels them, or a SIGTERM
         # during a ZooKeeper outage would wait for ZooKeeper.
@@ -163,7 +179,7 @@ class ReplicaManager:
         return task
 
     def startup(self) -> None:
-        """Start the ISR-expiration task (seed 002: every replica.lag.time.max.ms / 2)."""
+        """Start the ISR-expiration task (every replica.lag.time.max.ms / 2, as Kafka)."""
         interval_s = self._config.replica_lag_time_max_ms / 2000
         if interval_s > 0:  # as for Kafka's scheduler, a zero period schedules nothing
             self._isr_expiration = asyncio.get_running_loop().create_task(
@@ -188,40 +204,7 @@ class ReplicaManager:
     def _complete_delayed(self, tp: TopicPartition) -> None:
         self.fetch_purgatory.check_and_complete(tp)
         self.produce_purgatory.check_and_complete(tp)
-
-    # -- replica fetchers --------------------------------------------------------------
-
-    def _make_fetcher(self, leader_id: int) -> ReplicaFetcher:
-        config = self._config
-        client = BrokerClient(
-            leader_id,
-            lambda: self._inter_broker_endpoint(leader_id),
-            f"tiercel-replica-fetcher-{self.node_id}",
-            config.replica_socket_timeout_ms / 1000,
-        )
-        leader = RemoteLeaderEndPoint(
-            client,
-            FetcherConfig(
-                replica_id=self.node_id,
-                max_wait_ms=config.replica_fetch_wait_max_ms,
-                min_bytes=config.replica_fetch_min_bytes,
-                response_max_bytes=config.replica_fetch_response_max_bytes,
-            ),
-        )
-        return ReplicaFetcher(
-            leader,
-            self.partitions.get,
-            config.replica_fetch_max_bytes,
-            config.replica_fetch_backoff_ms,
-        )
-
-    def _inter_broker_endpoint(self, broker_id: int) -> Endpoint | None:
-        """Where ``broker_id`` listens for other brokers, per its registration."""
-        broker = self._cache.brokers.get(broker_id)
-        endpoint = (
-            None if broker is None else broker.endpoint(self._config.inter_broker_listener_name)
-        )
-        return None if endpoint is None else (endpoint.host, endpoint.port)
+        self.delete_records_purgatory.check_and_complete(tp)
 
     # -- partitions --------------------------------------------------------------------
 
@@ -448,6 +431,64 @@ class ReplicaManager:
             if error is not None:
                 results[tp] = ProduceResult(error)
 
+    # -- delete records ----------------------------------------------------------------
+
+    async def delete_records(
+        self, timeout_ms: int, offsets: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, DeleteRecordsPartitionStatus]:
+        """Move the leaders' log start offsets, then wait until every live replica has
+        followed or ``timeout_ms`` passes (Kafka's deleteRecords)."""
+        status = {
+            tp: delete_records_on_local_log(
+                self.get_partition_or_error, tp, offset, INTERNAL_TOPICS
+            )
+            for tp, offset in offsets.items()
+        }
+        delayed = DelayedDeleteRecords(status, self.partitions.get)
+        if not delayed.try_complete():
+            await self.delete_records_purgatory.wait(
+                status, delayed.try_complete, timeout_ms / 1000
+            )
+        return delayed.results(timeout_ms)
+
+    # -- list offsets ------------------------------------------------------------------
+
+    async def fetch_offset_for_timestamp(
+        self,
+        tp: TopicPartition,
+        timestamp: int,
+        isolation_level: IsolationLevel | None,
+        current_leader_epoch: int | None,
+        fetch_only_from_leader: bool,
+        version: int,
+    ) -> ListOffsetsResult:
+        """One partition of a ListOffsets request, its errors as results (Kafka's
+        ReplicaManager.fetchOffset): a lookup landing at or past what the asker may read
+        finds nothing, or OFFSET_NOT_AVAILABLE while a new leader's HW lags its epoch
+        (LEADER_NOT_AVAILABLE for versions before 5)."""
+        try:
+            if is_timestamp_unsupported(timestamp, version):
+                raise UnsupportedVersionError(
+                    f"timestamp {timestamp} is not supported by ListOffsets v{version}"
+                )
+            partition = self.get_partition_or_error(tp)
+            holder = await partition.fetch_offset_for_timestamp(
+                timestamp, isolation_level, current_leader_epoch, fetch_only_from_leader
+            )
+            found = holder.found
+            last = holder.last_fetchable_offset
+            if found is None or (last is not None and found.offset >= last):
+                if holder.offsets_error is not None:
+                    raise holder.offsets_error
+                found = None
+            return ListOffsetsResult(found=found)
+        except OffsetNotAvailableError as e:
+            if version < OFFSET_NOT_AVAILABLE_MIN_VERSION:
+                return ListOffsetsResult(LeaderNotAvailableError(str(e)))
+            return ListOffsetsResult(e)
+        except Exception as e:
+            return ListOffsetsResult(as_kafka_error(e, f"list_offsets on {tp}"))
+
     # -- fetch -------------------------------------------------------------------------
 
     def _read(
@@ -524,7 +565,7 @@ class ReplicaManager:
         ):
             return results
         positions = {
-            request.topic_partition: _Position(
+            request.topic_partition: FetchPartitionStatus(
                 r.read.info.fetch_offset_metadata,
                 request.max_bytes,
                 self.partitions[request.topic_partition].leader_epoch,
@@ -535,47 +576,12 @@ class ReplicaManager:
         }
 
         def enough() -> bool:
-            return self._bytes_available(positions, isolation) >= min_bytes
+            return bytes_available(self.partitions, positions, isolation) >= min_bytes
 
         # A follower's own fetch may just have moved the HW past the one it read.
         if replica_id < 0 or not enough():
             await self.fetch_purgatory.wait(positions, enough, max_wait_ms / 1000)
         return self._read(requests, max_bytes, isolation, replica_id, update_fetch_state=False)
-
-    def _bytes_available(
-        self, positions: dict[TopicPartition, _Position], isolation: FetchIsolation
-    ) -> int:
-        """What a delayed fetch would get now, as Kafka's DelayedFetch counts it; "a lot"
-        when the fetch must be answered at once (partition gone or no longer led here,
-        new leader epoch, log truncated below the fetch position, data on a later
-        segment, a follower's high watermark moved)."""
-        now = 2**31
-        total = 0
-        for tp, (start, max_bytes, leader_epoch, high_watermark) in positions.items():
-            partition = self.partitions.get(tp)
-            if (
-                partition is None
-                or not partition.is_leader
-                or partition.leader_epoch != leader_epoch
-            ):
-                return now  # the read reports the error
-            log = partition.log
-            if high_watermark >= 0 and log.high_watermark != high_watermark:
-                return now
-            end = (
-                log.log_end_offset_metadata
-                if isolation is FetchIsolation.LOG_END
-                else log.high_watermark_metadata
-            )
-            if end.message_offset < start.message_offset:
-                return now  # truncated under the fetcher: it must learn now
-            if end.message_offset == start.message_offset:
-                continue
-            if end.on_same_segment(start) and start.relative_position_in_segment >= 0:
-                total += min(end.position_diff(start), max_bytes)
-            else:
-                return now
-        return total
 
     # -- shutdown ----------------------------------------------------------------------
 
@@ -589,3 +595,4 @@ class ReplicaManager:
         self.fetcher_manager.stop_all()
         self.fetch_purgatory.close()
         self.produce_purgatory.close()
+        self.delete_records_purgatory.close()

@@ -1,12 +1,18 @@
-"""DeleteRecords (21): advance partitions' log start offsets (their low watermarks)."""
+"""DeleteRecords (21): advance partitions' log start offsets (their low watermarks).
+
+The handler decodes and answers; `ReplicaManager.delete_records` moves each leader's log
+start offset and waits, up to the request's timeout_ms, until every live replica has
+followed (Kafka's ``KafkaApis.handleDeleteRecordsRequest`` → ``ReplicaManager.deleteRecords``
+→ ``DelayedDeleteRecords``).
+"""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from typing import Any, Final
 
-from tiercel.protocol.errors import ErrorCode, KafkaError
-from tiercel.server.error_mapping import as_kafka_error
+from tiercel.protocol.errors import ErrorCode
+from tiercel.server.handlers.common import timeout_ms
 from tiercel.server.request_context import RequestContext
 from tiercel.storage.topic_partition import TopicPartition
 
@@ -16,25 +22,22 @@ MAX_VERSION: Final = 2
 
 
 async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
-    replica_manager = ctx.broker.replica_manager
+    # A partition named twice is asked once, with its last offset (Kafka builds a map).
+    offsets = {
+        TopicPartition(topic.name, p.partition_index): p.offset
+        for topic in request.topics
+        for p in topic.partitions
+    }
+    results = await ctx.broker.replica_manager.delete_records(timeout_ms(request.timeout), offsets)
     topics: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for topic in request.topics:
-        for p in topic.partitions:
-            tp = TopicPartition(topic.name, p.partition_index)
-            low_watermark = -1
-            error: KafkaError | None = None
-            try:
-                partition = replica_manager.get_partition_or_error(tp)
-                low_watermark = partition.delete_records_on_leader(p.offset)
-            except Exception as e:
-                error = as_kafka_error(e, "delete_records")
-            topics[topic.name].append(
-                {
-                    "partition_index": tp.partition,
-                    "low_watermark": low_watermark,
-                    "error_code": error.error_code if error else ErrorCode.none,
-                }
-            )
+    for tp, status in results.items():
+        topics[tp.topic].append(
+            {
+                "partition_index": tp.partition,
+                "low_watermark": status.low_watermark,
+                "error_code": status.error.error_code if status.error else ErrorCode.none,
+            }
+        )
     return {
         "throttle_time": 0,
         "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],

@@ -20,7 +20,9 @@ from typing import Any
 from tiercel.config.log_config import LogConfig
 from tiercel.protocol.errors import ErrorCode, KafkaError, NotLeaderOrFollowerError
 from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
+from tiercel.server.metadata.metadata_cache import TopicMetadata
 from tiercel.server.partition import Partition, PartitionState, ReplicationContext
+from tiercel.server.replica_manager import FetchRequestPartition, FetchResult, ReplicaManager
 from tiercel.server.replication.fetch_state import (
     EpochEndOffset,
     FetchPartition,
@@ -32,7 +34,7 @@ from tiercel.server.replication.replica_fetcher import ReplicaFetcher
 from tiercel.storage.log import Log
 from tiercel.storage.log_loader import load_partition_dir
 from tiercel.storage.log_validator import validate_records
-from tiercel.storage.log_values import LogAppendInfo
+from tiercel.storage.log_values import FetchIsolation, LogAppendInfo
 from tiercel.storage.scheduler import Scheduler
 from tiercel.storage.topic_partition import TopicPartition
 
@@ -140,6 +142,7 @@ class Cluster:
             replica_lag_time_max_ms=LAG_MS,
             alter_partition=self.store,
             is_replica_isr_eligible=lambda broker_id: broker_id in self.live,
+            is_broker_alive=lambda broker_id: broker_id in self.live,
             on_delayed_work=self.delayed.append,
             spawn=self._spawn,
             clock_ms=self.clock,
@@ -357,3 +360,28 @@ class InProcessLeader:
 
     def close(self) -> None:
         self.closed = True
+
+
+class Broker:
+    """Broker 1's ReplicaManager over a real LogManager; the partition state in `store`."""
+
+    def __init__(self, replica_manager: ReplicaManager, store: StateStore) -> None:
+        self.rm = replica_manager
+        self.store = store
+
+    async def apply(
+        self, leader: int, leader_epoch: int, isr: tuple[int, ...], replicas: tuple[int, ...]
+    ) -> PartitionState:
+        state = self.store.put(PartitionState(leader, leader_epoch, isr, replicas))
+        await self.rm.on_topic("t", TopicMetadata("t", TOPIC_ID, {0: replicas}, {0: state}))
+        return state
+
+    async def follower_fetch(
+        self, replica_id: int, offset: int, max_wait_ms: int = 0, epoch: int = 0, start: int = 0
+    ) -> FetchResult:
+        """A follower's fetch from ``offset``, its log starting at ``start``."""
+        request = FetchRequestPartition(TP, offset, 1 << 20, epoch, -1, start)
+        (result,) = await self.rm.fetch_messages(
+            [request], max_wait_ms, 1, 1 << 20, FetchIsolation.LOG_END, replica_id
+        )
+        return result

@@ -5,73 +5,13 @@ ISR-expiration task, and replicas reassigned away."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from replication_support import CONFIG, TOPIC_ID, TP, StateStore, batch, values
+from replication_support import TP, Broker, batch, values
 
-from tiercel.config.broker_config import BrokerConfig, Listener
 from tiercel.protocol.errors import NotLeaderOrFollowerError
-from tiercel.server.metadata.metadata_cache import MetadataCache, TopicMetadata
-from tiercel.server.metadata.zk_data import BrokerRegistration
-from tiercel.server.partition import PartitionState
-from tiercel.server.replica_manager import FetchRequestPartition, FetchResult, ReplicaManager
-from tiercel.storage.log_manager import LogManager
 from tiercel.storage.log_values import FetchIsolation
-from tiercel.storage.scheduler import Scheduler
-
-LAG_MS = 400
-
-
-class Broker:
-    """Broker 1's ReplicaManager over a real LogManager; the partition state in `store`."""
-
-    def __init__(self, replica_manager: ReplicaManager, store: StateStore) -> None:
-        self.rm = replica_manager
-        self.store = store
-
-    async def apply(
-        self, leader: int, leader_epoch: int, isr: tuple[int, ...], replicas: tuple[int, ...]
-    ) -> PartitionState:
-        state = self.store.put(PartitionState(leader, leader_epoch, isr, replicas))
-        await self.rm.on_topic("t", TopicMetadata("t", TOPIC_ID, {0: replicas}, {0: state}))
-        return state
-
-    async def follower_fetch(
-        self, replica_id: int, offset: int, max_wait_ms: int = 0, epoch: int = 0
-    ) -> FetchResult:
-        request = FetchRequestPartition(TP, offset, 1 << 20, epoch, -1, 0)
-        (result,) = await self.rm.fetch_messages(
-            [request], max_wait_ms, 1, 1 << 20, FetchIsolation.LOG_END, replica_id
-        )
-        return result
-
-
-@pytest.fixture
-async def broker(tmp_path: Path, scheduler: Scheduler) -> AsyncIterator[Broker]:
-    config = BrokerConfig(
-        {
-            "node.id": 1,
-            "log.dirs": [str(tmp_path / "logs")],
-            "replica.lag.time.max.ms": LAG_MS,
-            "replica.fetch.backoff.ms": 50,
-        }
-    )
-    log_manager = LogManager(config, scheduler, lambda topic: CONFIG)
-    await log_manager.startup(None)
-    cache = MetadataCache(1, "cluster")
-    # Registered, but nobody listens there: a follower's fetcher keeps backing off.
-    cache.put_brokers(
-        {b: BrokerRegistration(b, (Listener("PLAINTEXT", "127.0.0.1", 1),)) for b in (1, 2, 3)}
-    )
-    store = StateStore()
-    rm = ReplicaManager(config, 1, log_manager, scheduler, lambda topic: CONFIG, cache, store)
-    rm.startup()
-    yield Broker(rm, store)
-    rm.shutdown()
-    await rm.fetcher_manager.shutdown()
-    await log_manager.shutdown()
 
 
 async def test_acks_all_waits_for_every_isr_member(broker: Broker) -> None:

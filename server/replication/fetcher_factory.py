@@ -1,0 +1,44 @@
+"""How this broker builds the replica fetcher for a source broker (Kafka's
+``ReplicaFetcherManager.createFetcherThread``): a `ReplicaFetcher` over a
+`RemoteLeaderEndPoint` whose connection goes to the leader's inter-broker listener, as
+its registration names it, with the replica.fetch.* settings."""
+
+from __future__ import annotations
+
+from tiercel.config.broker_config import BrokerConfig
+from tiercel.server.metadata.metadata_cache import MetadataCache
+from tiercel.server.replication.broker_client import BrokerClient, Endpoint
+from tiercel.server.replication.remote_leader_end_point import FetcherConfig, RemoteLeaderEndPoint
+from tiercel.server.replication.replica_fetcher import FollowerPartitions, ReplicaFetcher
+from tiercel.server.replication.replica_fetcher_manager import FetcherFactory
+
+
+def replica_fetcher_factory(
+    config: BrokerConfig, node_id: int, cache: MetadataCache, partitions: FollowerPartitions
+) -> FetcherFactory:
+    def inter_broker_endpoint(broker_id: int) -> Endpoint | None:
+        broker = cache.brokers.get(broker_id)
+        endpoint = None if broker is None else broker.endpoint(config.inter_broker_listener_name)
+        return None if endpoint is None else (endpoint.host, endpoint.port)
+
+    def make_fetcher(leader_id: int) -> ReplicaFetcher:
+        client = BrokerClient(
+            leader_id,
+            lambda: inter_broker_endpoint(leader_id),
+            f"tiercel-replica-fetcher-{node_id}",
+            config.replica_socket_timeout_ms / 1000,
+        )
+        leader = RemoteLeaderEndPoint(
+            client,
+            FetcherConfig(
+                replica_id=node_id,
+                max_wait_ms=config.replica_fetch_wait_max_ms,
+                min_bytes=config.replica_fetch_min_bytes,
+                response_max_bytes=config.replica_fetch_response_max_bytes,
+            ),
+        )
+        return ReplicaFetcher(
+            leader, partitions, config.replica_fetch_max_bytes, config.replica_fetch_backoff_ms
+        )
+
+    return make_fetcher
