@@ -12,16 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Generic, TypeVar, overload
 
-from tiercel.config.definitions import (
-    BROKER_CONFIGS,
-    TOPIC_CONFIGS,
-    ConfigError,
-    canonical_broker_name,
-    closest,
-    parse_value,
-    render_value,
-    resolve_topic_default,
-)
+from tiercel.config.config_def import ConfigError
+from tiercel.config.config_values import closest, parse_value, render_value
+from tiercel.config.kafka_config import BROKER_CONFIGS, canonical_broker_name
+from tiercel.config.topic_configs import TOPIC_CONFIGS, resolve_topic_default
 
 __all__ = ["BrokerConfig", "ConfigError", "Listener"]
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from tiercel.config.broker_config import BrokerConfig
-from tiercel.config.definitions import ConfigError
+from tiercel.config.config_def import ConfigError
 from tiercel.config.log_config import validate_topic_overrides
 from tiercel.protocol.errors import (
     InvalidConfigError,

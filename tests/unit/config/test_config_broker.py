@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tiercel.config.broker_config import BrokerConfig, ConfigError, Listener
-from tiercel.config.definitions import BROKER_CONFIGS
+from tiercel.config.kafka_config import BROKER_CONFIGS
 from tiercel.config.log_config import topic_defaults
 
 HOUR_MS = 3_600_000

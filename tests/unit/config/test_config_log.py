@@ -7,13 +7,8 @@ import dataclasses
 import pytest
 
 from tiercel.config.broker_config import BrokerConfig
-from tiercel.config.definitions import (
-    BROKER_CONFIGS,
-    TOPIC_CONFIGS,
-    ConfigError,
-    ConfigSource,
-    ConfigType,
-)
+from tiercel.config.config_def import ConfigError, ConfigSource, ConfigType
+from tiercel.config.kafka_config import BROKER_CONFIGS
 from tiercel.config.log_config import (
     ConfigEntry,
     ConfigSynonym,
@@ -23,6 +18,7 @@ from tiercel.config.log_config import (
     topic_defaults,
     validate_topic_overrides,
 )
+from tiercel.config.topic_configs import TOPIC_CONFIGS
 
 DEFAULT = ConfigSource.DEFAULT_CONFIG
 STATIC = ConfigSource.STATIC_BROKER_CONFIG
