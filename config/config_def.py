@@ -190,7 +190,9 @@ class ConfigDef:
 
     `synonyms` (topic keys only) are the broker keys that supply the topic default, in
     Kafka's order of precedence. `aliases` are other spellings of a broker key (broker.id
-    for node.id). Immutable; any thread.
+    for node.id). `unsupported`, when not empty, says why Tiercel accepts only the
+    default: a Kafka key a user may carry over is refused rather than silently ignored.
+    Immutable; any thread.
     """
 
     name: str
@@ -200,3 +202,4 @@ class ConfigDef:
     doc: str
     synonyms: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
+    unsupported: str = ""

@@ -43,7 +43,8 @@ def parse_value(defn: ConfigDef, raw: object, key: str | None = None) -> object:
     """`raw` (a string, YAML scalar or YAML list) converted to `defn`'s type and validated.
 
     ConfigError names the key (`key` when the user spelled it differently, e.g. an alias),
-    the value as given and what was expected.
+    the value as given and what was expected, or says that Tiercel supports only the
+    default of an `unsupported` key.
     """
     key = key or defn.name
     try:
@@ -58,6 +59,12 @@ def parse_value(defn: ConfigDef, raw: object, key: str | None = None) -> object:
             defn.validator(value)
         except ValueError as e:
             raise ConfigError(f"Invalid value {raw!r} for configuration {key}: {e}", key) from None
+    if defn.unsupported and value != defn.default:
+        raise ConfigError(
+            f"{key}={render_value(defn.type, value)} is not supported by Tiercel: "
+            f"{defn.unsupported}",
+            key,
+        )
     return value
 
 

@@ -40,6 +40,9 @@ REPLICATION_CONFIGS: Final[tuple[ConfigDef, ...]] = (
               "batch is still sent."),
     ConfigDef("replica.fetch.backoff.ms", _I, 1000, at_least(0),
               "How long a follower waits before fetching a partition again after an error."),
+    ConfigDef("replica.socket.receive.buffer.bytes", _I, 65536, at_least(-1),
+              "SO_RCVBUF of a follower's connections to its leaders; -1 keeps the operating "
+              "system default."),
     ConfigDef("replica.socket.timeout.ms", _I, 30000, at_least(1),
               "How long a follower waits for its leader to answer a request."),
     ConfigDef("inter.broker.listener.name", _S, None, None,

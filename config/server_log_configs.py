@@ -17,7 +17,7 @@ from tiercel.config.config_def import (
     at_least,
     non_empty_distinct,
 )
-from tiercel.config.topic_configs import CLEANUP_POLICY, TIMESTAMP_TYPE
+from tiercel.config.topic_configs import CLEANUP_POLICY, PREALLOCATE_UNSUPPORTED, TIMESTAMP_TYPE
 
 _B = ConfigType.BOOLEAN
 _S = ConfigType.STRING
@@ -73,7 +73,8 @@ SERVER_LOG_CONFIGS: Final[tuple[ConfigDef, ...]] = (
     ConfigDef("log.segment.delete.delay.ms", _L, 60000, at_least(0),
               "Delay between marking a segment deleted and removing its files."),
     ConfigDef("log.preallocate", _B, False, None,
-              "Preallocate segment files at their full size when they are created."),
+              "Preallocate segment files at their full size when they are created; "
+              "Tiercel supports only false.", unsupported=PREALLOCATE_UNSUPPORTED),
     ConfigDef("log.message.timestamp.type", _S, "CreateTime", TIMESTAMP_TYPE,
               "Record timestamps are the producer's (CreateTime) or the broker's append time "
               "(LogAppendTime)."),

@@ -33,9 +33,9 @@ SOCKET_SERVER_CONFIGS: Final[tuple[ConfigDef, ...]] = (
                "SASL_SSL:SASL_SSL"), None,
               "Listener name to security protocol, as NAME:PROTOCOL pairs; Tiercel serves "
               "listeners mapped to PLAINTEXT."),
-    ConfigDef("socket.send.buffer.bytes", _I, 102400, None,
+    ConfigDef("socket.send.buffer.bytes", _I, 102400, at_least(-1),
               "SO_SNDBUF of accepted sockets; -1 keeps the operating system default."),
-    ConfigDef("socket.receive.buffer.bytes", _I, 102400, None,
+    ConfigDef("socket.receive.buffer.bytes", _I, 102400, at_least(-1),
               "SO_RCVBUF of accepted sockets; -1 keeps the operating system default."),
     ConfigDef("socket.request.max.bytes", _I, 104857600, at_least(1),
               "Largest request the broker accepts; a bigger frame closes the connection."),

@@ -23,6 +23,7 @@ from tiercel.config.config_def import (
 __all__ = [
     "CLEANUP_POLICY",
     "COMPRESSION_TYPE",
+    "PREALLOCATE_UNSUPPORTED",
     "TIMESTAMP_TYPE",
     "TOPIC_CONFIGS",
     "resolve_topic_default",
@@ -41,6 +42,9 @@ _WEEK_MS: Final = 168 * _HOUR_MS
 COMPRESSION_TYPE: Final = one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 TIMESTAMP_TYPE: Final = one_of("CreateTime", "LogAppendTime")
 CLEANUP_POLICY: Final = list_of(one_of("compact", "delete"))
+# Kafka preallocates a segment to segment.bytes and trims it on roll; Tiercel's appends and
+# recovery assume a segment file ends at its last batch.
+PREALLOCATE_UNSUPPORTED: Final = "segment files grow as records are appended"
 
 # The table keeps one key to a few lines so that it reads as a table.
 # fmt: off
@@ -93,8 +97,9 @@ TOPIC_CONFIGS: Final[Mapping[str, ConfigDef]] = {d.name: d for d in (
               "before it succeeds.",
               ("min.insync.replicas",)),
     ConfigDef("preallocate", _B, False, None,
-              "Preallocate segment files at their full size when they are created.",
-              ("log.preallocate",)),
+              "Preallocate segment files at their full size when they are created; "
+              "Tiercel supports only false.",
+              ("log.preallocate",), unsupported=PREALLOCATE_UNSUPPORTED),
     ConfigDef("retention.bytes", _L, -1, None,
               "Size a partition may reach before its oldest segments are deleted (-1: no limit).",
               ("log.retention.bytes",)),

@@ -17,7 +17,9 @@ _I = ConfigType.INT
 # fmt: off
 TRANSACTION_CONFIGS: Final[tuple[ConfigDef, ...]] = (
     ConfigDef("transactional.id.expiration.ms", _I, 604800000, at_least(1),
-              "How long an idle transactional id is kept before it expires."),
+              "How long an idle transactional id is kept before it expires; Tiercel has no "
+              "transactions yet and supports only the default.",
+              unsupported="transactions are not implemented"),
     ConfigDef("producer.id.expiration.ms", _I, 86400000, at_least(1),
               "How long the state of an idle idempotent producer is kept."),
     ConfigDef("producer.id.expiration.check.interval.ms", _I, 600000, at_least(1),
