@@ -135,6 +135,7 @@ class BrokerConfig:
         _check_advertised(self.advertised_listeners)
         _check_inter_broker_listener(self._values, self.advertised_listeners)
         _check_topic_defaults(self._values)
+        _check_partition_limit(self._values)
 
     def get(self, name: str) -> object:
         """The typed value of a broker key (or alias); None for an unset nullable key."""
@@ -162,6 +163,7 @@ class BrokerConfig:
     connections_max_idle_ms = _Key("connections.max.idle.ms", int)
     message_max_bytes = _Key("message.max.bytes", int)
     num_partitions = _Key("num.partitions", int)
+    max_partitions = _Key("max.partitions", int)
     default_replication_factor = _Key("default.replication.factor", int)
     auto_create_topics_enable = _Key("auto.create.topics.enable", bool)
     delete_topic_enable = _Key("delete.topic.enable", bool)
@@ -378,3 +380,13 @@ def _check_topic_defaults(values: Mapping[str, object]) -> None:
             f"log.cleaner.max.compaction.lag.ms ({max_lag})",
             "log.cleaner.min.compaction.lag.ms",
         )
+
+
+def _check_partition_limit(values: Mapping[str, object]) -> None:
+    """Topics the broker creates by itself must fit within max.partitions."""
+    limit = values["max.partitions"]
+    for key in ("num.partitions", "offsets.topic.num.partitions"):
+        count = values[key]
+        assert isinstance(count, int) and isinstance(limit, int)
+        if count > limit:
+            raise ConfigError(f"{key} ({count}) is greater than max.partitions ({limit})", key)

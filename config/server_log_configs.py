@@ -30,6 +30,12 @@ _LIST = ConfigType.LIST
 SERVER_LOG_CONFIGS: Final[tuple[ConfigDef, ...]] = (
     ConfigDef("num.partitions", _I, 1, at_least(1),
               "Partition count of topics created without an explicit count."),
+    # KIP-578's cluster-wide limit. The KIP's default is no limit; Tiercel's bounds what
+    # one request can make the brokers allocate (Kafka's KRaft controller refuses more
+    # than 10000 records in one operation, QuorumController.MAX_RECORDS_PER_USER_OP).
+    ConfigDef("max.partitions", _I, 10000, at_least(1),
+              "Most partitions the cluster may have, internal topics included; "
+              "CreateTopics and CreatePartitions beyond it get POLICY_VIOLATION."),
     ConfigDef("auto.create.topics.enable", _B, True, None,
               "Create a missing topic when a client asks for its metadata."),
     ConfigDef("min.insync.replicas", _I, 1, at_least(1),

@@ -335,3 +335,13 @@ def test_every_key_is_read_by_the_broker_or_refused_unless_default() -> None:
         assert read or name in topic_synonyms | read_by_broker_config or defn.unsupported, (
             f"{name} is accepted but nothing reads it"
         )
+
+
+def test_topics_the_broker_creates_itself_fit_within_max_partitions() -> None:
+    assert BrokerConfig({}).max_partitions == 10000
+    with pytest.raises(ConfigError, match=r"num.partitions \(30\) is greater than max.partitions"):
+        BrokerConfig(
+            {"max.partitions": 20, "num.partitions": 30, "offsets.topic.num.partitions": 1}
+        )
+    with pytest.raises(ConfigError, match=r"offsets.topic.num.partitions \(50\) is greater"):
+        BrokerConfig({"max.partitions": 20})
