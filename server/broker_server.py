@@ -141,6 +141,8 @@ class BrokerServer:
             config.socket_request_max_bytes,
             config.queued_max_requests,
             config.connections_max_idle_ms,
+            config.socket_send_buffer_bytes,
+            config.socket_receive_buffer_bytes,
         )
         await self.socket_server.start()
         await self._register_broker()

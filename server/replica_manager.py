@@ -198,6 +198,7 @@ class ReplicaManager:
             lambda: self._inter_broker_endpoint(leader_id),
             f"tiercel-replica-fetcher-{self.node_id}",
             config.replica_socket_timeout_ms / 1000,
+            config.replica_socket_receive_buffer_bytes,
         )
         leader = RemoteLeaderEndPoint(
             client,

@@ -18,6 +18,7 @@ from typing import Any, Final
 
 from tiercel.protocol.client_frames import FrameError, decode_response, encode_request
 from tiercel.protocol.errors import UnsupportedVersionError
+from tiercel.server.network.socket_options import USE_DEFAULT_BUFFER_SIZE, set_buffer_sizes
 
 _API_VERSIONS_KEY: Final = 18
 _API_VERSIONS_VERSION: Final = 3
@@ -45,11 +46,13 @@ class BrokerClient:
         resolve_endpoint: Callable[[], Endpoint | None],
         client_id: str,
         request_timeout_s: float,
+        receive_buffer_bytes: int = USE_DEFAULT_BUFFER_SIZE,
     ) -> None:
         self.target_id = target_id
         self._resolve_endpoint = resolve_endpoint
         self._client_id = client_id
         self._timeout_s = request_timeout_s
+        self._receive_buffer_bytes = receive_buffer_bytes
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._versions: dict[int, tuple[int, int]] = {}
@@ -91,6 +94,7 @@ class BrokerClient:
         sock = self._writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            set_buffer_sizes(sock, receive_buffer_bytes=self._receive_buffer_bytes)
         response = await self._round_trip(
             _API_VERSIONS_KEY,
             _API_VERSIONS_VERSION,

@@ -29,7 +29,7 @@ from log_support import (
 )
 
 from tiercel.config.broker_config import BrokerConfig
-from tiercel.config.definitions import ConfigError
+from tiercel.config.config_def import ConfigError
 from tiercel.config.log_config import LogConfig
 from tiercel.protocol.compression import CompressionType
 from tiercel.protocol.record_batch import NO_TIMESTAMP, TimestampType, is_crc_valid, read_header
