@@ -1,4 +1,4 @@
-"""LogManager: the log directories, every partition's Log, and their periodic upkeep.
+"""LogManager: the log directories, every partition's UnifiedLog, and their periodic upkeep.
 
 Event-loop only; loading, flushing and checkpoint writes run in the `Scheduler`'s
 executor. What it keeps in each log dir, in Kafka's formats:
@@ -46,7 +46,6 @@ from tiercel.storage.checkpoint_file import (
 )
 from tiercel.storage.file_names import DELETE_DIR_SUFFIX
 from tiercel.storage.leader_epoch_cache import LeaderEpochFileCache
-from tiercel.storage.log import Log
 from tiercel.storage.log_cleaner import CleanerConfig, LogCleaner
 from tiercel.storage.log_loader import LoadedLog, load_partition_dir, parse_partition_dir_name
 from tiercel.storage.log_segment import LogSegment
@@ -54,6 +53,7 @@ from tiercel.storage.meta_properties import MetaProperties
 from tiercel.storage.producer_state import ProducerStateManager
 from tiercel.storage.scheduler import Scheduler
 from tiercel.storage.topic_partition import TopicPartition
+from tiercel.storage.unified_log import UnifiedLog
 
 _log: Final = logging.getLogger("tiercel.log_manager")
 
@@ -85,7 +85,7 @@ class LogManager:
             )
             for path in config.log_dirs
         ]
-        self._logs: dict[TopicPartition, Log] = {}
+        self._logs: dict[TopicPartition, UnifiedLog] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self.cleaner = LogCleaner(
             CleanerConfig.from_broker(config), [d.path for d in self._dirs], self._logs, scheduler
@@ -182,8 +182,8 @@ class LogManager:
             clean_shutdown=clean,
         )
 
-    def _make_log(self, loaded: LoadedLog) -> Log:
-        log = Log(
+    def _make_log(self, loaded: LoadedLog) -> UnifiedLog:
+        log = UnifiedLog(
             loaded.directory,
             loaded.topic_partition,
             self._log_config_for(loaded.topic_partition.topic),
@@ -200,16 +200,16 @@ class LogManager:
 
     # -- logs --------------------------------------------------------------------------
 
-    def get_log(self, tp: TopicPartition) -> Log | None:
+    def get_log(self, tp: TopicPartition) -> UnifiedLog | None:
         return self._logs.get(tp)
 
     @property
-    def logs(self) -> dict[TopicPartition, Log]:
+    def logs(self) -> dict[TopicPartition, UnifiedLog]:
         return self._logs
 
     def get_or_create_log(
         self, tp: TopicPartition, config: LogConfig, topic_id: uuid.UUID | None
-    ) -> Log:
+    ) -> UnifiedLog:
         """The partition's log, created empty in the log dir with the fewest partitions.
 
         Creating is a mkdir and a few opens — the cost of an append — so it runs on the
@@ -225,7 +225,7 @@ class LogManager:
             tp, LeaderEpochCheckpointFile(os.path.join(path, LEADER_EPOCH_CHECKPOINT_FILENAME))
         )
         producer_state = ProducerStateManager(tp, path, self._config.producer_id_expiration_ms)
-        log = Log(
+        log = UnifiedLog(
             path, tp, config, [segment], 0, 0, epoch_cache, self._scheduler, None, producer_state
         )
         self._logs[tp] = log
@@ -234,7 +234,7 @@ class LogManager:
         log_event(_log, logging.INFO, "log_created", partition=str(tp), dir=log_dir.path)
         return log
 
-    def set_topic_id(self, log: Log, topic_id: uuid.UUID) -> None:
+    def set_topic_id(self, log: UnifiedLog, topic_id: uuid.UUID) -> None:
         """Record the topic id in the log and, in the background, ``partition.metadata``
         (skipped if the log is deleted first: its directory name may be reused)."""
         log.topic_id = topic_id
@@ -337,14 +337,16 @@ class LogManager:
             if log.time_since_last_flush_ms >= log.config.flush_ms:
                 await log.flush()
 
-    def _offsets_by_dir(self, value: Callable[[Log], int]) -> dict[str, dict[TopicPartition, int]]:
+    def _offsets_by_dir(
+        self, value: Callable[[UnifiedLog], int]
+    ) -> dict[str, dict[TopicPartition, int]]:
         by_dir: dict[str, dict[TopicPartition, int]] = {d.path: {} for d in self._dirs}
         for tp, log in self._logs.items():
             by_dir.setdefault(os.path.dirname(log.dir), {})[tp] = value(log)
         return by_dir
 
     async def _write_checkpoints(
-        self, pick: Callable[[_LogDir], OffsetCheckpointFile], value: Callable[[Log], int]
+        self, pick: Callable[[_LogDir], OffsetCheckpointFile], value: Callable[[UnifiedLog], int]
     ) -> None:
         by_dir = self._offsets_by_dir(value)
         for log_dir in self._dirs:

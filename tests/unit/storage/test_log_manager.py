@@ -16,7 +16,7 @@ from log_support import BASE_TS, log_records, produce, small_config
 from tiercel.config.broker_config import BrokerConfig
 from tiercel.config.log_config import LogConfig
 from tiercel.protocol.errors import KafkaStorageError
-from tiercel.storage import log as log_module
+from tiercel.storage import local_log as log_module
 from tiercel.storage.checkpoint_file import OffsetCheckpointFile, PartitionMetadataFile
 from tiercel.storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
 from tiercel.storage.meta_properties import MetaProperties
