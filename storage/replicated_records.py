@@ -20,6 +20,7 @@ The checked batches are then appended in runs that each fit one segment
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
 
 from tiercel.protocol.errors import CorruptRecordError, RecordBatchTooLargeError
 from tiercel.protocol.record_batch import (
@@ -30,6 +31,9 @@ from tiercel.protocol.record_batch import (
     read_header,
 )
 from tiercel.storage.log_values import AppendBatch, Buffer, LogAppendInfo
+
+# Index entries hold offsets relative to the segment's base offset in 32 bits.
+_MAX_RELATIVE_OFFSET: Final = 2**31 - 1
 
 
 def replicated_batches(records: Buffer) -> list[AppendBatch]:
@@ -82,7 +86,9 @@ def replicated_batches(records: Buffer) -> list[AppendBatch]:
 def segment_runs(batches: Sequence[AppendBatch], segment_bytes: int) -> list[list[AppendBatch]]:
     """``batches`` in consecutive runs that each fit one segment: at most
     ``segment_bytes`` (a fetch may carry more; Kafka refuses such an append, splitting
-    it keeps the follower going).
+    it keeps the follower going), and offsets within a 32-bit delta of the run's first
+    (Kafka's LogSegment.canConvertToRelativeOffset: a compacted leader's offsets may
+    jump further than one segment can index).
 
     RecordBatchTooLargeError for a batch larger than a segment."""
     runs: list[list[AppendBatch]] = []
@@ -94,7 +100,10 @@ def segment_runs(batches: Sequence[AppendBatch], segment_bytes: int) -> list[lis
                 f"a {batch.size}-byte batch at offset {batch.base_offset} exceeds "
                 f"segment.bytes {segment_bytes}"
             )
-        if run and run_size + batch.size > segment_bytes:
+        if run and (
+            run_size + batch.size > segment_bytes
+            or batch.last_offset - run[0].base_offset > _MAX_RELATIVE_OFFSET
+        ):
             runs.append(run)
             run, run_size = [], 0
         run.append(batch)

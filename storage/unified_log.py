@@ -235,7 +235,7 @@ class UnifiedLog:
         size = sum(batch.size for batch in batches)
         last = batches[-1]
         max_timestamp = max(batch.max_timestamp for batch in batches)
-        segment = self._maybe_roll(size, max_timestamp, last.last_offset)
+        segment = self._maybe_roll(size, max_timestamp, batches[0].base_offset, last.last_offset)
         self.local_log.append(segment, batches)
         for batch in batches:
             if batch.partition_leader_epoch >= 0:
@@ -289,14 +289,19 @@ class UnifiedLog:
         if self.leader_epoch_cache.assign(epoch, start_offset):
             self._epoch_checkpoint.request()
 
-    def _maybe_roll(self, messages_size: int, max_timestamp: int, max_offset: int) -> LogSegment:
+    def _maybe_roll(
+        self, messages_size: int, max_timestamp: int, first_offset: int, max_offset: int
+    ) -> LogSegment:
+        """The segment to append to. A new one starts at the append's first offset, not
+        the log end: a compacted leader's offsets may jump past what the active
+        segment's 32-bit relative offsets reach (Kafka's maybeRoll)."""
         segment = self.active_segment
         config = self.config
         roll_ms = config.max_segment_ms - self._roll_jitter(segment.base_offset)
         if segment.should_roll(
             messages_size, max_timestamp, max_offset, config.segment_bytes, roll_ms, now_ms()
         ):
-            return self.roll()
+            return self.roll(first_offset)
         return segment
 
     def _roll_jitter(self, base_offset: int) -> int:
@@ -304,11 +309,12 @@ class UnifiedLog:
         jitter = self.config.segment_jitter_ms
         return hash((str(self.topic_partition), base_offset)) % jitter if jitter > 0 else 0
 
-    def roll(self) -> LogSegment:
-        """Start a new active segment at the log end offset (no-op if the active one is
-        empty) and flush the old one in the background, then advance the recovery point."""
+    def roll(self, expected_next_offset: int = 0) -> LogSegment:
+        """Start a new active segment at max(``expected_next_offset``, log end offset)
+        (no-op if the active one is empty and starts there) and flush the old one in the
+        background, then advance the recovery point."""
         active = self.active_segment
-        segment = self.local_log.roll()
+        segment = self.local_log.roll(expected_next_offset)
         if segment is active:
             return active
         new_base = segment.base_offset

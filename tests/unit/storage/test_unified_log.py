@@ -5,12 +5,14 @@ retention seam a remote tier (KIP-405) plugs into."""
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 import pytest
-from log_support import BASE_TS, open_log, partition_dir, produce, small_config
+from log_support import BASE_TS, log_records, open_log, partition_dir, produce, small_config
 
 from tiercel.protocol.errors import OffsetOutOfRangeError
+from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
 from tiercel.storage.log_segment import LogSegment
 from tiercel.storage.log_values import FetchIsolation
 from tiercel.storage.scheduler import Scheduler
@@ -129,3 +131,44 @@ async def test_retention_asks_before_deleting_local_segments(
     assert bases(log) == before[2:]
     assert log.log_start_offset == log.local_log_start_offset == before[2]
     await settle(scheduler)
+
+
+async def test_follower_append_far_past_the_log_end_rolls_at_its_first_offset(
+    tmp_path: Path, scheduler: Scheduler
+) -> None:
+    """A compacted leader's next batch may start more than 2^31 offsets past this
+    follower's log end: the new segment starts at the batch (Kafka's maybeRoll with the
+    append's first offset), not at the log end, whose 32-bit relative offsets could not
+    index it."""
+    log = make_log(tmp_path, scheduler, segment_bytes=1 << 20)
+    log.append_as_follower(build_record_batch([SimpleRecord(b"k", b"a", timestamp=BASE_TS)] * 3))
+    far = log.log_end_offset + 2**31 + 5
+    records = [SimpleRecord(b"k", b"b", timestamp=BASE_TS)] * 2
+    info = log.append_as_follower(build_record_batch(records, base_offset=far))
+    assert info is not None and (info.first_offset, info.last_offset) == (far, far + 1)
+    assert bases(log) == [0, far]
+    assert log.log_end_offset == far + 2
+    assert [r.offset for r in log_records(log)] == [0, 1, 2, far, far + 1]
+    await log.close()
+    again = open_log(log.dir, CONFIG, scheduler, clean_shutdown=False)
+    assert [r.offset for r in log_records(again)] == [0, 1, 2, far, far + 1]
+    assert sorted(n for n in os.listdir(log.dir) if n.endswith(".log")) == [
+        f"{0:020d}.log",
+        f"{far:020d}.log",
+    ]
+    await again.close()
+
+
+async def test_one_follower_append_spanning_more_than_a_segment_can_index(
+    tmp_path: Path, scheduler: Scheduler
+) -> None:
+    """Two batches 2^31 + 10 offsets apart in one fetch go to two segments."""
+    log = make_log(tmp_path, scheduler, segment_bytes=1 << 20)
+    far = 2**31 + 10
+    data = build_record_batch([SimpleRecord(b"k", b"a", timestamp=BASE_TS)]) + build_record_batch(
+        [SimpleRecord(b"k", b"b", timestamp=BASE_TS)], base_offset=far
+    )
+    log.append_as_follower(data)
+    assert bases(log) == [0, far]
+    assert [r.offset for r in log_records(log)] == [0, far]
+    await log.close()
