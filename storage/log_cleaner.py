@@ -175,6 +175,14 @@ class LogCleaner:
             for path in self._files:
                 self._request_write(path)
 
+    def maybe_truncate_checkpoint(self, tp: TopicPartition, offset: int) -> None:
+        """The partition's log was truncated: a first dirty offset beyond ``offset``
+        (the new active segment's base) moves back to it, as Kafka's
+        LogCleanerManager.maybeTruncateCheckpoint, so what is appended again is dirty."""
+        checkpoint = self._checkpoints.get(tp)
+        if checkpoint is not None and checkpoint > offset:
+            self._set_checkpoint(tp, offset)
+
     @property
     def checkpoints(self) -> Mapping[TopicPartition, int]:
         """First dirty offset by partition, as ``cleaner-offset-checkpoint`` has them."""
@@ -200,8 +208,8 @@ class LogCleaner:
         now = _now_ms()
         for tp, (log, truncations) in list(self._marks.items()):
             if log.truncations != truncations and tp not in self._in_progress:
-                # Data past the truncation point is new: clean it all again (Kafka moves
-                # the checkpoint back to the truncation point; it is not known here).
+                # Truncated without the LogManager telling (`maybe_truncate_checkpoint`):
+                # the truncation point is not known here, so clean it all again.
                 self._set_checkpoint(tp, log.log_start_offset)
         excluded = self._in_progress.keys() | self._uncleanable
         chosen, resets = grab_filthiest_compacted_log(

@@ -13,9 +13,10 @@ executor. What it keeps in each log dir, in Kafka's formats:
 
 At start-up a missing clean-shutdown marker means the broker died: every partition is
 recovered past its recovery point. Periodic tasks apply retention, flush logs per
-``flush.ms`` and write the checkpoints; the `LogCleaner` compacts logs with
-``cleanup.policy=compact`` alongside; shutdown stops the cleaner, flushes and closes
-every log, writes the checkpoints, then the marker.
+``flush.ms`` and write the checkpoints; a log's truncation writes its dir's recovery
+points at once and moves its cleaner checkpoint back (Kafka's LogManager.truncateTo);
+the `LogCleaner` compacts logs with ``cleanup.policy=compact`` alongside; shutdown stops
+the cleaner, flushes and closes every log, writes the checkpoints, then the marker.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from tiercel.storage.log_loader import LoadedLog, load_partition_dir, parse_part
 from tiercel.storage.log_segment import LogSegment
 from tiercel.storage.meta_properties import MetaProperties
 from tiercel.storage.producer_state import ProducerStateManager
-from tiercel.storage.scheduler import Scheduler
+from tiercel.storage.scheduler import CoalescingWriter, Scheduler
 from tiercel.storage.topic_partition import TopicPartition
 from tiercel.storage.unified_log import UnifiedLog
 
@@ -85,6 +86,17 @@ class LogManager:
             )
             for path in config.log_dirs
         ]
+        # One recovery-point write in flight per dir, so a truncation's lowered values
+        # are never overwritten by an older periodic write finishing after them.
+        self._recovery_point_writers = {
+            d.path: CoalescingWriter(
+                scheduler,
+                self._recovery_points_in(d.path),
+                d.recovery_points.write,
+                d.recovery_points.path,
+            )
+            for d in self._dirs
+        }
         self._logs: dict[TopicPartition, UnifiedLog] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self.cleaner = LogCleaner(
@@ -195,8 +207,12 @@ class LogManager:
             loaded.topic_id,
             loaded.producer_state,
         )
-        self._logs[loaded.topic_partition] = log
+        self._add_log(log)
         return log
+
+    def _add_log(self, log: UnifiedLog) -> None:
+        log.truncation_listener = self._truncated
+        self._logs[log.topic_partition] = log
 
     # -- logs --------------------------------------------------------------------------
 
@@ -228,7 +244,7 @@ class LogManager:
         log = UnifiedLog(
             path, tp, config, [segment], 0, 0, epoch_cache, self._scheduler, None, producer_state
         )
-        self._logs[tp] = log
+        self._add_log(log)
         if topic_id is not None:
             self.set_topic_id(log, topic_id)
         log_event(_log, logging.INFO, "log_created", partition=str(tp), dir=log_dir.path)
@@ -353,7 +369,29 @@ class LogManager:
             await self._scheduler.run_blocking(pick(log_dir).write, by_dir[log_dir.path])
 
     async def checkpoint_recovery_points(self) -> None:
-        await self._write_checkpoints(lambda d: d.recovery_points, lambda log: log.recovery_point)
+        for writer in self._recovery_point_writers.values():
+            await writer.flush()
+
+    def _recovery_points_in(self, path: str) -> Callable[[], dict[TopicPartition, int]]:
+        def snapshot() -> dict[TopicPartition, int]:
+            return {
+                tp: log.recovery_point
+                for tp, log in self._logs.items()
+                if os.path.dirname(log.dir) == path
+            }
+
+        return snapshot
+
+    def _truncated(self, log: UnifiedLog) -> None:
+        """After a truncation, as Kafka's LogManager.truncateTo / truncateFullyAndStartAt:
+        the cleaner's first dirty offset must not stay past the new log, and the lowered
+        recovery point goes to disk now. Left to the periodic checkpoint, a crash in
+        between would load the old, higher one, and recovery would skip the segments
+        rewritten since the truncation."""
+        self.cleaner.maybe_truncate_checkpoint(log.topic_partition, log.active_segment.base_offset)
+        writer = self._recovery_point_writers.get(os.path.dirname(log.dir))
+        if writer is not None:
+            writer.request()
 
     async def checkpoint_log_start_offsets(self) -> None:
         await self._write_checkpoints(

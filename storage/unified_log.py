@@ -23,15 +23,12 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 from tiercel.config.log_config import LogConfig
 from tiercel.config.log_format import log_event
-from tiercel.protocol.errors import (
-    OffsetOutOfRangeError,
-    UnknownTopicOrPartitionError,
-)
+from tiercel.protocol.errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from tiercel.storage.leader_epoch_cache import LeaderEpochFileCache
 from tiercel.storage.local_log import LocalLog, sync_dir
 from tiercel.storage.log_retention import deletable_segments
@@ -118,6 +115,8 @@ class UnifiedLog:
         self._last_flush_ms = now_ms()
         self._truncations = 0
         self.deleted = False
+        # Told of every truncation: the LogManager checkpoints the lowered recovery point.
+        self.truncation_listener: Callable[[UnifiedLog], None] = lambda log: None
         if producer_state is None:
             producer_state = ProducerStateManager(topic_partition, directory)
             producer_state.update_map_end_offset(self.log_end_offset)
@@ -157,7 +156,7 @@ class UnifiedLog:
         """The HW with its segment position, computed on first use after a change."""
         hw = self._high_watermark
         if hw.message_offset_only:
-            hw = self._offset_metadata(hw.message_offset)
+            hw = self.local_log.offset_metadata(hw.message_offset)
             self._high_watermark = hw
         return hw
 
@@ -181,9 +180,6 @@ class UnifiedLog:
         else:
             self._high_watermark = new_high_watermark
         return True
-
-    def _offset_metadata(self, offset: int) -> LogOffsetMetadata:
-        return self.local_log.offset_metadata(offset)
 
     @property
     def active_segment(self) -> LogSegment:
@@ -527,6 +523,7 @@ class UnifiedLog:
             bytes_removed=truncation.bytes_removed,
             segments_removed=len(truncation.deleted_segments),
         )
+        self.truncation_listener(self)
         return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -541,6 +538,7 @@ class UnifiedLog:
         self.producer_state.truncate_fully_and_start_at(offset)
         rebuild_producer_state(self.producer_state, self.segments, offset, offset, False, now_ms())
         self.update_high_watermark(offset)
+        self.truncation_listener(self)
 
     @property
     def truncations(self) -> int:
