@@ -109,9 +109,10 @@ class LocalLog:
 
     # -- append and roll ---------------------------------------------------------------
 
-    def append(self, segment: LogSegment, batches: Sequence[AppendBatch]) -> None:
-        """Write ``batches`` (offsets assigned, at or past the log end) to the active
-        ``segment`` and move the log end offset past them."""
+    def append(self, batches: Sequence[AppendBatch]) -> None:
+        """Write ``batches`` (offsets assigned, at or past the log end, fitting the
+        active segment: the caller rolls first) and move the log end offset past them."""
+        segment = self.active_segment
         segment.append(batches)
         last = batches[-1]
         self._end_offset = LogOffsetMetadata(

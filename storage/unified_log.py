@@ -231,8 +231,8 @@ class UnifiedLog:
         size = sum(batch.size for batch in batches)
         last = batches[-1]
         max_timestamp = max(batch.max_timestamp for batch in batches)
-        segment = self._maybe_roll(size, max_timestamp, batches[0].base_offset, last.last_offset)
-        self.local_log.append(segment, batches)
+        self._maybe_roll(size, max_timestamp, batches[0].base_offset, last.last_offset)
+        self.local_log.append(batches)
         for batch in batches:
             if batch.partition_leader_epoch >= 0:
                 self.maybe_assign_epoch_start_offset(
@@ -287,18 +287,17 @@ class UnifiedLog:
 
     def _maybe_roll(
         self, messages_size: int, max_timestamp: int, first_offset: int, max_offset: int
-    ) -> LogSegment:
-        """The segment to append to. A new one starts at the append's first offset, not
-        the log end: a compacted leader's offsets may jump past what the active
-        segment's 32-bit relative offsets reach (Kafka's maybeRoll)."""
+    ) -> None:
+        """Roll when the active segment cannot take the append. The new segment starts
+        at the append's first offset, not the log end: a compacted leader's offsets
+        may jump past what 32-bit relative offsets reach (Kafka's maybeRoll)."""
         segment = self.active_segment
         config = self.config
         roll_ms = config.max_segment_ms - self._roll_jitter(segment.base_offset)
         if segment.should_roll(
             messages_size, max_timestamp, max_offset, config.segment_bytes, roll_ms, now_ms()
         ):
-            return self.roll(first_offset)
-        return segment
+            self.roll(first_offset)
 
     def _roll_jitter(self, base_offset: int) -> int:
         # A stable per-segment jitter so that many partitions do not roll in one instant.
