@@ -383,3 +383,29 @@ async def test_a_truncation_moves_the_cleaner_checkpoint_back(
     log.truncate_to(21)
     assert lm.cleaner.checkpoints[TP0] == log.active_segment.base_offset <= 21
     await lm.shutdown()
+
+
+async def test_log_start_offset_checkpoint_reloads_both_start_offsets(
+    tmp_path: Path, scheduler: Scheduler
+) -> None:
+    """``log-start-offset-checkpoint`` holds the log start offset; without a remote tier
+    the local log start offset is reloaded equal to it."""
+    root = tmp_path / "a"
+    lm = manager([root], scheduler)
+    await lm.startup(None)
+    log = lm.get_or_create_log(TP0, CONFIG, None)
+    fill(log, 30)
+    log.update_high_watermark(60)
+    start = log.segments[1].base_offset + 2  # DeleteRecords, inside the second segment
+    log.maybe_increment_log_start_offset(start)
+    assert lm.cleanup_logs() == 1
+    await lm.checkpoint_log_start_offsets()
+    assert checkpoint(root / "log-start-offset-checkpoint") == {TP0: start}
+    await lm.shutdown()
+    lm = manager([root], scheduler)
+    await lm.startup(None)
+    loaded = lm.get_log(TP0)
+    assert loaded is not None
+    assert loaded.log_start_offset == loaded.local_log_start_offset == start
+    assert loaded.segments[0].base_offset < start
+    await lm.shutdown()
