@@ -40,7 +40,6 @@ from tiercel.protocol.errors import (
     UnknownLeaderEpochError,
 )
 from tiercel.server.replica import Replica
-from tiercel.storage.log import Log, UnexpectedAppendOffsetError
 from tiercel.storage.log_validator import ValidatedRecords
 from tiercel.storage.log_values import (
     FetchDataInfo,
@@ -49,6 +48,7 @@ from tiercel.storage.log_values import (
     LogOffsetMetadata,
 )
 from tiercel.storage.topic_partition import TopicPartition
+from tiercel.storage.unified_log import UnexpectedAppendOffsetError, UnifiedLog
 
 _log: Final = logging.getLogger("tiercel.partition")
 # A failed ISR write that may have been a transient store error is retried after this.
@@ -142,7 +142,7 @@ class Partition:
         self,
         topic_partition: TopicPartition,
         topic_id: uuid.UUID,
-        log: Log,
+        log: UnifiedLog,
         local_broker_id: int,
         context: ReplicationContext,
     ) -> None:

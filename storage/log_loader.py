@@ -1,10 +1,10 @@
-"""Loading a partition directory into a `Log`, recovering it after a crash.
+"""Loading a partition directory into a `UnifiedLog`, recovering it after a crash.
 
 *Blocking*: the whole module runs in an executor thread (the LogManager loads many
 partitions in parallel, ``num.recovery.threads.per.data.dir`` per log dir).
 
-What happens, as in Kafka's LogLoader (seed 004: the log end offset comes from the
-segments themselves, it is never stored):
+What happens, as in Kafka's LogLoader (the log end offset comes from the segments
+themselves, it is never stored):
 
 1. Leftovers of interrupted operations are removed: ``.deleted`` and ``.cleaned`` files,
    and index files whose log file is gone. A cleaning that crashed after renaming its
@@ -71,7 +71,7 @@ _SEGMENT_FILE_SUFFIXES: Final = (
 
 @dataclass(slots=True)
 class LoadedLog:
-    """What `load_partition_dir` recovered; the LogManager turns it into a `Log`."""
+    """What `load_partition_dir` recovered; the LogManager turns it into a `UnifiedLog`."""
 
     directory: str
     topic_partition: TopicPartition

@@ -45,8 +45,8 @@ from tiercel.server.replication.fetch_state import (
 )
 from tiercel.server.replication.leader_end_point import LeaderEndPoint
 from tiercel.server.replication.truncation import offset_truncation_state
-from tiercel.storage.log import Log, UnexpectedAppendOffsetError
 from tiercel.storage.topic_partition import TopicPartition
+from tiercel.storage.unified_log import UnexpectedAppendOffsetError, UnifiedLog
 
 _log: Final = logging.getLogger("tiercel.replica_fetcher")
 
@@ -65,7 +65,7 @@ _METADATA_ERRORS: Final = frozenset(
 )
 
 
-def _own_end_offset(log: Log, epoch: int) -> tuple[int, int] | None:
+def _own_end_offset(log: UnifiedLog, epoch: int) -> tuple[int, int] | None:
     """The follower's (epoch, end offset) for ``epoch``; None when its cache cannot say."""
     found_epoch, end_offset = log.end_offset_for_epoch(epoch)
     return None if end_offset < 0 else (found_epoch, end_offset)
