@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable, Coroutine
@@ -405,9 +406,9 @@ class ReplicaManager:
             now = int(time.time() * 1000)
             data = records or b""
             if in_order:
-                validated = validate_records(data, partition.log.config, now)
+                validated = validate_records(data, partition.log.config, now, topic_partition=tp)
             else:
-                validated = await self._validate(data, partition.log.config, now)
+                validated = await self._validate(data, partition.log.config, now, tp)
             partition = self.get_partition_or_error(tp)  # it may have gone meanwhile
             info = partition.append_records_to_leader(validated, required_acks, now)
             status = ProducePartitionStatus(partition, info.next_offset, partition.leader_epoch)
@@ -419,15 +420,22 @@ class ReplicaManager:
         self._complete_delayed(tp)
         return ProduceResult(info=info), status
 
-    async def _validate(self, data: bytes, config: LogConfig, now: int) -> ValidatedRecords:
+    async def _validate(
+        self, data: bytes, config: LogConfig, now: int, tp: TopicPartition
+    ) -> ValidatedRecords:
         """On the loop when cheap; in the executor for a large compressed batch or one
         that expands past LOOP_DECOMPRESSION_BUDGET."""
         if not validation_is_costly(data, config):
             with contextlib.suppress(DecompressionBudgetExceeded):
                 return validate_records(
-                    data, config, now, decompression_budget=LOOP_DECOMPRESSION_BUDGET
+                    data,
+                    config,
+                    now,
+                    decompression_budget=LOOP_DECOMPRESSION_BUDGET,
+                    topic_partition=tp,
                 )
-        return await self._scheduler.run_blocking(validate_records, data, config, now)
+        validate = functools.partial(validate_records, topic_partition=tp)
+        return await self._scheduler.run_blocking(validate, data, config, now)
 
     async def _wait_for_replication(self, delayed: DelayedProduce, timeout_ms: int) -> None:
         """acks=all: wait in the produce purgatory until every partition has settled
