@@ -159,9 +159,9 @@ async def test_a_settled_error_stays_an_error(broker: Broker) -> None:
 async def test_pending_partitions_time_out_and_settled_ones_keep_their_outcome(
     broker: Broker,
 ) -> None:
-    produce = await produce_to_both(broker, 300)
+    produce = await produce_to_both(broker, 1500)
     await broker.follower_fetch(A, 3)
-    results = await asyncio.wait_for(produce, 2)
+    results = await asyncio.wait_for(produce, 5)
     assert error_name(results[A]) is None
     assert error_name(results[B]) == ErrorCode.request_timed_out.name
 
