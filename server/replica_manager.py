@@ -381,7 +381,7 @@ class ReplicaManager:
             )
             if status is not None:
                 statuses[tp] = status
-        if required_acks == -1 and statuses:
+        if statuses:
             await self._wait_for_replication(
                 DelayedProduce(statuses, self.partitions.get), timeout_ms
             )
@@ -393,7 +393,8 @@ class ReplicaManager:
     async def _append_to_partition(
         self, tp: TopicPartition, records: bytes | None, required_acks: int, in_order: bool = False
     ) -> tuple[ProduceResult, ProducePartitionStatus | None]:
-        """The append's result and, if it succeeded, what an acks=all wait watches.
+        """The append's result and, for a successful acks=all append, what its wait
+        watches.
 
         ``in_order``: a coordinator's write, validated on the loop so that its appends
         land in the order they were issued (a tombstone must not overtake the commit
@@ -411,7 +412,11 @@ class ReplicaManager:
                 validated = await self._validate(data, partition.log.config, now, tp)
             partition = self.get_partition_or_error(tp)  # it may have gone meanwhile
             info = partition.append_records_to_leader(validated, required_acks, now)
-            status = ProducePartitionStatus(partition, info.next_offset, partition.leader_epoch)
+            status = (
+                ProducePartitionStatus(partition, info.next_offset, partition.leader_epoch)
+                if required_acks == -1
+                else None
+            )
             if partition.log.needs_flush:
                 # flush.messages reached: as Kafka, fsync before acknowledging.
                 await partition.log.flush()
