@@ -7,21 +7,41 @@ exception classes so that readers of Kafka's source can map one to the other.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import ClassVar
 
 from kio.schema.errors import ErrorCode
 
-__all__ = ["ErrorCode", "KafkaError"]
+__all__ = ["ErrorCode", "KafkaError", "RecordError"]
+
+
+@dataclass(frozen=True, slots=True)
+class RecordError:
+    """One record of a produced batch that failed validation (KIP-467; Kafka's
+    ProduceResponse.RecordError): its index in the batch and why."""
+
+    batch_index: int
+    message: str | None = None
+
+    def __str__(self) -> str:
+        # Kafka's RecordError.toString, which its error messages embed.
+        message = "null" if self.message is None else f"'{self.message}'"
+        return f"RecordError(batchIndex={self.batch_index}, message={message})"
 
 
 class KafkaError(Exception):
-    """Base class: a failure that has a Kafka error code."""
+    """Base class: a failure that has a Kafka error code.
+
+    ``record_errors`` names the records that caused it when validation failed record by
+    record (Kafka's RecordValidationException); Produce v8+ returns them."""
 
     error_code: ClassVar[ErrorCode] = ErrorCode.unknown_server_error
     retriable: ClassVar[bool] = False
 
-    def __init__(self, message: str = "") -> None:
+    def __init__(self, message: str = "", *, record_errors: Sequence[RecordError] = ()) -> None:
         super().__init__(message or self.error_code.name)
+        self.record_errors = tuple(record_errors)
 
     @property
     def message(self) -> str:

@@ -29,7 +29,14 @@ from confluent_kafka import TopicPartition as CTopicPartition
 from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 
 from support.broker import REPO, BrokerProcess
-from support.clients import Outgoing, create_topic, produce, running_broker, wait_until
+from support.clients import (
+    Outgoing,
+    create_topic,
+    produce,
+    running_broker,
+    wait_until,
+    watermarks,
+)
 from support.wire import WireClient
 from tiercel.protocol.entities import build_entity, request_class
 from tiercel.protocol.errors import ErrorCode
@@ -449,3 +456,19 @@ def test_clients_cannot_produce_to_internal_topics(shared: BrokerProcess) -> Non
         response = client.request(request)
     (partition,) = response.responses[0].partition_responses
     assert partition.error_code == ErrorCode.invalid_topic_exception
+
+
+def test_a_group_lives_in_the_partition_kafka_computes(shared: BrokerProcess) -> None:
+    """Utils.abs("my-group".hashCode) % 50 = 12: its commits land in __consumer_offsets-12,
+    as in a Kafka log directory (masking the sign bit would give 36)."""
+    create_topic(shared.bootstrap, "placed")
+    committed(shared.bootstrap, "any-group", "placed", 1)  # the offsets topic exists
+    before = {p: watermarks(shared.bootstrap, "__consumer_offsets", p)[1] for p in (12, 36)}
+    consumer = Consumer({"bootstrap.servers": shared.bootstrap, "group.id": "my-group"})
+    try:
+        consumer.commit(offsets=[CTopicPartition("placed", 0, 0)], asynchronous=False)
+    finally:
+        consumer.close()
+    after = {p: watermarks(shared.bootstrap, "__consumer_offsets", p)[1] for p in (12, 36)}
+    assert after[12] > before[12] and after[36] == before[36]
+    assert committed(shared.bootstrap, "my-group", "placed", 1) == {0: 0}
