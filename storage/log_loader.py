@@ -3,7 +3,7 @@
 *Blocking*: the whole module runs in an executor thread (the LogManager loads many
 partitions in parallel, ``num.recovery.threads.per.data.dir`` per log dir).
 
-What happens, as in Kafka's LogLoader (seed 004: the log end offset comes from the
+What happens, as in Kafka's ``LogLoader.load`` (the log end offset comes from the
 segments themselves, it is never stored):
 
 1. Leftovers of interrupted operations are removed: ``.deleted`` and ``.cleaned`` files,
