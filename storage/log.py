@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from tiercel.config.log_config import LogConfig
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 from tiercel.protocol.compression import decompress
 from tiercel.protocol.errors import (
     OffsetOutOfRangeError,

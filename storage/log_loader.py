@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from tiercel.config.log_config import LogConfig
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 from tiercel.protocol.errors import KafkaError
 from tiercel.protocol.record_batch import RECORD_BATCH_OVERHEAD, read_header
 from tiercel.storage.checkpoint_file import (

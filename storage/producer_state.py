@@ -29,7 +29,7 @@ import types
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 from tiercel.protocol.errors import InvalidTxnStateError
 from tiercel.storage.file_names import producer_snapshot_file
 from tiercel.storage.log_values import AppendBatch

@@ -14,7 +14,7 @@ import time
 from typing import Final
 
 from tiercel.config.broker_config import Listener
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 from tiercel.server.network.connection import Connection, FrameHandler
 
 _log: Final = logging.getLogger("tiercel.network")
