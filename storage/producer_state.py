@@ -206,10 +206,6 @@ class ProducerStateManager:
     def latest_snapshot_offset(self) -> int | None:
         return self._snapshots[-1] if self._snapshots else None
 
-    @property
-    def oldest_snapshot_offset(self) -> int | None:
-        return self._snapshots[0] if self._snapshots else None
-
     def take_snapshot(self) -> None:
         """Snapshot the state at the map end offset, unless one exists there already.
         The bytes are built now; the file is written by the `SnapshotIo`."""
