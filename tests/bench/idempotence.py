@@ -15,13 +15,9 @@ import os
 import shutil
 import statistics
 import tempfile
-import time
 
-from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from produce_consume import tiercel
-
-TOPIC = "bench"
+from produce_consume import TOPIC, produce_all, tiercel
 
 
 def produce_mb_s(bootstrap: str, total_mb: int, value_bytes: int, idempotent: bool) -> float:
@@ -29,36 +25,7 @@ def produce_mb_s(bootstrap: str, total_mb: int, value_bytes: int, idempotent: bo
     admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(30)
     count = total_mb * 1024 * 1024 // value_bytes
     value = os.urandom(value_bytes)
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "acks": "all",
-            "enable.idempotence": idempotent,
-            "linger.ms": 5,
-            "queue.buffering.max.messages": 1_000_000,
-            "queue.buffering.max.kbytes": 1_048_576,
-        }
-    )
-    delivered = 0
-
-    def on_delivery(err: object, _msg: object) -> None:
-        nonlocal delivered
-        if err is not None:
-            raise RuntimeError(f"delivery failed: {err}")
-        delivered += 1
-
-    start = time.perf_counter()
-    for _ in range(count):
-        while True:
-            try:
-                producer.produce(TOPIC, value, on_delivery=on_delivery)
-                break
-            except BufferError:
-                producer.poll(0.01)
-        producer.poll(0)
-    producer.flush(300)
-    seconds = time.perf_counter() - start
-    assert delivered == count, f"{delivered} of {count} delivered"
+    seconds = produce_all(bootstrap, count, value, {"enable.idempotence": idempotent})
     return count * value_bytes / 1e6 / seconds
 
 
