@@ -25,6 +25,7 @@ __all__ = [
     "build_entity",
     "decode_request_body",
     "encode_entity",
+    "nested_entity",
     "request_class",
     "response_class",
 ]
@@ -149,7 +150,7 @@ class _FieldPlan:
 
     def __init__(self, field: Field[Any]) -> None:
         self.name = field.name
-        self.nested, self.nested_is_tuple = _nested_entity(field.type)
+        self.nested, self.nested_is_tuple = nested_entity(field.type)
         self.coerce = _COERCIONS.get(field.metadata.get("kafka_type", ""))
         self.default = _field_default(field)
         self.zero_value = _ZERO_VALUES.get(field.metadata.get("kafka_type", ""), 0)
@@ -181,14 +182,14 @@ def _is_union(field_type: Any) -> bool:
     return get_origin(field_type) in (UnionType, Union)
 
 
-def _nested_entity(field_type: Any) -> tuple[type[Any] | None, bool]:
+def nested_entity(field_type: Any) -> tuple[type[Any] | None, bool]:
     """(entity class, whether the field is an array of them) for a field holding nested
     entities, (None, False) for a primitive one. kio's field types are real types:
     ``X``, ``X | None``, ``tuple[X, ...]`` or ``tuple[X, ...] | None``, an entity
     class being a dataclass."""
     if _is_union(field_type):
         (inner,) = (arg for arg in get_args(field_type) if arg is not NoneType)
-        return _nested_entity(inner)
+        return nested_entity(inner)
     if get_origin(field_type) is tuple:
         item = _entity_class(get_args(field_type)[0])
         return item, item is not None
@@ -204,7 +205,7 @@ def _field_default(field: Field[Any]) -> Any:
         return field.default
     if field.default_factory is not MISSING:
         return field.default_factory()
-    nested, is_tuple = _nested_entity(field.type)
+    nested, is_tuple = nested_entity(field.type)
     if "tag" in field.metadata and nested is not None and not is_tuple:
         # A tagged struct without a default (KIP-482): absent means every field of it
         # at its default, as Kafka's generated code initialises it.
