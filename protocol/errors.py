@@ -37,7 +37,6 @@ class KafkaError(Exception):
     record (Kafka's RecordValidationException); Produce v8+ returns them."""
 
     error_code: ClassVar[ErrorCode] = ErrorCode.unknown_server_error
-    retriable: ClassVar[bool] = False
 
     def __init__(self, message: str = "", *, record_errors: Sequence[RecordError] = ()) -> None:
         super().__init__(message or self.error_code.name)
@@ -58,27 +57,18 @@ class OffsetOutOfRangeError(KafkaError):
 
 class CorruptRecordError(KafkaError):
     error_code = ErrorCode.corrupt_message
-    retriable = True
 
 
 class UnknownTopicOrPartitionError(KafkaError):
     error_code = ErrorCode.unknown_topic_or_partition
-    retriable = True
-
-
-class LeaderNotAvailableError(KafkaError):
-    error_code = ErrorCode.leader_not_available
-    retriable = True
 
 
 class NotLeaderOrFollowerError(KafkaError):
     error_code = ErrorCode.not_leader_or_follower
-    retriable = True
 
 
 class RequestTimedOutError(KafkaError):
     error_code = ErrorCode.request_timed_out
-    retriable = True
 
 
 class RecordTooLargeError(KafkaError):
@@ -95,12 +85,10 @@ class RecordBatchTooLargeError(KafkaError):
 
 class NotEnoughReplicasError(KafkaError):
     error_code = ErrorCode.not_enough_replicas
-    retriable = True
 
 
 class NotEnoughReplicasAfterAppendError(KafkaError):
     error_code = ErrorCode.not_enough_replicas_after_append
-    retriable = True
 
 
 class InvalidRequiredAcksError(KafkaError):
@@ -137,7 +125,6 @@ class InvalidConfigError(KafkaError):
 
 class NotControllerError(KafkaError):
     error_code = ErrorCode.not_controller
-    retriable = True
 
 
 class InvalidRequestError(KafkaError):
@@ -150,21 +137,14 @@ class PolicyViolationError(KafkaError):
 
 class KafkaStorageError(KafkaError):
     error_code = ErrorCode.kafka_storage_error
-    retriable = True
-
-
-class LogDirNotFoundError(KafkaError):
-    error_code = ErrorCode.log_dir_not_found
 
 
 class FencedLeaderEpochError(KafkaError):
     error_code = ErrorCode.fenced_leader_epoch
-    retriable = True
 
 
 class UnknownLeaderEpochError(KafkaError):
     error_code = ErrorCode.unknown_leader_epoch
-    retriable = True
 
 
 class UnsupportedCompressionTypeError(KafkaError):
@@ -177,24 +157,14 @@ class InvalidRecordError(KafkaError):
 
 class UnknownTopicIdError(KafkaError):
     error_code = ErrorCode.unknown_topic_id
-    retriable = True
-
-
-class InconsistentTopicIdError(KafkaError):
-    error_code = ErrorCode.inconsistent_topic_id
 
 
 class TopicDeletionDisabledError(KafkaError):
     error_code = ErrorCode.topic_deletion_disabled
 
 
-class ResourceNotFoundError(KafkaError):
-    error_code = ErrorCode.resource_not_found
-
-
 class CoordinatorLoadInProgressError(KafkaError):
     error_code = ErrorCode.coordinator_load_in_progress
-    retriable = True
 
 
 class OutOfOrderSequenceNumberError(KafkaError):
@@ -215,12 +185,10 @@ class TransactionalIdAuthorizationFailedError(KafkaError):
 
 class CoordinatorNotAvailableError(KafkaError):
     error_code = ErrorCode.coordinator_not_available
-    retriable = True
 
 
 class NotCoordinatorError(KafkaError):
     error_code = ErrorCode.not_coordinator
-    retriable = True
 
 
 class IllegalGenerationError(KafkaError):
@@ -281,17 +249,14 @@ class ReassignmentInProgressError(KafkaError):
 
 class PreferredLeaderNotAvailableError(KafkaError):
     error_code = ErrorCode.preferred_leader_not_available
-    retriable = True
 
 
 class EligibleLeadersNotAvailableError(KafkaError):
     error_code = ErrorCode.eligible_leaders_not_available
-    retriable = True
 
 
 class ElectionNotNeededError(KafkaError):
     error_code = ErrorCode.election_not_needed
-    retriable = True
 
 
 class NoReassignmentInProgressError(KafkaError):

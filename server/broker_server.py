@@ -29,7 +29,7 @@ from typing import Final
 
 from tiercel.config.broker_config import BrokerConfig, Listener
 from tiercel.config.log_config import LogConfig
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 from tiercel.server.admin_manager import AdminManager
 from tiercel.server.controller.controlled_shutdown import ControlledShutdown
 from tiercel.server.controller.controller import Controller

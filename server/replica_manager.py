@@ -22,7 +22,7 @@ from typing import Any, Final, NamedTuple
 
 from tiercel.config.broker_config import BrokerConfig
 from tiercel.config.log_config import LogConfig
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 from tiercel.protocol.errors import (
     InvalidRequiredAcksError,
     InvalidTopicError,

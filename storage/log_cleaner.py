@@ -34,7 +34,7 @@ from typing import Any, Final, TypeVar
 
 from tiercel.config.broker_config import BrokerConfig
 from tiercel.config.config_def import ConfigError
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 from tiercel.storage.checkpoint_file import CLEANER_OFFSET_CHECKPOINT_FILENAME, OffsetCheckpointFile
 from tiercel.storage.cleaner import (
     CleaningRound,

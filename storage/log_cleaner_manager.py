@@ -25,7 +25,7 @@ from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 from tiercel.storage.log_segment import LogSegment
 from tiercel.storage.topic_partition import TopicPartition
 from tiercel.storage.unified_log import UnifiedLog

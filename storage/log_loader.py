@@ -3,8 +3,8 @@
 *Blocking*: the whole module runs in an executor thread (the LogManager loads many
 partitions in parallel, ``num.recovery.threads.per.data.dir`` per log dir).
 
-What happens, as in Kafka's LogLoader (the log end offset comes from the segments
-themselves, it is never stored):
+What happens, as in Kafka's ``LogLoader.load`` (the log end offset comes from the
+segments themselves, it is never stored):
 
 1. Leftovers of interrupted operations are removed: ``.deleted`` and ``.cleaned`` files,
    and index files whose log file is gone. A cleaning that crashed after renaming its
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from tiercel.config.log_config import LogConfig
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 from tiercel.protocol.errors import KafkaError
 from tiercel.protocol.record_batch import RECORD_BATCH_OVERHEAD, read_header
 from tiercel.storage.checkpoint_file import (

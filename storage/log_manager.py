@@ -33,7 +33,7 @@ from typing import Final
 
 from tiercel.config.broker_config import BrokerConfig
 from tiercel.config.log_config import LogConfig
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 from tiercel.protocol.errors import KafkaStorageError
 from tiercel.storage.checkpoint_file import (
     LEADER_EPOCH_CHECKPOINT_FILENAME,

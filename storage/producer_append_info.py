@@ -23,7 +23,7 @@ import enum
 import logging
 from typing import Final
 
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 from tiercel.protocol.errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError
 from tiercel.protocol.record_batch import NO_PRODUCER_EPOCH, NO_SEQUENCE
 from tiercel.storage.log_values import LogAppendInfo

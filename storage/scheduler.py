@@ -18,7 +18,7 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any, Final, Generic, TypeVar
 
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 
 T = TypeVar("T")
 _log: Final = logging.getLogger("tiercel.scheduler")

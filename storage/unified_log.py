@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 from tiercel.config.log_config import LogConfig
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 from tiercel.protocol.errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from tiercel.storage.leader_epoch_cache import LeaderEpochFileCache
 from tiercel.storage.local_log import LocalLog, sync_dir

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from tiercel.config.broker_config import BrokerConfig
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 from tiercel.protocol.errors import (
     ElectionNotNeededError,
     EligibleLeadersNotAvailableError,

@@ -10,7 +10,7 @@ import logging
 from collections import defaultdict
 from typing import Any, Final
 
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 from tiercel.protocol.compression import CompressionType
 from tiercel.protocol.errors import (
     ErrorCode,

@@ -42,7 +42,7 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.handlers.threading import AsyncResult, SequentialThreadingHandler
 from kazoo.retry import KazooRetry
 
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 from tiercel.server.metadata.store import (
     BadVersionError,
     CheckOp,

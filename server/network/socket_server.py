@@ -15,7 +15,7 @@ import time
 from typing import Final
 
 from tiercel.config.broker_config import Listener
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 from tiercel.server.network.connection import Connection, FrameHandler
 from tiercel.server.network.socket_options import USE_DEFAULT_BUFFER_SIZE, set_buffer_sizes
 

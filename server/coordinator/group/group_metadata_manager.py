@@ -28,7 +28,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final
 
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 from tiercel.protocol.compression import CompressionType
 from tiercel.protocol.errors import ErrorCode
 from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
