@@ -12,8 +12,8 @@ import pytest
 from controller_support import Cluster, eventually, tp
 
 from tiercel.protocol.errors import ErrorCode, KafkaError
-from tiercel.server.controller.controller import ElectionType
 from tiercel.server.controller.controller_store import ControllerMovedError, ControllerStore
+from tiercel.server.controller.replica_leader_election import ElectionType
 from tiercel.server.metadata import zk_data as zk
 from tiercel.server.metadata.store import MetadataStoreError, Op, OpResult, Stat
 from tiercel.server.partition import PartitionState
