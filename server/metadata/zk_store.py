@@ -103,7 +103,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         self,
         connect: str,
         *,
-        session_timeout_ms: int = 18000,
+        session_timeout_ms: int = 6000,
         connection_timeout_ms: int | None = None,
     ) -> None:
         self._hosts, self._root = parse_connect_string(connect)
