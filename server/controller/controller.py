@@ -34,7 +34,11 @@ from tiercel.protocol.errors import (
     KafkaError,
     NotControllerError,
 )
-from tiercel.server.controller.controller_context import ControllerContext, TopicContext
+from tiercel.server.controller.controller_context import (
+    BrokerEpoch,
+    ControllerContext,
+    TopicContext,
+)
 from tiercel.server.controller.controller_store import ControllerMovedError, ControllerStore
 from tiercel.server.controller.leader_balance import partitions_to_rebalance
 from tiercel.server.controller.partition_state_machine import PartitionStateMachine
@@ -384,12 +388,12 @@ class Controller:
         for broker in sorted(context.shutting_down):
             await active.states.shut_down_broker(broker)
 
-    async def _read_brokers(self) -> dict[int, int]:
+    async def _read_brokers(self) -> dict[int, BrokerEpoch]:
         brokers = {}
         for child in await self._store.get_children(zk.BROKER_IDS_PATH):
             stat = await self._store.exists(zk.broker_path(int(child)))
             if stat is not None:
-                brokers[int(child)] = stat.ephemeral_owner
+                brokers[int(child)] = BrokerEpoch(stat.czxid, stat.ephemeral_owner)
         return brokers
 
     async def _read_shutting_down(self, context: ControllerContext) -> set[int]:
@@ -399,21 +403,25 @@ class Controller:
         for child in await self._store.get_children(zk.CONTROLLED_SHUTDOWN_PATH):
             broker = int(child)
             stat = await self._store.exists(zk.controlled_shutdown_path(broker))
-            if stat is not None and context.live_brokers.get(broker) == stat.ephemeral_owner:
+            registration = context.live_brokers.get(broker)
+            owner = None if registration is None else registration.session
+            if stat is not None and owner == stat.ephemeral_owner:
                 shutting_down.add(broker)
         return shutting_down
 
     # -- brokers -----------------------------------------------------------------------
 
     async def _on_broker_change(self, active: _Active) -> None:
-        """Kafka's processBrokerChange: a broker that re-registered with a new session
-        (bounced) is handled as lost, then as new."""
+        """Kafka's processBrokerChange: a broker registered again since the last look
+        (bounced: a greater broker epoch, as after a restart within the session timeout
+        whose deregistration and registration arrive together) is handled as lost, then
+        as new."""
         context = active.context
         current = await self._read_brokers()
         known = context.live_brokers
         new = current.keys() - known.keys()
         dead = known.keys() - current.keys()
-        bounced = {b for b in current.keys() & known.keys() if current[b] != known[b]}
+        bounced = {b for b in current.keys() & known.keys() if current[b].epoch != known[b].epoch}
         if not (new or dead or bounced):
             return
         log_event(

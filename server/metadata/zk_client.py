@@ -92,6 +92,7 @@ def to_stat(zstat: Any) -> Stat:
         mtime=zstat.mtime,
         ephemeral_owner=zstat.ephemeralOwner,
         num_children=zstat.numChildren,
+        czxid=zstat.czxid,
     )
 
 

@@ -243,6 +243,21 @@ async def test_recreate_resets_version(store: MetadataStore) -> None:
     assert (await store.get("/a"))[1].version == 0
 
 
+async def test_czxid_tells_a_recreated_node_from_the_old_one(store: MetadataStore) -> None:
+    """A registration's czxid is Kafka's broker epoch: a set keeps it, a re-create (in
+    one multi too) makes it greater."""
+    await store.create("/a", ephemeral=True)
+    first = (await store.get("/a"))[1].czxid
+    await store.set("/a", b"1")
+    assert (await store.get("/a"))[1].czxid == first
+    await store.multi([DeleteOp("/a"), CreateOp("/a", b"", True)])
+    second = (await store.get("/a"))[1].czxid
+    assert second > first
+    await store.delete("/a")
+    await store.create("/a", ephemeral=True)
+    assert (await store.get("/a"))[1].czxid > second
+
+
 # --- multi ----------------------------------------------------------------------------------
 
 
