@@ -1,8 +1,8 @@
 """The MetadataStore contract, run against both stores: the local one and ZooKeeper's.
 
 ZooKeeper is the reference for these semantics, so every test here runs on both; what only
-one store does (the local file format, fsync coalescing; ZooKeeper reconnects and session
-expiry) is in test_local_store.py and test_zk_store.py. The ZooKeeper runs use the shared
+one store does (the local file format, fsync coalescing; the ZooKeeper session through a
+stalled event loop) is in test_local_store.py and test_zk_store.py. The ZooKeeper runs use the shared
 server of support.zookeeper, each test (and each hypothesis example) in a chroot of its own.
 """
 
