@@ -19,8 +19,9 @@ ZK_CONFIGS: Final[tuple[ConfigDef, ...]] = (
     ConfigDef("zookeeper.connect", _S, None, None,
               "ZooKeeper connection string host:port[,host:port...][/chroot]; when unset, "
               "cluster metadata stays in a local file-backed store."),
-    ConfigDef("zookeeper.session.timeout.ms", _I, 18000, None,
-              "ZooKeeper session timeout; when the session expires the broker is deregistered."),
+    ConfigDef("zookeeper.session.timeout.ms", _I, 6000, None,
+              "ZooKeeper session timeout; when the session expires the broker is deregistered "
+              "(Kafka's default before 2.5, KIP-537)."),
     ConfigDef("zookeeper.connection.timeout.ms", _I, None, None,
               "How long to wait for a ZooKeeper connection; when unset, "
               "zookeeper.session.timeout.ms is used."),

@@ -35,7 +35,7 @@ def test_defaults() -> None:
     assert b.num_recovery_threads_per_data_dir == 1
     assert b.offsets_topic_replication_factor == 3
     assert b.leader_imbalance_check_interval_seconds == 300
-    assert b.zookeeper_connection_timeout_ms == 18000
+    assert b.zookeeper_connection_timeout_ms == 6000
 
 
 def test_every_key_is_readable_with_get() -> None:
