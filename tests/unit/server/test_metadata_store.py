@@ -2,8 +2,9 @@
 
 ZooKeeper is the reference for these semantics, so every test here runs on both; what only
 one store does (the local file format, fsync coalescing; the ZooKeeper session through a
-stalled event loop) is in test_local_store.py and test_zk_store.py. The ZooKeeper runs use the shared
-server of support.zookeeper, each test (and each hypothesis example) in a chroot of its own.
+stalled event loop) is in test_local_store.py and test_zk_store.py. The ZooKeeper runs use
+the shared server of support.zookeeper, each test (and each hypothesis example) in a
+chroot of its own.
 """
 
 from __future__ import annotations
