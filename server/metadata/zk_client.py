@@ -22,7 +22,7 @@ from typing import Any, Final
 from kazoo import exceptions as kz
 from kazoo.handlers.threading import AsyncResult, SequentialThreadingHandler
 
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 from tiercel.server.metadata.store import (
     BadVersionError,
     MetadataStoreError,
