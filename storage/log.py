@@ -40,6 +40,7 @@ from tiercel.protocol.record_batch import RECORDS_OFFSET, TimestampType, read_he
 from tiercel.protocol.records import decode_records
 from tiercel.storage.file_names import CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX
 from tiercel.storage.leader_epoch_cache import LeaderEpochFileCache
+from tiercel.storage.log_dir_failure_channel import LogDirFailureChannel, maybe_handle_io_exception
 from tiercel.storage.log_segment import LogSegment
 from tiercel.storage.log_validator import ValidatedRecords, assign_offsets
 from tiercel.storage.log_values import (
@@ -89,11 +90,16 @@ class Log:
         scheduler: Scheduler,
         topic_id: uuid.UUID | None = None,
         producer_state: ProducerStateManager | None = None,
+        log_dir_failure_channel: LogDirFailureChannel | None = None,
     ) -> None:
         """Built by `load_log`, which recovers the segments and rebuilds the producer
-        state first; ``producer_state`` None is a new log's (no producer seen yet)."""
+        state first; ``producer_state`` None is a new log's (no producer seen yet). I/O
+        errors take the log dir offline in ``log_dir_failure_channel`` (the broker's;
+        by default one of this log's own)."""
         assert segments, "a log always has an active segment"
         self.dir = directory
+        self.parent_dir = os.path.dirname(directory)
+        self._failure_channel = log_dir_failure_channel or LogDirFailureChannel()
         self.topic_partition = topic_partition
         self.config = config
         self.topic_id = topic_id
@@ -106,7 +112,7 @@ class Log:
         self._epoch_checkpoint: CoalescingWriter[None] = CoalescingWriter(
             scheduler,
             lambda: None,
-            lambda _: self.deleted or leader_epoch_cache.flush(),
+            lambda _: self.deleted or self._write_epoch_checkpoint(),
             f"{directory}/leader-epoch-checkpoint",
         )
         active = segments[-1]
@@ -124,6 +130,15 @@ class Log:
         self._snapshot_io = ExecutorSnapshotIo(scheduler, f"producer snapshot {topic_partition}")
         producer_state.set_io(self._snapshot_io)
         self.producer_state = producer_state
+
+    def _io(self, message: str) -> contextlib.AbstractContextManager[None]:
+        return maybe_handle_io_exception(
+            self._failure_channel, self.parent_dir, f"{message} for {self.topic_partition}"
+        )
+
+    def _write_epoch_checkpoint(self) -> bool:
+        with self._io("Error while writing the leader-epoch-checkpoint"):
+            return self.leader_epoch_cache.flush()
 
     # -- offsets -----------------------------------------------------------------------
 
@@ -258,8 +273,9 @@ class Log:
         size = sum(batch.size for batch in batches)
         last = batches[-1]
         max_timestamp = max(batch.max_timestamp for batch in batches)
-        segment = self._maybe_roll(size, max_timestamp, last.last_offset)
-        segment.append(batches)
+        with self._io("Error while appending records"):
+            segment = self._maybe_roll(size, max_timestamp, last.last_offset)
+            segment.append(batches)
         self._end_offset = LogOffsetMetadata(
             last.last_offset + 1, segment.base_offset, segment.size
         )
@@ -381,6 +397,10 @@ class Log:
         target = self.log_end_offset if up_to is None else up_to
         if target <= self.recovery_point or self.deleted:
             return
+        with self._io(f"Error while flushing log up to offset {target}"):
+            await self._flush_to(target)
+
+    async def _flush_to(self, target: int) -> None:
         truncations = self._truncations
         first = max(bisect.bisect_right(self._base_offsets, self.recovery_point) - 1, 0)
         segments = [s for s in self._segments[first:] if s.base_offset < target and not s.closed]
@@ -396,8 +416,14 @@ class Log:
             # entries for everything below it must be on disk before it moves.
             await self._epoch_checkpoint.flush()
         self._last_flush_ms = now_ms()
-        # A truncation meanwhile may have replaced what was synced with unsynced data.
-        if not self.deleted and truncations == self._truncations:
+        # A truncation meanwhile may have replaced what was synced with unsynced data;
+        # a failure in the dir meanwhile may have lost pages this fsync did not report
+        # (Kafka never checkpoints an offline dir's recovery points).
+        if (
+            not self.deleted
+            and truncations == self._truncations
+            and not self._failure_channel.has_offline_log_dir(self.parent_dir)
+        ):
             self.recovery_point = max(self.recovery_point, min(target, self.log_end_offset))
 
     @property

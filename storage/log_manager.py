@@ -48,6 +48,7 @@ from tiercel.storage.file_names import DELETE_DIR_SUFFIX
 from tiercel.storage.leader_epoch_cache import LeaderEpochFileCache
 from tiercel.storage.log import Log
 from tiercel.storage.log_cleaner import CleanerConfig, LogCleaner
+from tiercel.storage.log_dir_failure_channel import LogDirFailureChannel, maybe_handle_io_exception
 from tiercel.storage.log_loader import LoadedLog, load_partition_dir, parse_partition_dir_name
 from tiercel.storage.log_segment import LogSegment
 from tiercel.storage.meta_properties import MetaProperties
@@ -86,6 +87,8 @@ class LogManager:
             for path in config.log_dirs
         ]
         self._logs: dict[TopicPartition, Log] = {}
+        self.log_dir_failure_channel = LogDirFailureChannel()
+        self.offline_log_dirs: list[str] = []
         self._tasks: list[asyncio.Task[None]] = []
         self.cleaner = LogCleaner(
             CleanerConfig.from_broker(config), [d.path for d in self._dirs], self._logs, scheduler
@@ -194,6 +197,7 @@ class LogManager:
             self._scheduler,
             loaded.topic_id,
             loaded.producer_state,
+            self.log_dir_failure_channel,
         )
         self._logs[loaded.topic_partition] = log
         return log
@@ -226,7 +230,17 @@ class LogManager:
         )
         producer_state = ProducerStateManager(tp, path, self._config.producer_id_expiration_ms)
         log = Log(
-            path, tp, config, [segment], 0, 0, epoch_cache, self._scheduler, None, producer_state
+            path,
+            tp,
+            config,
+            [segment],
+            0,
+            0,
+            epoch_cache,
+            self._scheduler,
+            None,
+            producer_state,
+            self.log_dir_failure_channel,
         )
         self._logs[tp] = log
         if topic_id is not None:
@@ -265,7 +279,26 @@ class LogManager:
 
     @property
     def log_dirs(self) -> list[str]:
+        """The live (online) log dirs."""
         return [d.path for d in self._dirs]
+
+    def handle_log_dir_failure(self, path: str) -> list[TopicPartition]:
+        """Kafka's LogManager.handleLogDirFailure: forget an offline dir and its logs,
+        closing their files without a flush or a checkpoint (nothing more is written
+        there: the recovery points it last checkpointed stay); returns its partitions."""
+        if all(d.path != path for d in self._dirs):
+            return []
+        self._dirs = [d for d in self._dirs if d.path != path]
+        self.offline_log_dirs.append(path)
+        offline = [tp for tp, log in self._logs.items() if log.parent_dir == path]
+        for tp in offline:
+            log = self._logs.pop(tp)
+            self.cleaner.remove_partition(tp)
+            log.producer_state.close()
+            for segment in log.segments:
+                segment.close()
+        log_event(_log, logging.ERROR, "log_dir_offline", dir=path, partitions=len(offline))
+        return offline
 
     # -- periodic upkeep -----------------------------------------------------------------
 
@@ -347,8 +380,14 @@ class LogManager:
         self, pick: Callable[[_LogDir], OffsetCheckpointFile], value: Callable[[Log], int]
     ) -> None:
         by_dir = self._offsets_by_dir(value)
-        for log_dir in self._dirs:
-            await self._scheduler.run_blocking(pick(log_dir).write, by_dir[log_dir.path])
+        for log_dir in list(self._dirs):
+            checkpoint = pick(log_dir)
+            with maybe_handle_io_exception(
+                self.log_dir_failure_channel,
+                log_dir.path,
+                f"Error while writing {os.path.basename(checkpoint.path)}",
+            ):
+                await self._scheduler.run_blocking(checkpoint.write, by_dir[log_dir.path])
 
     async def checkpoint_recovery_points(self) -> None:
         await self._write_checkpoints(lambda d: d.recovery_points, lambda log: log.recovery_point)
