@@ -133,7 +133,10 @@ class Log:
 
     def _io(self, message: str) -> contextlib.AbstractContextManager[None]:
         return maybe_handle_io_exception(
-            self._failure_channel, self.parent_dir, f"{message} for {self.topic_partition}"
+            self._failure_channel,
+            self.parent_dir,
+            f"{message} for {self.topic_partition}",
+            lambda: self.deleted,
         )
 
     def _write_epoch_checkpoint(self) -> bool:

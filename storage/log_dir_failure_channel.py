@@ -16,7 +16,7 @@ import collections
 import contextlib
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Final
 
 from tiercel.config.log_format import log_event
@@ -83,10 +83,15 @@ def io_error_of(error: BaseException) -> OSError | None:
 
 @contextlib.contextmanager
 def maybe_handle_io_exception(
-    channel: LogDirFailureChannel, log_dir: str, message: str
+    channel: LogDirFailureChannel,
+    log_dir: str,
+    message: str,
+    deleted: Callable[[], bool] = lambda: False,
 ) -> Iterator[None]:
     """Kafka's maybeHandleIOException: refuse to touch an offline dir, and turn an I/O
-    error inside the block into the dir going offline plus a KafkaStorageError."""
+    error inside the block into the dir going offline plus a KafkaStorageError. An error
+    once ``deleted()`` (a log whose directory was renamed away under a write) is not the
+    disk's: it is raised as it is."""
     if channel.has_offline_log_dir(log_dir):
         raise KafkaStorageError(
             f"The log dir {log_dir} is already offline due to a previous IO exception."
@@ -95,7 +100,7 @@ def maybe_handle_io_exception(
         yield
     except Exception as e:
         cause = io_error_of(e)
-        if cause is None:
+        if cause is None or deleted():
             raise
         channel.maybe_add_offline_log_dir(log_dir, message, cause)
         if isinstance(e, KafkaStorageError):

@@ -146,3 +146,26 @@ async def test_a_failed_write_fails_the_append_and_refuses_the_next(
     with pytest.raises(KafkaStorageError, match="already offline"):
         await log.flush()
     assert log.recovery_point == 0
+
+
+async def test_a_write_failing_because_the_log_was_deleted_is_not_a_dir_failure(
+    tmp_path: Path, scheduler: Scheduler, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lm = await two_dir_manager(tmp_path, scheduler)
+    log = lm.logs[A0]
+    produce(log, [b"a"])
+    await log.flush_epoch_checkpoint()
+    lm.delete_log(A0, "test")
+
+    def renamed_away(_: object) -> bool:
+        # What a checkpoint write meets when the directory is renamed between its
+        # write and its rename.
+        error = FileNotFoundError(errno.ENOENT, "No such file or directory")
+        raise KafkaStorageError("Error while writing checkpoint file") from error
+
+    with monkeypatch.context() as patch:
+        patch.setattr(type(log.leader_epoch_cache), "flush", renamed_away)
+        with pytest.raises(KafkaStorageError):
+            log._write_epoch_checkpoint()
+    assert not lm.log_dir_failure_channel.has_offline_log_dir(str(tmp_path / "a"))
+    await lm.shutdown()
