@@ -43,10 +43,12 @@ from tiercel.protocol.errors import (
 from tiercel.server.controller.controller_context import ControllerContext, TopicContext
 from tiercel.server.controller.controller_store import ControllerMovedError, ControllerStore
 from tiercel.server.controller.leader_balance import partitions_to_rebalance
+from tiercel.server.controller.log_dir_failure import on_log_dir_events
 from tiercel.server.controller.partition_state_machine import PartitionStateMachine
 from tiercel.server.controller.reassignment import Reassignments, Target
 from tiercel.server.controller.replica_assignment import ReplicaAssignment
 from tiercel.server.metadata import zk_data as zk
+from tiercel.server.metadata.log_dir_event import LOG_DIR_EVENT_NOTIFICATION_PATH
 from tiercel.server.metadata.store import (
     BadVersionError,
     CreateOp,
@@ -133,6 +135,9 @@ class Controller:
             await store.watch_children(zk.DELETE_TOPICS_PATH, lambda _: self._mark("deletions")),
             await store.watch_children(
                 zk.CONTROLLED_SHUTDOWN_PATH, lambda _: self._mark("shutdowns")
+            ),
+            await store.watch_children(
+                LOG_DIR_EVENT_NOTIFICATION_PATH, lambda _: self._mark("brokers")
             ),
         ]
         pending.controller = True
@@ -379,6 +384,7 @@ class Controller:
             if state.leader not in live or any(r in dead for r in state.isr)
         }
         await active.states.on_replicas_offline(offline, dead)
+        await on_log_dir_events(context, active.store)
         await active.reassignments.resume(lambda _: True)
         await self._on_deletions(active)
         for broker in sorted(context.shutting_down):
@@ -407,8 +413,10 @@ class Controller:
 
     async def _on_broker_change(self, active: _Active) -> None:
         """Kafka's processBrokerChange: a broker that re-registered with a new session
-        (bounced) is handled as lost, then as new."""
+        (bounced) is handled as lost, then as new. Also Kafka's
+        processLogDirEventNotification: replicas on failed log dirs go offline."""
         context = active.context
+        await on_log_dir_events(context, active.store)
         current = await self._read_brokers()
         known = context.live_brokers
         new = current.keys() - known.keys()
