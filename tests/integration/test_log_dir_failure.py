@@ -20,6 +20,10 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from kio.schema.describe_log_dirs.v4.request import DescribeLogDirsRequest
+from kio.schema.errors import ErrorCode
+from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+from kio.schema.types import TopicName
 
 from support.broker import BrokerProcess
 from support.clients import (
@@ -32,6 +36,7 @@ from support.clients import (
 )
 from support.cluster import ClusterProcess, read_offset_checkpoint
 from support.eio_shim import build_eio_shim, eio_env
+from support.wire import WireClient
 
 HALT_LINE = "Shutdown broker because all log dirs in"
 
@@ -122,6 +127,8 @@ def test_a_failed_log_dir_moves_its_leaderships_and_the_other_dir_keeps_serving(
     log = cluster.brokers[2].tail(400)
     assert "event=log_dir_failed" in log and "event=partitions_offline" in log, log
 
+    _check_wire_views(cluster, dirs)
+
     # Dir b is untouched: broker 2 still leads t-1, in full ISR, and serves it.
     time.sleep(1)  # let any wrong reaction to the event show
     assert cluster.partition_state("t", 1) == before[1]
@@ -133,3 +140,26 @@ def test_a_failed_log_dir_moves_its_leaderships_and_the_other_dir_keeps_serving(
         sent = [r.value for r in first + after if r.partition == partition]
         assert [v for v in values.values() if v != b"write-fails"] == sent
     assert cluster.brokers[2].running
+
+
+def _check_wire_views(cluster: ClusterProcess, dirs: list[Path]) -> None:
+    """Metadata (from any broker) lists broker 2's replica of t-0 as offline; broker 2's
+    DescribeLogDirs lists dir a with KAFKA_STORAGE_ERROR and dir b as it is."""
+    request = MetadataRequest(
+        topics=(MetadataRequestTopic(topic_id=None, name=TopicName("t")),),
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    )
+
+    def offline_replicas() -> dict[int, list[int]]:
+        with WireClient(cluster.brokers[1].bootstrap) as client:
+            (topic,) = client.request(request).topics
+        return {p.partition_index: list(p.offline_replicas) for p in topic.partitions}
+
+    assert wait_until(lambda: offline_replicas() == {0: [2], 1: []}, 15), offline_replicas()
+    with WireClient(cluster.brokers[2].bootstrap) as client:
+        results = client.request(DescribeLogDirsRequest(topics=None)).results
+    by_dir = {Path(r.log_dir): r for r in results}
+    assert by_dir[dirs[0].resolve()].error_code == ErrorCode.kafka_storage_error
+    assert by_dir[dirs[1].resolve()].error_code == ErrorCode.none
+    assert [t.name for t in by_dir[dirs[1].resolve()].topics] == ["t"]
