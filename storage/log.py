@@ -25,7 +25,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 from tiercel.config.log_config import LogConfig
@@ -127,7 +127,11 @@ class Log:
         if producer_state is None:
             producer_state = ProducerStateManager(topic_partition, directory)
             producer_state.update_map_end_offset(self.log_end_offset)
-        self._snapshot_io = ExecutorSnapshotIo(scheduler, f"producer snapshot {topic_partition}")
+        self._snapshot_io = ExecutorSnapshotIo(
+            scheduler,
+            f"producer snapshot {topic_partition}",
+            lambda job: self._guarded("Error while writing a producer snapshot", job),
+        )
         producer_state.set_io(self._snapshot_io)
         self.producer_state = producer_state
 
@@ -138,6 +142,15 @@ class Log:
             f"{message} for {self.topic_partition}",
             lambda: self.deleted,
         )
+
+    def _guarded(self, message: str, job: Callable[[], None]) -> Callable[[], None]:
+        """``job`` (blocking, for the executor) with `_io`'s error handling."""
+
+        def run() -> None:
+            with self._io(message):
+                job()
+
+        return run
 
     def _write_epoch_checkpoint(self) -> bool:
         with self._io("Error while writing the leader-epoch-checkpoint"):
@@ -594,11 +607,13 @@ class Log:
         """Rename the files to ``.deleted`` now, so the names are free for a new segment
         at once (a rename is a metadata update, as cheap as an append), and remove them
         in the executor after ``file.delete.delay.ms``, as Kafka does."""
-        paths = [path for segment in segments for path in segment.rename_to_deleted()]
+        with self._io("Error while deleting segments"):
+            paths = [path for segment in segments for path in segment.rename_to_deleted()]
         scheduler = self._scheduler
+        job = self._guarded("Error while deleting segments", lambda: _remove_files(paths))
 
         def remove() -> None:
-            scheduler.run_blocking_in_background(_remove_files, paths, name="delete segments")
+            scheduler.run_blocking_in_background(job, name="delete segments")
 
         scheduler.call_later(self.config.file_delete_delay_ms / 1000, remove)
 

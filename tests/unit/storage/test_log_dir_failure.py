@@ -169,3 +169,31 @@ async def test_a_write_failing_because_the_log_was_deleted_is_not_a_dir_failure(
             log._write_epoch_checkpoint()
     assert not lm.log_dir_failure_channel.has_offline_log_dir(str(tmp_path / "a"))
     await lm.shutdown()
+
+
+async def test_failed_producer_snapshot_and_segment_deletion_take_the_dir_offline(
+    tmp_path: Path, scheduler: Scheduler, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lm = await two_dir_manager(tmp_path, scheduler)
+    snapshotting, deleting = lm.logs[A0], lm.logs[B0]
+    produce(snapshotting, [b"a"])
+    await snapshotting.flush_epoch_checkpoint()
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "fsync", eio)
+        snapshotting.producer_state.take_snapshot()
+        await scheduler.drain()
+    assert lm.log_dir_failure_channel.has_offline_log_dir(str(tmp_path / "a"))
+
+    produce(deleting, [b"a"])
+    deleting.roll()
+    deleting.update_high_watermark(1)
+    deleting.maybe_increment_log_start_offset(1)
+    await scheduler.drain()
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "rename", eio)
+        with pytest.raises(KafkaStorageError):
+            deleting.delete_old_segments()  # below the log start offset: segment 0 goes
+    assert lm.log_dir_failure_channel.has_offline_log_dir(str(tmp_path / "b"))
+    for path in (str(tmp_path / "a"), str(tmp_path / "b")):
+        lm.handle_log_dir_failure(path)
+    await lm.shutdown()
