@@ -382,6 +382,8 @@ class LogManager:
         by_dir = self._offsets_by_dir(value)
         for log_dir in list(self._dirs):
             checkpoint = pick(log_dir)
+            if self.log_dir_failure_channel.has_offline_log_dir(log_dir.path):
+                continue  # failed meanwhile: never written again
             with maybe_handle_io_exception(
                 self.log_dir_failure_channel,
                 log_dir.path,
@@ -402,16 +404,30 @@ class LogManager:
 
     # -- shutdown ----------------------------------------------------------------------
 
+    def _forget_offline_dirs(self) -> None:
+        for log_dir in list(self._dirs):
+            if self.log_dir_failure_channel.has_offline_log_dir(log_dir.path):
+                self.handle_log_dir_failure(log_dir.path)
+
     async def shutdown(self) -> None:
         await self.cleaner.shutdown()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        await asyncio.gather(*(log.close() for log in self._logs.values()))
+        logs = list(self._logs.values())
+        closed = await asyncio.gather(*(log.close() for log in logs), return_exceptions=True)
+        # A dir that fails while its logs close gets no checkpoint and no clean-shutdown
+        # marker (Kafka's shutdown skips offline dirs): the next start recovers it.
+        channel = self.log_dir_failure_channel
+        for log, result in zip(logs, closed, strict=True):
+            if isinstance(result, Exception) and not channel.has_offline_log_dir(log.parent_dir):
+                raise result
+        self._forget_offline_dirs()
         await self.checkpoint_recovery_points()
         await self.checkpoint_log_start_offsets()
         await self.checkpoint_high_watermarks()
         await self._scheduler.drain()
+        self._forget_offline_dirs()
         for log_dir in self._dirs:
             await self._scheduler.run_blocking(_write_marker, log_dir.path)
         log_event(_log, logging.INFO, "log_manager_shutdown", partitions=len(self._logs))

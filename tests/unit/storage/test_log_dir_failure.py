@@ -197,3 +197,29 @@ async def test_failed_producer_snapshot_and_segment_deletion_take_the_dir_offlin
     for path in (str(tmp_path / "a"), str(tmp_path / "b")):
         lm.handle_log_dir_failure(path)
     await lm.shutdown()
+
+
+async def test_a_dir_failing_at_shutdown_gets_no_checkpoint_and_no_clean_marker(
+    tmp_path: Path, scheduler: Scheduler, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lm = await two_dir_manager(tmp_path, scheduler)
+    for tp in (A0, B0):
+        produce(lm.logs[tp], [b"a", b"b"])
+        await lm.logs[tp].flush_epoch_checkpoint()
+    real_fsync = os.fsync
+    failing = str(tmp_path / "a") + "/"
+
+    def fsync(fd: int) -> None:
+        if os.readlink(f"/proc/self/fd/{fd}").startswith(failing):
+            eio()
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    await lm.shutdown()  # the close of t-0 and t-2 fails: dir a goes offline
+    assert lm.offline_log_dirs == [str(tmp_path / "a")]
+    assert not (tmp_path / "a" / CLEAN_SHUTDOWN_FILE).exists()
+    assert not (tmp_path / "a" / "recovery-point-offset-checkpoint").exists()
+    assert (tmp_path / "b" / CLEAN_SHUTDOWN_FILE).exists()
+    assert OffsetCheckpointFile(tmp_path / "b" / "recovery-point-offset-checkpoint").read() == {
+        B0: 2
+    }
