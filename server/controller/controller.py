@@ -254,6 +254,9 @@ class Controller:
         if pending.brokers:
             pending.brokers = False
             await self._on_broker_change(active)
+            # Kafka's processLogDirEventNotification (its watch marks brokers too); also
+            # after a broker change, whose elections know live brokers, not failed dirs.
+            await on_log_dir_events(active.context, active.store)
         if pending.shutdowns:
             pending.shutdowns = False
             await self._on_shutdown_requests(active)
@@ -384,11 +387,11 @@ class Controller:
             if state.leader not in live or any(r in dead for r in state.isr)
         }
         await active.states.on_replicas_offline(offline, dead)
-        await on_log_dir_events(context, active.store)
         await active.reassignments.resume(lambda _: True)
         await self._on_deletions(active)
         for broker in sorted(context.shutting_down):
             await active.states.shut_down_broker(broker)
+        await on_log_dir_events(context, active.store)
 
     async def _read_brokers(self) -> dict[int, int]:
         brokers = {}
@@ -413,10 +416,8 @@ class Controller:
 
     async def _on_broker_change(self, active: _Active) -> None:
         """Kafka's processBrokerChange: a broker that re-registered with a new session
-        (bounced) is handled as lost, then as new. Also Kafka's
-        processLogDirEventNotification: replicas on failed log dirs go offline."""
+        (bounced) is handled as lost, then as new."""
         context = active.context
-        await on_log_dir_events(context, active.store)
         current = await self._read_brokers()
         known = context.live_brokers
         new = current.keys() - known.keys()

@@ -77,3 +77,23 @@ async def test_the_metadata_lists_replicas_on_failed_dirs_as_offline(cluster: Cl
         await eventually(listed)
     finally:
         await listener.stop()
+
+
+async def test_an_offline_replica_is_not_elected_when_a_broker_returns(cluster: Cluster) -> None:
+    for broker in (1, 2, 3):
+        await cluster.start(broker)
+    await cluster.wait_active()
+    await cluster.create_topic("t", {0: (1, 2, 3)})
+    await cluster.wait_state("t", lambda s: s.leader == 1)
+    await cluster.stop(1)
+    await cluster.stop(3)
+    await cluster.wait_state("t", lambda s: (s.leader, s.isr) == (2, (2,)))
+    # The last ISR member's dir fails: no leader, the ISR keeps it (as Kafka's).
+    await propagate_log_dir_event(cluster.store, LogDirEvent(2, "/data/a", (tp("t", 0),)))
+    await cluster.wait_state("t", lambda s: s.leader == -1)
+    # Broker 1 returns: the offline-partition election sees broker 2 live and in the
+    # ISR, but its replica is offline, so the partition stays leaderless.
+    await cluster.start(1)
+    await asyncio.sleep(0.3)
+    state = await cluster.state("t")
+    assert state is not None and state.leader == -1, state
