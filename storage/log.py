@@ -40,7 +40,12 @@ from tiercel.protocol.record_batch import RECORDS_OFFSET, TimestampType, read_he
 from tiercel.protocol.records import decode_records
 from tiercel.storage.file_names import CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX
 from tiercel.storage.leader_epoch_cache import LeaderEpochFileCache
-from tiercel.storage.log_dir_failure_channel import LogDirFailureChannel, maybe_handle_io_exception
+from tiercel.storage.log_dir_failure_channel import (
+    LogDirFailureChannel,
+    check_log_dir_online,
+    io_failure,
+    maybe_handle_io_exception,
+)
 from tiercel.storage.log_segment import LogSegment
 from tiercel.storage.log_validator import ValidatedRecords, assign_offsets
 from tiercel.storage.log_values import (
@@ -289,9 +294,17 @@ class Log:
         size = sum(batch.size for batch in batches)
         last = batches[-1]
         max_timestamp = max(batch.max_timestamp for batch in batches)
-        with self._io("Error while appending records"):
+        # `_io` inlined: this is the produce path.
+        check_log_dir_online(self._failure_channel, self.parent_dir)
+        try:
             segment = self._maybe_roll(size, max_timestamp, last.last_offset)
             segment.append(batches)
+        except Exception as e:
+            message = f"Error while appending records for {self.topic_partition}"
+            failure = io_failure(self._failure_channel, self.parent_dir, message, e, self.deleted)
+            if failure is e:
+                raise
+            raise failure from e
         self._end_offset = LogOffsetMetadata(
             last.last_offset + 1, segment.base_offset, segment.size
         )

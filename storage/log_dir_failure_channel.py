@@ -81,6 +81,32 @@ def io_error_of(error: BaseException) -> OSError | None:
     return None
 
 
+def check_log_dir_online(channel: LogDirFailureChannel, log_dir: str) -> None:
+    """KafkaStorageError if ``log_dir`` is offline: nothing may touch it again."""
+    if channel.has_offline_log_dir(log_dir):
+        raise KafkaStorageError(
+            f"The log dir {log_dir} is already offline due to a previous IO exception."
+        )
+
+
+def io_failure(
+    channel: LogDirFailureChannel, log_dir: str, message: str, error: Exception, deleted: bool
+) -> Exception:
+    """What to raise for ``error`` from an operation in ``log_dir``: an I/O error takes
+    the dir offline and becomes a KafkaStorageError; anything else, or an error once the
+    log was ``deleted`` (its directory renamed away under a write: not the disk's), is
+    ``error`` itself."""
+    cause = io_error_of(error)
+    if cause is None or deleted:
+        return error
+    channel.maybe_add_offline_log_dir(log_dir, message, cause)
+    if isinstance(error, KafkaStorageError):
+        return error
+    failure = KafkaStorageError(f"{message}: {cause}")
+    failure.__cause__ = error
+    return failure
+
+
 @contextlib.contextmanager
 def maybe_handle_io_exception(
     channel: LogDirFailureChannel,
@@ -88,21 +114,13 @@ def maybe_handle_io_exception(
     message: str,
     deleted: Callable[[], bool] = lambda: False,
 ) -> Iterator[None]:
-    """Kafka's maybeHandleIOException: refuse to touch an offline dir, and turn an I/O
-    error inside the block into the dir going offline plus a KafkaStorageError. An error
-    once ``deleted()`` (a log whose directory was renamed away under a write) is not the
-    disk's: it is raised as it is."""
-    if channel.has_offline_log_dir(log_dir):
-        raise KafkaStorageError(
-            f"The log dir {log_dir} is already offline due to a previous IO exception."
-        )
+    """Kafka's maybeHandleIOException: refuse to touch an offline dir, and raise what
+    `io_failure` says for an error inside the block."""
+    check_log_dir_online(channel, log_dir)
     try:
         yield
     except Exception as e:
-        cause = io_error_of(e)
-        if cause is None or deleted():
+        failure = io_failure(channel, log_dir, message, e, deleted())
+        if failure is e:
             raise
-        channel.maybe_add_offline_log_dir(log_dir, message, cause)
-        if isinstance(e, KafkaStorageError):
-            raise
-        raise KafkaStorageError(f"{message}: {cause}") from e
+        raise failure from e
