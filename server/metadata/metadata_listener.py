@@ -139,8 +139,9 @@ class MetadataListener:
             request = await store.exists(zk.controlled_shutdown_path(int(child)))
             if request is not None and sessions.get(int(child)) == request.ephemeral_owner:
                 shutting_down.add(int(child))
-        self._cache.offline_replicas = await read_offline_replicas(store, sessions)
         self._cache.put_brokers(brokers, frozenset(shutting_down))
+        # After the brokers, so that reading the log-dir events never delays them.
+        self._cache.offline_replicas = await read_offline_replicas(store, sessions)
 
     async def _refresh_controller(self) -> None:
         try:
