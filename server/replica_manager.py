@@ -16,7 +16,7 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Collection, Coroutine
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
@@ -27,6 +27,7 @@ from tiercel.protocol.errors import (
     InvalidRequiredAcksError,
     InvalidTopicError,
     KafkaError,
+    KafkaStorageError,
     NotLeaderOrFollowerError,
     UnknownTopicOrPartitionError,
 )
@@ -130,6 +131,7 @@ class ReplicaManager:
         self._log_config_for = log_config_for
         self._cache = metadata_cache
         self.partitions: dict[TopicPartition, Partition] = {}
+        self.offline_partitions: set[TopicPartition] = set()  # HostedPartition.Offline
         self.fetch_purgatory = Purgatory("fetch")
         self.produce_purgatory = Purgatory("produce")
         self.leadership_listeners: list[LeadershipListener] = []
@@ -231,8 +233,15 @@ class ReplicaManager:
     def get_partition_or_error(self, tp: TopicPartition) -> Partition:
         partition = self.partitions.get(tp)
         if partition is None or partition.log.deleted:
+            if tp in self.offline_partitions:
+                raise KafkaStorageError(f"the log dir of {tp} failed on broker {self.node_id}")
             raise UnknownTopicOrPartitionError(f"this broker does not host {tp}")
         return partition
+
+    def mark_partitions_offline(self, tps: Collection[TopicPartition]) -> None:
+        self.offline_partitions.update(tps)
+        for tp in self.offline_partitions.intersection(self.partitions):
+            self._drop_partition(tp, "log dir failed")
 
     async def on_topic(self, name: str, topic: TopicMetadata | None) -> None:
         """Apply a topic's metadata: create logs for the partitions assigned here, lead
@@ -246,7 +255,7 @@ class ReplicaManager:
         followers: dict[TopicPartition, InitialFetchState] = {}
         for partition_id, replicas in sorted(topic.replicas.items()):
             tp = TopicPartition(name, partition_id)
-            if self.node_id not in replicas:
+            if self.node_id not in replicas or tp in self.offline_partitions:
                 if tp in self.partitions:
                     self._drop_partition(tp, "replica reassigned away")
                 continue

@@ -7,7 +7,9 @@ A partition directory ``<topic>-<partition>/`` holds the segments
 (``<base offset>.log/.index/.timeindex``).
 
 Contract: event-loop only. Appends and reads are page-cache ``writev``/``pread`` on the
-loop; every fsync and deletion goes through the `Scheduler`.
+loop; every fsync and deletion goes through the `Scheduler`. An I/O error in any of them
+takes the log dir offline in the broker's `LogDirFailureChannel` (Kafka's
+LocalLog.maybeHandleIOException), and nothing touches an offline dir again.
 
 Invariants: segments are sorted by base offset and cover disjoint offset ranges; the last
 one is active and never absent; the log end offset is at or past the active segment's
@@ -18,19 +20,30 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import logging
 import os
 import shutil
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from tiercel.config.log_config import LogConfig
+from tiercel.config.logging_setup import log_event
 from tiercel.protocol.errors import OffsetOutOfRangeError
 from tiercel.storage.file_names import CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX
+from tiercel.storage.log_dir_failure_channel import (
+    LogDirFailureChannel,
+    check_log_dir_online,
+    io_failure,
+    maybe_handle_io_exception,
+)
 from tiercel.storage.log_segment import LogSegment
 from tiercel.storage.log_values import AppendBatch, FetchDataInfo, LogOffsetMetadata
 from tiercel.storage.scheduler import Scheduler
 from tiercel.storage.topic_partition import TopicPartition
+
+_log: Final = logging.getLogger("tiercel.log")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,9 +62,15 @@ class LocalLog:
         config: LogConfig,
         segments: list[LogSegment],
         scheduler: Scheduler,
+        log_dir_failure_channel: LogDirFailureChannel,
     ) -> None:
         assert segments, "a log always has an active segment"
         self.dir = directory
+        self.parent_dir = os.path.dirname(directory)
+        self.log_dir_failure_channel = log_dir_failure_channel
+        # Set by `delete`: an I/O error after the directory was renamed away is not the
+        # disk's and takes no dir offline.
+        self.deleted = False
         self.topic_partition = topic_partition
         self.config = config
         self._segments = segments
@@ -59,6 +78,31 @@ class LocalLog:
         self._scheduler = scheduler
         active = segments[-1]
         self._end_offset = LogOffsetMetadata(active.next_offset(), active.base_offset, active.size)
+
+    # -- I/O errors ----------------------------------------------------------------------
+
+    @property
+    def dir_offline(self) -> bool:
+        return self.log_dir_failure_channel.has_offline_log_dir(self.parent_dir)
+
+    @contextlib.contextmanager
+    def maybe_handle_io_exception(self, message: str) -> Iterator[None]:
+        with maybe_handle_io_exception(
+            self.log_dir_failure_channel,
+            self.parent_dir,
+            f"{message} for {self.topic_partition}",
+            lambda: self.deleted,
+        ):
+            yield
+
+    def guarded(self, message: str, job: Callable[[], object]) -> Callable[[], None]:
+        """``job`` (blocking, for the executor) with `maybe_handle_io_exception`."""
+
+        def run() -> None:
+            with self.maybe_handle_io_exception(message):
+                job()
+
+        return run
 
     # -- offsets and segments ------------------------------------------------------------
 
@@ -113,7 +157,17 @@ class LocalLog:
         """Write ``batches`` (offsets assigned, at or past the log end, fitting the
         active segment: the caller rolls first) and move the log end offset past them."""
         segment = self.active_segment
-        segment.append(batches)
+        # `maybe_handle_io_exception` inlined: this is the produce path.
+        check_log_dir_online(self.log_dir_failure_channel, self.parent_dir)
+        try:
+            segment.append(batches)
+        except Exception as e:
+            message = f"Error while appending records for {self.topic_partition}"
+            channel = self.log_dir_failure_channel
+            failure = io_failure(channel, self.parent_dir, message, e, self.deleted)
+            if failure is e:
+                raise
+            raise failure from e
         last = batches[-1]
         self._end_offset = LogOffsetMetadata(
             last.last_offset + 1, segment.base_offset, segment.size
@@ -129,9 +183,13 @@ class LocalLog:
         if active.base_offset == new_base:
             assert active.size == 0, "a segment with records ends past its base offset"
             return active
-        segment = LogSegment(
-            self.dir, new_base, self.config.index_interval_bytes, self.config.segment_index_bytes
-        )
+        with self.maybe_handle_io_exception(f"Error while rolling a segment at {new_base}"):
+            segment = LogSegment(
+                self.dir,
+                new_base,
+                self.config.index_interval_bytes,
+                self.config.segment_index_bytes,
+            )
         self._segments.append(segment)
         self._base_offsets.append(new_base)
         self._end_offset = LogOffsetMetadata(self.log_end_offset, new_base, 0)
@@ -231,17 +289,38 @@ class LocalLog:
         self._base_offsets[i : i + count] = [cleaned.base_offset]
         self.schedule_removal(list(old))
         cleaned.change_file_suffixes(SWAP_FILE_SUFFIX, "")
+        # Once synced, the final names survive a power loss (a deleted log's name may
+        # already be reused: leave it).
+        self._scheduler.run_blocking_in_background(
+            self._sync_dir_unless_deleted, name=f"sync {self.topic_partition}"
+        )
+        log_event(
+            _log,
+            logging.INFO,
+            "segments_replaced",
+            partition=str(self.topic_partition),
+            base_offset=cleaned.base_offset,
+            replaced=count,
+            size_before=sum(s.size for s in old),
+            size_after=cleaned.size,
+        )
         return True
+
+    def _sync_dir_unless_deleted(self) -> None:
+        if not self.deleted:
+            sync_dir(self.dir)
 
     def schedule_removal(self, segments: list[LogSegment]) -> None:
         """Rename the files to ``.deleted`` now, so the names are free for a new segment
         at once (a rename is a metadata update, as cheap as an append), and remove them
         in the executor after ``file.delete.delay.ms``, as Kafka does."""
-        paths = [path for segment in segments for path in segment.rename_to_deleted()]
+        with self.maybe_handle_io_exception("Error while deleting segments"):
+            paths = [path for segment in segments for path in segment.rename_to_deleted()]
         scheduler = self._scheduler
+        job = self.guarded("Error while deleting segments", lambda: _remove_files(paths))
 
         def remove() -> None:
-            scheduler.run_blocking_in_background(_remove_files, paths, name="delete segments")
+            scheduler.run_blocking_in_background(job, name="delete segments")
 
         scheduler.call_later(self.config.file_delete_delay_ms / 1000, remove)
 
@@ -256,7 +335,8 @@ class LocalLog:
         for segment in segments:
             segment.pin()
         try:
-            await self._scheduler.run_blocking(_flush_segments, segments, self.dir)
+            with self.maybe_handle_io_exception(f"Error while flushing log up to {to_offset}"):
+                await self._scheduler.run_blocking(_flush_segments, segments, self.dir)
         finally:
             for segment in segments:
                 segment.unpin()
@@ -271,6 +351,7 @@ class LocalLog:
         recreated under the same name never meets the old files — then removed in the
         background."""
         self.close()
+        self.deleted = True
         doomed = f"{self.dir}.{uuid.uuid4().hex}-delete"
         os.rename(self.dir, doomed)
         self._scheduler.run_blocking_in_background(

@@ -48,6 +48,7 @@ from tiercel.storage.checkpoint_file import (
 from tiercel.storage.file_names import DELETE_DIR_SUFFIX
 from tiercel.storage.leader_epoch_cache import LeaderEpochFileCache
 from tiercel.storage.log_cleaner import CleanerConfig, LogCleaner
+from tiercel.storage.log_dir_failure_channel import LogDirFailureChannel, maybe_handle_io_exception
 from tiercel.storage.log_loader import LoadedLog, load_partition_dir, parse_partition_dir_name
 from tiercel.storage.log_segment import LogSegment
 from tiercel.storage.meta_properties import MetaProperties
@@ -86,13 +87,15 @@ class LogManager:
             )
             for path in config.log_dirs
         ]
+        self.log_dir_failure_channel = LogDirFailureChannel()
+        self.offline_log_dirs: list[str] = []
         # One recovery-point write in flight per dir, so a truncation's lowered values
         # are never overwritten by an older periodic write finishing after them.
         self._recovery_point_writers = {
             d.path: CoalescingWriter(
                 scheduler,
                 self._recovery_points_in(d.path),
-                d.recovery_points.write,
+                self._checkpoint_writer(d.path, d.recovery_points),
                 d.recovery_points.path,
             )
             for d in self._dirs
@@ -206,6 +209,7 @@ class LogManager:
             self._scheduler,
             loaded.topic_id,
             loaded.producer_state,
+            self.log_dir_failure_channel,
         )
         self._add_log(log)
         return log
@@ -242,7 +246,17 @@ class LogManager:
         )
         producer_state = ProducerStateManager(tp, path, self._config.producer_id_expiration_ms)
         log = UnifiedLog(
-            path, tp, config, [segment], 0, 0, epoch_cache, self._scheduler, None, producer_state
+            path,
+            tp,
+            config,
+            [segment],
+            0,
+            0,
+            epoch_cache,
+            self._scheduler,
+            None,
+            producer_state,
+            self.log_dir_failure_channel,
         )
         self._add_log(log)
         if topic_id is not None:
@@ -281,7 +295,26 @@ class LogManager:
 
     @property
     def log_dirs(self) -> list[str]:
+        """The live (online) log dirs."""
         return [d.path for d in self._dirs]
+
+    def handle_log_dir_failure(self, path: str) -> list[TopicPartition]:
+        """Kafka's LogManager.handleLogDirFailure: forget an offline dir and its logs,
+        closing their files without a flush or a checkpoint (nothing more is written
+        there: the recovery points it last checkpointed stay); returns its partitions."""
+        if all(d.path != path for d in self._dirs):
+            return []
+        self._dirs = [d for d in self._dirs if d.path != path]
+        self.offline_log_dirs.append(path)
+        offline = [tp for tp, log in self._logs.items() if log.parent_dir == path]
+        for tp in offline:
+            log = self._logs.pop(tp)
+            self.cleaner.remove_partition(tp)
+            log.producer_state.close()
+            for segment in log.segments:
+                segment.close()
+        log_event(_log, logging.ERROR, "log_dir_offline", dir=path, partitions=len(offline))
+        return offline
 
     # -- periodic upkeep -----------------------------------------------------------------
 
@@ -365,8 +398,25 @@ class LogManager:
         self, pick: Callable[[_LogDir], OffsetCheckpointFile], value: Callable[[UnifiedLog], int]
     ) -> None:
         by_dir = self._offsets_by_dir(value)
-        for log_dir in self._dirs:
-            await self._scheduler.run_blocking(pick(log_dir).write, by_dir[log_dir.path])
+        for log_dir in list(self._dirs):
+            write = self._checkpoint_writer(log_dir.path, pick(log_dir))
+            await self._scheduler.run_blocking(write, by_dir[log_dir.path])
+
+    def _checkpoint_writer(
+        self, path: str, checkpoint: OffsetCheckpointFile
+    ) -> Callable[[dict[TopicPartition, int]], None]:
+        """*Blocking* write of ``checkpoint`` in log dir ``path``: an I/O error takes
+        the dir offline; an offline dir is never written again (Kafka skips them)."""
+        channel = self.log_dir_failure_channel
+        message = f"Error while writing {os.path.basename(checkpoint.path)}"
+
+        def write(offsets: dict[TopicPartition, int]) -> None:
+            if channel.has_offline_log_dir(path):
+                return
+            with maybe_handle_io_exception(channel, path, message):
+                checkpoint.write(offsets)
+
+        return write
 
     async def checkpoint_recovery_points(self) -> None:
         for writer in self._recovery_point_writers.values():
@@ -403,16 +453,30 @@ class LogManager:
 
     # -- shutdown ----------------------------------------------------------------------
 
+    def _forget_offline_dirs(self) -> None:
+        for log_dir in list(self._dirs):
+            if self.log_dir_failure_channel.has_offline_log_dir(log_dir.path):
+                self.handle_log_dir_failure(log_dir.path)
+
     async def shutdown(self) -> None:
         await self.cleaner.shutdown()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        await asyncio.gather(*(log.close() for log in self._logs.values()))
+        logs = list(self._logs.values())
+        closed = await asyncio.gather(*(log.close() for log in logs), return_exceptions=True)
+        # A dir that fails while its logs close gets no checkpoint and no clean-shutdown
+        # marker (Kafka's shutdown skips offline dirs): the next start recovers it.
+        channel = self.log_dir_failure_channel
+        for log, result in zip(logs, closed, strict=True):
+            if isinstance(result, Exception) and not channel.has_offline_log_dir(log.parent_dir):
+                raise result
+        self._forget_offline_dirs()
         await self.checkpoint_recovery_points()
         await self.checkpoint_log_start_offsets()
         await self.checkpoint_high_watermarks()
         await self._scheduler.drain()
+        self._forget_offline_dirs()
         for log_dir in self._dirs:
             await self._scheduler.run_blocking(_write_marker, log_dir.path)
         log_event(_log, logging.INFO, "log_manager_shutdown", partitions=len(self._logs))

@@ -30,7 +30,8 @@ from tiercel.config.log_config import LogConfig
 from tiercel.config.logging_setup import log_event
 from tiercel.protocol.errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from tiercel.storage.leader_epoch_cache import LeaderEpochFileCache
-from tiercel.storage.local_log import LocalLog, sync_dir
+from tiercel.storage.local_log import LocalLog
+from tiercel.storage.log_dir_failure_channel import LogDirFailureChannel
 from tiercel.storage.log_retention import deletable_segments
 from tiercel.storage.log_segment import LogSegment
 from tiercel.storage.log_validator import ValidatedRecords, assign_offsets
@@ -89,11 +90,16 @@ class UnifiedLog:
         scheduler: Scheduler,
         topic_id: uuid.UUID | None = None,
         producer_state: ProducerStateManager | None = None,
+        log_dir_failure_channel: LogDirFailureChannel | None = None,
     ) -> None:
         """Built by `load_log`, which recovers the segments and rebuilds the producer
-        state first; ``producer_state`` None is a new log's (no producer seen yet)."""
-        self.local_log = LocalLog(directory, topic_partition, config, segments, scheduler)
+        state first; ``producer_state`` None is a new log's (no producer seen yet). I/O
+        errors take the log dir offline in ``log_dir_failure_channel`` (the broker's;
+        by default one of this log's own)."""
+        channel = log_dir_failure_channel or LogDirFailureChannel()
+        self.local_log = LocalLog(directory, topic_partition, config, segments, scheduler, channel)
         self.dir = directory
+        self.parent_dir = self.local_log.parent_dir
         self.topic_partition = topic_partition
         self.topic_id = topic_id
         self._scheduler = scheduler
@@ -103,7 +109,7 @@ class UnifiedLog:
         self._epoch_checkpoint: CoalescingWriter[None] = CoalescingWriter(
             scheduler,
             lambda: None,
-            lambda _: self.deleted or leader_epoch_cache.flush(),
+            lambda _: self.deleted or self._write_epoch_checkpoint(),
             f"{directory}/leader-epoch-checkpoint",
         )
         # Without a remote tier nothing below the first local segment can be read.
@@ -114,15 +120,26 @@ class UnifiedLog:
         self.update_high_watermark(self.log_start_offset)
         self._last_flush_ms = now_ms()
         self._truncations = 0
-        self.deleted = False
         # Told of every truncation: the LogManager checkpoints the lowered recovery point.
         self.truncation_listener: Callable[[UnifiedLog], None] = lambda log: None
         if producer_state is None:
             producer_state = ProducerStateManager(topic_partition, directory)
             producer_state.update_map_end_offset(self.log_end_offset)
-        self._snapshot_io = ExecutorSnapshotIo(scheduler, f"producer snapshot {topic_partition}")
+        self._snapshot_io = ExecutorSnapshotIo(
+            scheduler,
+            f"producer snapshot {topic_partition}",
+            lambda job: self.local_log.guarded("Error while writing a producer snapshot", job),
+        )
         producer_state.set_io(self._snapshot_io)
         self.producer_state = producer_state
+
+    def _write_epoch_checkpoint(self) -> bool:
+        with self.local_log.maybe_handle_io_exception("Error while writing an epoch checkpoint"):
+            return self.leader_epoch_cache.flush()
+
+    @property
+    def deleted(self) -> bool:
+        return self.local_log.deleted
 
     # -- offsets -----------------------------------------------------------------------
 
@@ -345,8 +362,10 @@ class UnifiedLog:
             # entries for everything below it must be on disk before it moves.
             await self._epoch_checkpoint.flush()
         self._last_flush_ms = now_ms()
-        # A truncation meanwhile may have replaced what was synced with unsynced data.
-        if not self.deleted and truncations == self._truncations:
+        # A truncation meanwhile may have replaced what was synced with unsynced data;
+        # a failure in the dir meanwhile may have lost pages this fsync did not report
+        # (Kafka never checkpoints an offline dir's recovery points).
+        if not self.deleted and truncations == self._truncations and not self.local_log.dir_offline:
             self.recovery_point = max(self.recovery_point, min(target, self.log_end_offset))
 
     @property
@@ -557,26 +576,7 @@ class UnifiedLog:
         for segment in old[1:]:
             # Kafka drops the producer snapshots of the segments gone, not replaced.
             self.producer_state.delete_snapshot(segment.base_offset)
-        # Once synced, the final names survive a power loss (a deleted log's name may
-        # already be reused: leave it).
-        self._scheduler.run_blocking_in_background(
-            self._sync_dir_unless_deleted, name=f"sync {self.topic_partition}"
-        )
-        log_event(
-            _log,
-            logging.INFO,
-            "segments_replaced",
-            partition=str(self.topic_partition),
-            base_offset=cleaned.base_offset,
-            replaced=len(old),
-            size_before=sum(s.size for s in old),
-            size_after=cleaned.size,
-        )
         return True
-
-    def _sync_dir_unless_deleted(self) -> None:
-        if not self.deleted:
-            sync_dir(self.dir)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -591,6 +591,6 @@ class UnifiedLog:
 
     def delete(self) -> None:
         """Remove the partition directory (topic deletion, `LocalLog.delete`)."""
-        self.deleted = True
+        self.local_log.deleted = True  # before anything can fail under the renamed dir
         self.producer_state.close()
         self.local_log.delete()

@@ -41,11 +41,13 @@ from tiercel.server.controller.controller_context import (
 )
 from tiercel.server.controller.controller_store import ControllerMovedError, ControllerStore
 from tiercel.server.controller.leader_balance import partitions_to_rebalance
+from tiercel.server.controller.log_dir_failure import on_log_dir_events
 from tiercel.server.controller.partition_state_machine import PartitionStateMachine
 from tiercel.server.controller.reassignment import Reassignments, Target
 from tiercel.server.controller.replica_assignment import ReplicaAssignment
 from tiercel.server.controller.replica_leader_election import ElectionType, elect_leaders
 from tiercel.server.metadata import zk_data as zk
+from tiercel.server.metadata.log_dir_event import LOG_DIR_EVENT_NOTIFICATION_PATH
 from tiercel.server.metadata.store import (
     BadVersionError,
     CreateOp,
@@ -125,6 +127,9 @@ class Controller:
             await store.watch_children(zk.DELETE_TOPICS_PATH, lambda _: self._mark("deletions")),
             await store.watch_children(
                 zk.CONTROLLED_SHUTDOWN_PATH, lambda _: self._mark("shutdowns")
+            ),
+            await store.watch_children(
+                LOG_DIR_EVENT_NOTIFICATION_PATH, lambda _: self._mark("brokers")
             ),
         ]
         pending.controller = True
@@ -253,6 +258,9 @@ class Controller:
         if pending.brokers:
             pending.brokers = False
             await self._on_broker_change(active)
+            # Kafka's processLogDirEventNotification (its watch marks brokers too); also
+            # after a broker change, whose elections know live brokers, not failed dirs.
+            await on_log_dir_events(active.context, active.store)
         if pending.shutdowns:
             pending.shutdowns = False
             await self._on_shutdown_requests(active)
@@ -387,6 +395,7 @@ class Controller:
         await self._on_deletions(active)
         for broker in sorted(context.shutting_down):
             await active.states.shut_down_broker(broker)
+        await on_log_dir_events(context, active.store)
 
     async def _read_brokers(self) -> dict[int, BrokerEpoch]:
         brokers = {}

@@ -84,6 +84,8 @@ class BrokerProcess:
         self.log_path = data_dir / "broker.log"
         # Tests run brokers in asyncio debug mode (design.md §2); benchmarks turn it off.
         self.asyncio_debug = True
+        # Extra environment of the process (a fault-injecting LD_PRELOAD, say).
+        self.env: dict[str, str] = {}
         self._runs = 0
         self._checked_bytes = 0  # how much of the log new_unexpected_errors has read
         _BROKERS.add(self)
@@ -113,7 +115,11 @@ class BrokerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._runs += 1
         # asyncio debug mode: the loop reports any callback that blocks it.
-        env = {**os.environ, "PYTHONASYNCIODEBUG": "1" if self.asyncio_debug else ""}
+        env = {
+            **os.environ,
+            **self.env,
+            "PYTHONASYNCIODEBUG": "1" if self.asyncio_debug else "",
+        }
         with open(self.log_path, "ab") as log:
             log.write(f"---- start #{self._runs} ----\n".encode())
             log.flush()
