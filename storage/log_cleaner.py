@@ -200,7 +200,8 @@ class LogCleaner:
                 cleaned = False
             if not cleaned:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stopping.wait(), backoff_s)
+                    async with asyncio.timeout(backoff_s):  # keeps cancellation
+                        await self._stopping.wait()
 
     async def clean_filthiest_log(self, offset_map: OffsetMap) -> bool:
         """Clean the filthiest compacted log, if one qualifies; True if a round

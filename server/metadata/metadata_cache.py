@@ -121,7 +121,8 @@ class MetadataCache:
             if remaining <= 0:
                 return False
             try:
-                await asyncio.wait_for(self._changed.wait(), remaining)
+                async with asyncio.timeout(remaining):  # keeps cancellation, unlike wait_for
+                    await self._changed.wait()
             except TimeoutError:
                 return condition(self)
         return True

@@ -64,12 +64,15 @@ class BrokerClient:
         """Send ``body`` in the highest version both sides support within ``versions``;
         returns (version used, response entity)."""
         try:
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for drops a cancellation
+            # that arrives as the awaited call fails (a refused connection), so a stopped
+            # fetcher would carry on.
             if self._writer is None:
-                await asyncio.wait_for(self._connect(), self._timeout_s)
+                async with asyncio.timeout(self._timeout_s):
+                    await self._connect()
             version = self._pick_version(api_key, versions)
-            response = await asyncio.wait_for(
-                self._round_trip(api_key, version, body), self._timeout_s
-            )
+            async with asyncio.timeout(self._timeout_s):
+                response = await self._round_trip(api_key, version, body)
         except BaseException:
             self.close()
             raise

@@ -178,7 +178,8 @@ class ReplicaFetcher:
         now = asyncio.get_running_loop().time()
         due = [s.delayed_until - now for s in self._states.values()]
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), max(min(due), 0.0) if due else None)
+            async with asyncio.timeout(max(min(due), 0.0) if due else None):  # keeps cancellation
+                await self._wake.wait()
 
     # -- truncation ------------------------------------------------------------------------
 
