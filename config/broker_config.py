@@ -12,16 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Generic, TypeVar, overload
 
-from tiercel.config.definitions import (
-    BROKER_CONFIGS,
-    TOPIC_CONFIGS,
-    ConfigError,
-    canonical_broker_name,
-    closest,
-    parse_value,
-    render_value,
-    resolve_topic_default,
-)
+from tiercel.config.config_def import ConfigError
+from tiercel.config.config_values import closest, parse_value, render_value
+from tiercel.config.kafka_config import BROKER_CONFIGS, canonical_broker_name
+from tiercel.config.topic_configs import TOPIC_CONFIGS, resolve_topic_default
 
 __all__ = ["BrokerConfig", "ConfigError", "Listener"]
 
@@ -141,6 +135,7 @@ class BrokerConfig:
         _check_advertised(self.advertised_listeners)
         _check_inter_broker_listener(self._values, self.advertised_listeners)
         _check_topic_defaults(self._values)
+        _check_partition_limit(self._values)
 
     def get(self, name: str) -> object:
         """The typed value of a broker key (or alias); None for an unset nullable key."""
@@ -168,6 +163,7 @@ class BrokerConfig:
     connections_max_idle_ms = _Key("connections.max.idle.ms", int)
     message_max_bytes = _Key("message.max.bytes", int)
     num_partitions = _Key("num.partitions", int)
+    max_partitions = _Key("max.partitions", int)
     default_replication_factor = _Key("default.replication.factor", int)
     auto_create_topics_enable = _Key("auto.create.topics.enable", bool)
     delete_topic_enable = _Key("delete.topic.enable", bool)
@@ -201,7 +197,6 @@ class BrokerConfig:
     group_consumer_heartbeat_interval_ms = _Key("group.consumer.heartbeat.interval.ms", int)
     group_consumer_session_timeout_ms = _Key("group.consumer.session.timeout.ms", int)
     group_consumer_max_size = _Key("group.consumer.max.size", int)
-    transactional_id_expiration_ms = _Key("transactional.id.expiration.ms", int)
     producer_id_expiration_ms = _Key("producer.id.expiration.ms", int)
     producer_id_expiration_check_interval_ms = _Key("producer.id.expiration.check.interval.ms", int)
     replica_lag_time_max_ms = _Key("replica.lag.time.max.ms", int)
@@ -211,6 +206,7 @@ class BrokerConfig:
     replica_fetch_response_max_bytes = _Key("replica.fetch.response.max.bytes", int)
     replica_fetch_backoff_ms = _Key("replica.fetch.backoff.ms", int)
     replica_socket_timeout_ms = _Key("replica.socket.timeout.ms", int)
+    replica_socket_receive_buffer_bytes = _Key("replica.socket.receive.buffer.bytes", int)
     controlled_shutdown_enable = _Key("controlled.shutdown.enable", bool)
     auto_leader_rebalance_enable = _Key("auto.leader.rebalance.enable", bool)
     leader_imbalance_check_interval_seconds = _Key("leader.imbalance.check.interval.seconds", int)
@@ -384,3 +380,13 @@ def _check_topic_defaults(values: Mapping[str, object]) -> None:
             f"log.cleaner.max.compaction.lag.ms ({max_lag})",
             "log.cleaner.min.compaction.lag.ms",
         )
+
+
+def _check_partition_limit(values: Mapping[str, object]) -> None:
+    """Topics the broker creates by itself must fit within max.partitions."""
+    limit = values["max.partitions"]
+    for key in ("num.partitions", "offsets.topic.num.partitions"):
+        count = values[key]
+        assert isinstance(count, int) and isinstance(limit, int)
+        if count > limit:
+            raise ConfigError(f"{key} ({count}) is greater than max.partitions ({limit})", key)

@@ -14,13 +14,9 @@ from collections.abc import Sequence
 import yaml
 
 from tiercel.config.broker_config import BrokerConfig
-from tiercel.config.definitions import (
-    BROKER_CONFIGS,
-    ConfigDef,
-    ConfigError,
-    canonical_broker_name,
-    render_value,
-)
+from tiercel.config.config_def import ConfigDef, ConfigError
+from tiercel.config.config_values import render_value
+from tiercel.config.kafka_config import BROKER_CONFIGS, canonical_broker_name
 
 __all__ = ["load_broker_config", "parse_override", "render_example_yaml"]
 

@@ -13,20 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from tiercel.config.broker_config import BrokerConfig
-from tiercel.config.definitions import (
-    BROKER_CONFIGS,
-    LONG_MAX,
-    TOPIC_CONFIGS,
-    ConfigDef,
-    ConfigError,
-    ConfigSource,
-    ConfigType,
-    broker_synonyms,
-    closest,
-    parse_value,
-    render_value,
-    resolve_topic_default,
-)
+from tiercel.config.config_def import LONG_MAX, ConfigDef, ConfigError, ConfigSource, ConfigType
+from tiercel.config.config_values import closest, parse_value, render_value
+from tiercel.config.kafka_config import BROKER_CONFIGS, broker_synonyms
+from tiercel.config.topic_configs import TOPIC_CONFIGS, resolve_topic_default
 
 __all__ = [
     "ConfigEntry",

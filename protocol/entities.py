@@ -12,20 +12,20 @@ from __future__ import annotations
 import datetime
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import MISSING, Field, fields
-from typing import Any, Final, TypeVar, cast
+from dataclasses import MISSING, Field, fields, is_dataclass
+from types import NoneType, UnionType
+from typing import Any, Final, TypeVar, Union, cast, get_args, get_origin
 
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
-from kio.serial._implicit_defaults import get_tagged_field_default
-from kio.serial._introspect import EntityField, EntityTupleField, classify_field, is_optional
 
 __all__ = [
     "ChunkWriter",
     "build_entity",
     "decode_request_body",
     "encode_entity",
+    "nested_entity",
     "request_class",
     "response_class",
 ]
@@ -150,12 +150,7 @@ class _FieldPlan:
 
     def __init__(self, field: Field[Any]) -> None:
         self.name = field.name
-        kind = classify_field(field)
-        self.nested: type[Any] | None = None
-        self.nested_is_tuple = False
-        if isinstance(kind, EntityField | EntityTupleField):
-            self.nested = kind.type_
-            self.nested_is_tuple = isinstance(kind, EntityTupleField)
+        self.nested, self.nested_is_tuple = nested_entity(field.type)
         self.coerce = _COERCIONS.get(field.metadata.get("kafka_type", ""))
         self.default = _field_default(field)
         self.zero_value = _ZERO_VALUES.get(field.metadata.get("kafka_type", ""), 0)
@@ -183,14 +178,39 @@ class _FieldPlan:
 _MISSING: Final = object()
 
 
+def _is_union(field_type: Any) -> bool:
+    return get_origin(field_type) in (UnionType, Union)
+
+
+def nested_entity(field_type: Any) -> tuple[type[Any] | None, bool]:
+    """(entity class, whether the field is an array of them) for a field holding nested
+    entities, (None, False) for a primitive one. kio's field types are real types:
+    ``X``, ``X | None``, ``tuple[X, ...]`` or ``tuple[X, ...] | None``, an entity
+    class being a dataclass."""
+    if _is_union(field_type):
+        (inner,) = (arg for arg in get_args(field_type) if arg is not NoneType)
+        return nested_entity(inner)
+    if get_origin(field_type) is tuple:
+        item = _entity_class(get_args(field_type)[0])
+        return item, item is not None
+    return _entity_class(field_type), False
+
+
+def _entity_class(candidate: Any) -> type[Any] | None:
+    return candidate if isinstance(candidate, type) and is_dataclass(candidate) else None
+
+
 def _field_default(field: Field[Any]) -> Any:
     if field.default is not MISSING:
         return field.default
     if field.default_factory is not MISSING:
         return field.default_factory()
-    if "tag" in field.metadata:
-        return get_tagged_field_default(field)
-    if is_optional(field):
+    nested, is_tuple = nested_entity(field.type)
+    if "tag" in field.metadata and nested is not None and not is_tuple:
+        # A tagged struct without a default (KIP-482): absent means every field of it
+        # at its default, as Kafka's generated code initialises it.
+        return _build(nested, {}, fill_missing=True)
+    if _is_union(field.type) and NoneType in get_args(field.type):
         return None
     return _MISSING
 

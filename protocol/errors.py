@@ -7,21 +7,40 @@ exception classes so that readers of Kafka's source can map one to the other.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import ClassVar
 
 from kio.schema.errors import ErrorCode
 
-__all__ = ["ErrorCode", "KafkaError"]
+__all__ = ["ErrorCode", "KafkaError", "RecordError"]
+
+
+@dataclass(frozen=True, slots=True)
+class RecordError:
+    """One record of a produced batch that failed validation (KIP-467; Kafka's
+    ProduceResponse.RecordError): its index in the batch and why."""
+
+    batch_index: int
+    message: str | None = None
+
+    def __str__(self) -> str:
+        # Kafka's RecordError.toString, which its error messages embed.
+        message = "null" if self.message is None else f"'{self.message}'"
+        return f"RecordError(batchIndex={self.batch_index}, message={message})"
 
 
 class KafkaError(Exception):
-    """Base class: a failure that has a Kafka error code."""
+    """Base class: a failure that has a Kafka error code.
+
+    ``record_errors`` names the records that caused it when validation failed record by
+    record (Kafka's RecordValidationException); Produce v8+ returns them."""
 
     error_code: ClassVar[ErrorCode] = ErrorCode.unknown_server_error
-    retriable: ClassVar[bool] = False
 
-    def __init__(self, message: str = "") -> None:
+    def __init__(self, message: str = "", *, record_errors: Sequence[RecordError] = ()) -> None:
         super().__init__(message or self.error_code.name)
+        self.record_errors = tuple(record_errors)
 
     @property
     def message(self) -> str:
@@ -38,34 +57,28 @@ class OffsetOutOfRangeError(KafkaError):
 
 class CorruptRecordError(KafkaError):
     error_code = ErrorCode.corrupt_message
-    retriable = True
 
 
 class UnknownTopicOrPartitionError(KafkaError):
     error_code = ErrorCode.unknown_topic_or_partition
-    retriable = True
-
-
-class LeaderNotAvailableError(KafkaError):
-    error_code = ErrorCode.leader_not_available
-    retriable = True
 
 
 class NotLeaderOrFollowerError(KafkaError):
     error_code = ErrorCode.not_leader_or_follower
-    retriable = True
+
+
+class LeaderNotAvailableError(KafkaError):
+    error_code = ErrorCode.leader_not_available
 
 
 class OffsetNotAvailableError(KafkaError):
     """A new leader's high watermark has not reached its epoch's start yet (KIP-207)."""
 
     error_code = ErrorCode.offset_not_available
-    retriable = True
 
 
 class RequestTimedOutError(KafkaError):
     error_code = ErrorCode.request_timed_out
-    retriable = True
 
 
 class RecordTooLargeError(KafkaError):
@@ -82,12 +95,10 @@ class RecordBatchTooLargeError(KafkaError):
 
 class NotEnoughReplicasError(KafkaError):
     error_code = ErrorCode.not_enough_replicas
-    retriable = True
 
 
 class NotEnoughReplicasAfterAppendError(KafkaError):
     error_code = ErrorCode.not_enough_replicas_after_append
-    retriable = True
 
 
 class InvalidRequiredAcksError(KafkaError):
@@ -124,7 +135,6 @@ class InvalidConfigError(KafkaError):
 
 class NotControllerError(KafkaError):
     error_code = ErrorCode.not_controller
-    retriable = True
 
 
 class InvalidRequestError(KafkaError):
@@ -137,21 +147,14 @@ class PolicyViolationError(KafkaError):
 
 class KafkaStorageError(KafkaError):
     error_code = ErrorCode.kafka_storage_error
-    retriable = True
-
-
-class LogDirNotFoundError(KafkaError):
-    error_code = ErrorCode.log_dir_not_found
 
 
 class FencedLeaderEpochError(KafkaError):
     error_code = ErrorCode.fenced_leader_epoch
-    retriable = True
 
 
 class UnknownLeaderEpochError(KafkaError):
     error_code = ErrorCode.unknown_leader_epoch
-    retriable = True
 
 
 class UnsupportedCompressionTypeError(KafkaError):
@@ -164,24 +167,14 @@ class InvalidRecordError(KafkaError):
 
 class UnknownTopicIdError(KafkaError):
     error_code = ErrorCode.unknown_topic_id
-    retriable = True
-
-
-class InconsistentTopicIdError(KafkaError):
-    error_code = ErrorCode.inconsistent_topic_id
 
 
 class TopicDeletionDisabledError(KafkaError):
     error_code = ErrorCode.topic_deletion_disabled
 
 
-class ResourceNotFoundError(KafkaError):
-    error_code = ErrorCode.resource_not_found
-
-
 class CoordinatorLoadInProgressError(KafkaError):
     error_code = ErrorCode.coordinator_load_in_progress
-    retriable = True
 
 
 class OutOfOrderSequenceNumberError(KafkaError):
@@ -202,12 +195,10 @@ class TransactionalIdAuthorizationFailedError(KafkaError):
 
 class CoordinatorNotAvailableError(KafkaError):
     error_code = ErrorCode.coordinator_not_available
-    retriable = True
 
 
 class NotCoordinatorError(KafkaError):
     error_code = ErrorCode.not_coordinator
-    retriable = True
 
 
 class IllegalGenerationError(KafkaError):
@@ -268,17 +259,14 @@ class ReassignmentInProgressError(KafkaError):
 
 class PreferredLeaderNotAvailableError(KafkaError):
     error_code = ErrorCode.preferred_leader_not_available
-    retriable = True
 
 
 class EligibleLeadersNotAvailableError(KafkaError):
     error_code = ErrorCode.eligible_leaders_not_available
-    retriable = True
 
 
 class ElectionNotNeededError(KafkaError):
     error_code = ErrorCode.election_not_needed
-    retriable = True
 
 
 class NoReassignmentInProgressError(KafkaError):

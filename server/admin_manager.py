@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from tiercel.config.broker_config import BrokerConfig
-from tiercel.config.definitions import ConfigError
+from tiercel.config.config_def import ConfigError
 from tiercel.config.log_config import validate_topic_overrides
 from tiercel.protocol.errors import (
     InvalidConfigError,
@@ -27,6 +27,7 @@ from tiercel.protocol.errors import (
     InvalidReplicationFactorError,
     InvalidRequestError,
     InvalidTopicError,
+    PolicyViolationError,
     ReassignmentInProgressError,
     TopicDeletionDisabledError,
     TopicExistsError,
@@ -113,8 +114,11 @@ class AdminManager:
         self._store = store
         self._cache = cache
 
-    def plan_topic(self, topic: NewTopic) -> CreatedTopic:
-        """Validate a topic creation and work out its assignment (raises Kafka errors)."""
+    def plan_topic(self, topic: NewTopic, pending_partitions: int = 0) -> CreatedTopic:
+        """Validate a topic creation and work out its assignment (raises Kafka errors).
+
+        `pending_partitions` were created by the same request but are not in the
+        metadata cache yet; they count towards max.partitions."""
         validate_topic_name(topic.name)
         if self._cache.topic(topic.name) is not None:
             raise TopicExistsError(f"Topic '{topic.name}' already exists.")
@@ -126,6 +130,7 @@ class AdminManager:
                 raise InvalidRequestError(
                     "Both numPartitions or replicationFactor and replicasAssignments were set."
                 )
+            self._check_partition_limit(len(topic.assignments), pending_partitions)
             assignment = self._validated_assignment(topic.assignments, brokers, 0)
         else:
             partitions = (
@@ -144,6 +149,7 @@ class AdminManager:
                 raise InvalidReplicationFactorError(
                     f"Replication factor: {factor} larger than available brokers: {len(brokers)}."
                 )
+            self._check_partition_limit(partitions, pending_partitions)
             assignment = assign_replicas(brokers, partitions, factor)
         return CreatedTopic(uuid.uuid4(), assignment, overrides)
 
@@ -162,6 +168,17 @@ class AdminManager:
             )
         except NodeExistsError as e:
             raise TopicExistsError(f"Topic '{name}' already exists.") from e
+
+    def _check_partition_limit(self, adding: int, pending: int) -> None:
+        """KIP-578's max.partitions, checked before any per-partition work so that an
+        absurd count (2^31 - 1) is refused at once instead of exhausting memory."""
+        limit = self._config.max_partitions
+        existing = sum(t.partition_count for t in self._cache.topics.values()) + pending
+        if existing + adding > limit:
+            raise PolicyViolationError(
+                f"Cannot add {adding} partitions: the cluster has {existing} and "
+                f"max.partitions is {limit}."
+            )
 
     def _check_collision(self, name: str) -> None:
         if "." not in name and "_" not in name:
@@ -223,12 +240,16 @@ class AdminManager:
         count: int,
         assignments: Sequence[Sequence[int]] | None,
         validate_only: bool = False,
+        pending_partitions: int = 0,
     ) -> dict[int, tuple[int, ...]]:
         """CreatePartitions: grow the topic to `count` partitions and return its whole new
         assignment. Planned from the topic's node and written at the version read (the
-        controller writes that node too, during reassignments), planned again if it moved."""
+        controller writes that node too, during reassignments), planned again if it moved.
+        `pending_partitions` as for `plan_topic`."""
         for _ in range(_MAX_TOPIC_WRITES):
-            topic_id, version, assignment = await self._plan_partitions(name, count, assignments)
+            topic_id, version, assignment = await self._plan_partitions(
+                name, count, assignments, pending_partitions
+            )
             if validate_only:
                 return assignment
             try:
@@ -247,7 +268,7 @@ class AdminManager:
         )
 
     async def _plan_partitions(
-        self, name: str, count: int, assignments: Sequence[Sequence[int]] | None
+        self, name: str, count: int, assignments: Sequence[Sequence[int]] | None, pending: int
     ) -> tuple[uuid.UUID, int, dict[int, tuple[int, ...]]]:
         """(topic id, node version, whole new assignment); raises Kafka's errors."""
         try:
@@ -272,6 +293,7 @@ class AdminManager:
             raise InvalidPartitionsError(f"Topic already has {current} partitions.")
         brokers = self._cache.alive_broker_ids()
         factor = len(stored.partitions.get(0, ())) or 1
+        self._check_partition_limit(count - current, pending)
         if assignments is not None:
             if len(assignments) != count - current:
                 raise InvalidReplicaAssignmentError(

@@ -29,7 +29,7 @@ from typing import Final
 
 from tiercel.config.broker_config import BrokerConfig, Listener
 from tiercel.config.log_config import LogConfig
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 from tiercel.server.admin_manager import AdminManager
 from tiercel.server.controller.controlled_shutdown import ControlledShutdown
 from tiercel.server.controller.controller import Controller
@@ -38,6 +38,7 @@ from tiercel.server.coordinator.group.group_coordinator import GroupCoordinator
 from tiercel.server.coordinator.group.group_metadata_manager import GroupMetadataManager
 from tiercel.server.coordinator.transaction.producer_id_manager import ProducerIdManager
 from tiercel.server.kafka_apis import KafkaApis
+from tiercel.server.log_dir_failure_handler import LogDirFailureHandler
 from tiercel.server.metadata import zk_data as zk
 from tiercel.server.metadata.local_store import LocalMetadataStore
 from tiercel.server.metadata.metadata_cache import MetadataCache, TopicMetadata
@@ -141,10 +142,16 @@ class BrokerServer:
             config.socket_request_max_bytes,
             config.queued_max_requests,
             config.connections_max_idle_ms,
+            config.socket_send_buffer_bytes,
+            config.socket_receive_buffer_bytes,
         )
         await self.socket_server.start()
         await self._register_broker()
         self.store.add_session_listener(self._on_new_session)
+        self.log_dir_failure_handler = LogDirFailureHandler(
+            config.node_id, self.log_manager, self.replica_manager, self.store
+        )
+        self.log_dir_failure_handler.startup()
         await self.controller.startup()
         self.listener = MetadataListener(self.store, self.cache, self._on_topic)
         await self.listener.start()
@@ -269,6 +276,7 @@ class BrokerServer:
         if self.config.controlled_shutdown_enable and self.config.zookeeper_connect is not None:
             # With the local store no other broker can take over: nothing to wait for.
             await ControlledShutdown(self.config, self.store, self.cache).run()
+        await self.log_dir_failure_handler.shutdown()
         self.replica_manager.shutdown()
         await self.group_coordinator.shutdown()
         self.cache.close()

@@ -11,9 +11,9 @@ from importlib.metadata import version
 import uvloop
 
 from tiercel.config.broker_config import BrokerConfig
-from tiercel.config.definitions import ConfigError
+from tiercel.config.config_def import ConfigError
 from tiercel.config.loader import load_broker_config
-from tiercel.config.log_format import configure_logging, log_event
+from tiercel.config.logging_setup import configure_logging, log_event
 from tiercel.server.broker_server import BrokerServer, install_signal_handlers
 from tiercel.server.kafka_apis import preload_schemas
 

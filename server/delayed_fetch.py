@@ -1,4 +1,5 @@
-"""DelayedFetch: when a fetch waiting in the purgatory (a long poll) can be answered.
+"""DelayedFetch: when a fetch waiting in the purgatory (a long poll) can be answered,
+and what a fetch asks of each partition and gets back.
 
 Event-loop only. Kafka's ``DelayedFetch``: each partition of the waiting fetch keeps the
 position it read from (``FetchPartitionStatus``); the fetch completes once the bytes
@@ -10,14 +11,37 @@ moved high watermark). Counting uses offsets and segment positions only, no read
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Final, NamedTuple
 
-from tiercel.server.partition import Partition
+from tiercel.protocol.errors import KafkaError
+from tiercel.server.partition import LogReadResult, Partition
 from tiercel.storage.log_values import FetchIsolation, LogOffsetMetadata
 from tiercel.storage.topic_partition import TopicPartition
 
 # What `bytes_available` answers when the fetch must be answered now.
 _COMPLETE_NOW: Final = 2**31
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequestPartition:
+    """One partition of a Fetch request (Kafka's FetchRequest.PartitionData)."""
+
+    topic_partition: TopicPartition
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int | None
+    last_fetched_epoch: int = -1
+    log_start_offset: int = -1
+    """The follower's log start offset (replica fetches)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResult:
+    """A partition's read, or the error it failed with."""
+
+    read: LogReadResult | None
+    error: KafkaError | None = None
 
 
 class FetchPartitionStatus(NamedTuple):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Final
 
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 from tiercel.protocol.errors import KafkaError, KafkaStorageError, UnknownServerError
 
 _log: Final = logging.getLogger("tiercel.errors")

@@ -21,7 +21,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Final
 
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 from tiercel.protocol.errors import (
     FencedLeaderEpochError,
     KafkaError,
@@ -43,7 +43,6 @@ from tiercel.protocol.list_offsets import (
 )
 from tiercel.server.partition_isr import AlterPartitionManager, PartitionIsr, committed
 from tiercel.server.replica import Replica
-from tiercel.storage.log import Log, UnexpectedAppendOffsetError
 from tiercel.storage.log_validator import ValidatedRecords
 from tiercel.storage.log_values import (
     FetchDataInfo,
@@ -53,6 +52,7 @@ from tiercel.storage.log_values import (
     TimestampAndOffset,
 )
 from tiercel.storage.topic_partition import TopicPartition
+from tiercel.storage.unified_log import UnexpectedAppendOffsetError, UnifiedLog
 
 _log: Final = logging.getLogger("tiercel.partition")
 
@@ -123,7 +123,7 @@ class Partition(PartitionIsr):
         self,
         topic_partition: TopicPartition,
         topic_id: uuid.UUID,
-        log: Log,
+        log: UnifiedLog,
         local_broker_id: int,
         context: ReplicationContext,
     ) -> None:
@@ -406,9 +406,12 @@ class Partition(PartitionIsr):
             epoch = log.leader_epoch_cache.latest_epoch
             return OffsetResultHolder(TimestampAndOffset(-1, last_fetchable, epoch))
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
-            # -4 is the first offset on local disk; without tiered storage (KIP-405) it
-            # is the log start offset.
-            start = log.log_start_offset
+            # -2 is the first offset a reader can get, remote segments included; -4 the
+            # first on local disk (KIP-405). Without a remote tier they are equal.
+            if timestamp == EARLIEST_TIMESTAMP:
+                start = log.log_start_offset
+            else:
+                start = log.local_log_start_offset
             return OffsetResultHolder(TimestampAndOffset(-1, start, log.epoch_for_offset(start)))
         if timestamp == LATEST_TIERED_TIMESTAMP:
             # Nothing is tiered: Kafka answers -1 with epoch -1 (KIP-1005).

@@ -26,12 +26,12 @@ import logging
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Final, Protocol
 
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 from tiercel.protocol.errors import NotLeaderOrFollowerError
 from tiercel.server.replica import Replica
-from tiercel.storage.log import Log
 from tiercel.storage.log_values import LogOffsetMetadata
 from tiercel.storage.topic_partition import TopicPartition
+from tiercel.storage.unified_log import UnifiedLog
 
 if TYPE_CHECKING:
     from tiercel.server.partition import PartitionState, ReplicationContext
@@ -83,7 +83,7 @@ class PartitionIsr:
 
     topic_partition: TopicPartition
     local_broker_id: int
-    log: Log
+    log: UnifiedLog
     state: PartitionState
     _context: ReplicationContext
     _isr: IsrState

@@ -1,13 +1,14 @@
 """Replica: what a partition leader knows of one follower (Kafka's ``cluster.Replica``).
 
 The leader learns a follower's log end offset from the fetch offset of each of its
-Fetch requests (seed 003: "the remote LEO"), and when it was last caught up:
+Fetch requests (Kafka's ``Replica.updateFetchStateOrThrow``), and when it was last caught up:
 ``last_caught_up_time_ms`` is the latest time t at which the follower had fetched up to
 the leader's log end offset as of t. A fetch reaching the leader's log end offset at
 the time it arrives sets it to the fetch time; a fetch reaching only the log end offset
 the leader had at the previous fetch sets it to that previous fetch's time, so a
 follower that is always one produce behind under a steady stream of small writes still
-counts as caught up (seed 003: fetching alone does not make a replica caught up).
+counts as caught up (Kafka's ``Replica.lastCaughtUpTimeMs``: fetching alone does not make
+a replica caught up).
 """
 
 from __future__ import annotations

@@ -14,23 +14,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Collection, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
 from tiercel.config.broker_config import BrokerConfig
 from tiercel.config.log_config import LogConfig
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 from tiercel.protocol.errors import (
     InvalidRequiredAcksError,
     InvalidTopicError,
     KafkaError,
+    KafkaStorageError,
     LeaderNotAvailableError,
     NotLeaderOrFollowerError,
     OffsetNotAvailableError,
-    RequestTimedOutError,
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
 )
@@ -44,11 +45,16 @@ from tiercel.server.delayed_delete_records import (
     DeleteRecordsPartitionStatus,
     delete_records_on_local_log,
 )
-from tiercel.server.delayed_fetch import FetchPartitionStatus, bytes_available
+from tiercel.server.delayed_fetch import (
+    FetchPartitionStatus,
+    FetchRequestPartition,
+    FetchResult,
+    bytes_available,
+)
+from tiercel.server.delayed_produce import DelayedProduce, ProducePartitionStatus
 from tiercel.server.error_mapping import as_kafka_error
 from tiercel.server.metadata.metadata_cache import MetadataCache, TopicMetadata
 from tiercel.server.partition import (
-    LogReadResult,
     Partition,
     PartitionState,
     ReplicationContext,
@@ -99,23 +105,6 @@ class ListOffsetsResult:
     found: TimestampAndOffset | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class FetchRequestPartition:
-    topic_partition: TopicPartition
-    fetch_offset: int
-    max_bytes: int
-    current_leader_epoch: int | None
-    last_fetched_epoch: int = -1
-    log_start_offset: int = -1
-    """The follower's log start offset (replica fetches)."""
-
-
-@dataclass(frozen=True, slots=True)
-class FetchResult:
-    read: LogReadResult | None
-    error: KafkaError | None = None
-
-
 def _clock_ms() -> int:
     return int(time.time() * 1000)
 
@@ -141,6 +130,7 @@ class ReplicaManager:
         self._scheduler = scheduler
         self._log_config_for = log_config_for
         self.partitions: dict[TopicPartition, Partition] = {}
+        self.offline_partitions: set[TopicPartition] = set()  # HostedPartition.Offline
         self.fetch_purgatory = Purgatory("fetch")
         self.produce_purgatory = Purgatory("produce")
         self.delete_records_purgatory = Purgatory("deleteRecords")
@@ -179,7 +169,8 @@ class ReplicaManager:
         return task
 
     def startup(self) -> None:
-        """Start the ISR-expiration task (every replica.lag.time.max.ms / 2, as Kafka)."""
+        """Start the ISR-expiration task: every replica.lag.time.max.ms / 2, as Kafka's
+        ReplicaManager.startup schedules "isr-expiration"."""
         interval_s = self._config.replica_lag_time_max_ms / 2000
         if interval_s > 0:  # as for Kafka's scheduler, a zero period schedules nothing
             self._isr_expiration = asyncio.get_running_loop().create_task(
@@ -211,8 +202,15 @@ class ReplicaManager:
     def get_partition_or_error(self, tp: TopicPartition) -> Partition:
         partition = self.partitions.get(tp)
         if partition is None or partition.log.deleted:
+            if tp in self.offline_partitions:
+                raise KafkaStorageError(f"the log dir of {tp} failed on broker {self.node_id}")
             raise UnknownTopicOrPartitionError(f"this broker does not host {tp}")
         return partition
+
+    def mark_partitions_offline(self, tps: Collection[TopicPartition]) -> None:
+        self.offline_partitions.update(tps)
+        for tp in self.offline_partitions.intersection(self.partitions):
+            self._drop_partition(tp, "log dir failed")
 
     async def on_topic(self, name: str, topic: TopicMetadata | None) -> None:
         """Apply a topic's metadata: create logs for the partitions assigned here, lead
@@ -226,7 +224,7 @@ class ReplicaManager:
         followers: dict[TopicPartition, InitialFetchState] = {}
         for partition_id, replicas in sorted(topic.replicas.items()):
             tp = TopicPartition(name, partition_id)
-            if self.node_id not in replicas:
+            if self.node_id not in replicas or tp in self.offline_partitions:
                 if tp in self.partitions:
                     self._drop_partition(tp, "replica reassigned away")
                 continue
@@ -350,23 +348,34 @@ class ReplicaManager:
             error = InvalidRequiredAcksError(f"acks={required_acks} is not 0, 1 or -1")
             return {tp: ProduceResult(error) for tp in entries}
         results = {}
+        statuses: dict[TopicPartition, ProducePartitionStatus] = {}
         for tp, records in entries.items():
             if tp.topic in INTERNAL_TOPICS and not internal_topics_allowed:
                 results[tp] = ProduceResult(
                     InvalidTopicError(f"Cannot append to internal topic {tp.topic}")
                 )
                 continue
-            results[tp] = await self._append_to_partition(
+            results[tp], status = await self._append_to_partition(
                 tp, records, required_acks, in_order=internal_topics_allowed
             )
-        if required_acks == -1:
-            await self._wait_for_replication(results, timeout_ms)
+            if status is not None:
+                statuses[tp] = status
+        if statuses:
+            await self._wait_for_replication(
+                DelayedProduce(statuses, self.partitions.get), timeout_ms
+            )
+            for tp, status in statuses.items():
+                if status.error is not None:
+                    results[tp] = ProduceResult(status.error)
         return results
 
     async def _append_to_partition(
         self, tp: TopicPartition, records: bytes | None, required_acks: int, in_order: bool = False
-    ) -> ProduceResult:
-        """``in_order``: a coordinator's write, validated on the loop so that its appends
+    ) -> tuple[ProduceResult, ProducePartitionStatus | None]:
+        """The append's result and, for a successful acks=all append, what its wait
+        watches.
+
+        ``in_order``: a coordinator's write, validated on the loop so that its appends
         land in the order they were issued (a tombstone must not overtake the commit
         before it); coordinator batches are small."""
         try:
@@ -377,59 +386,49 @@ class ReplicaManager:
             now = int(time.time() * 1000)
             data = records or b""
             if in_order:
-                validated = validate_records(data, partition.log.config, now)
+                validated = validate_records(data, partition.log.config, now, topic_partition=tp)
             else:
-                validated = await self._validate(data, partition.log.config, now)
+                validated = await self._validate(data, partition.log.config, now, tp)
             partition = self.get_partition_or_error(tp)  # it may have gone meanwhile
             info = partition.append_records_to_leader(validated, required_acks, now)
+            status = (
+                ProducePartitionStatus(partition, info.next_offset, partition.leader_epoch)
+                if required_acks == -1
+                else None
+            )
             if partition.log.needs_flush:
                 # flush.messages reached: as Kafka, fsync before acknowledging.
                 await partition.log.flush()
         except Exception as e:
-            return ProduceResult(as_kafka_error(e, f"produce to {tp}"))
+            return ProduceResult(as_kafka_error(e, f"produce to {tp}")), None
         self._complete_delayed(tp)
-        return ProduceResult(info=info)
+        return ProduceResult(info=info), status
 
-    async def _validate(self, data: bytes, config: LogConfig, now: int) -> ValidatedRecords:
+    async def _validate(
+        self, data: bytes, config: LogConfig, now: int, tp: TopicPartition
+    ) -> ValidatedRecords:
         """On the loop when cheap; in the executor for a large compressed batch or one
         that expands past LOOP_DECOMPRESSION_BUDGET."""
         if not validation_is_costly(data, config):
             with contextlib.suppress(DecompressionBudgetExceeded):
                 return validate_records(
-                    data, config, now, decompression_budget=LOOP_DECOMPRESSION_BUDGET
+                    data,
+                    config,
+                    now,
+                    decompression_budget=LOOP_DECOMPRESSION_BUDGET,
+                    topic_partition=tp,
                 )
-        return await self._scheduler.run_blocking(validate_records, data, config, now)
+        validate = functools.partial(validate_records, topic_partition=tp)
+        return await self._scheduler.run_blocking(validate, data, config, now)
 
-    async def _wait_for_replication(
-        self, results: dict[TopicPartition, ProduceResult], timeout_ms: int
-    ) -> None:
-        """acks=all (Kafka's DelayedProduce): wait until the high watermark covers every
-        successful append, then fail those whose ISR fell below min.insync.replicas
-        meanwhile (NOT_ENOUGH_REPLICAS_AFTER_APPEND) or whose leadership moved."""
-        pending = {tp: r.info.next_offset for tp, r in results.items() if r.info is not None}
-
-        def outcome(tp: TopicPartition, needed: int) -> tuple[bool, KafkaError | None]:
-            # A partition gone meanwhile is done too: waiting longer cannot help it.
-            partition = self.partitions.get(tp)
-            if partition is None:
-                return True, UnknownTopicOrPartitionError(
-                    f"{tp} was deleted before it was replicated"
-                )
-            return partition.check_enough_replicas_reach_offset(needed)
-
-        def replicated() -> bool:
-            return all(outcome(tp, needed)[0] for tp, needed in pending.items())
-
-        if pending and not replicated():
-            await self.produce_purgatory.wait(pending, replicated, timeout_ms / 1000)
-        for tp, needed in pending.items():
-            done, error = outcome(tp, needed)
-            if not done:
-                error = RequestTimedOutError(
-                    f"{tp} was not replicated to the ISR within {timeout_ms} ms"
-                )
-            if error is not None:
-                results[tp] = ProduceResult(error)
+    async def _wait_for_replication(self, delayed: DelayedProduce, timeout_ms: int) -> None:
+        """acks=all: wait in the produce purgatory until every partition has settled
+        (Kafka's tryCompleteElseWatch); what is still pending then timed out."""
+        if not delayed.try_complete():
+            await self.produce_purgatory.wait(
+                delayed.statuses, delayed.try_complete, timeout_ms / 1000
+            )
+        delayed.on_expiration(timeout_ms)
 
     # -- delete records ----------------------------------------------------------------
 

@@ -186,10 +186,6 @@ class AbstractIndex(ABC):
             raise IndexOffsetOverflowError(f"Integer overflow for offset: {offset} ({self._path})")
         return relative
 
-    def can_append_offset(self, offset: int) -> bool:
-        """Whether `offset` is within the range this index can store."""
-        return 0 <= offset - self._base_offset <= _INT32_MAX
-
     def truncate_to(self, offset: int) -> None:
         """Remove the entries with an offset >= `offset`, from memory and from the file."""
         self._truncate_to_entries(bisect_left(self._relative_offsets, offset - self._base_offset))
@@ -258,10 +254,6 @@ class AbstractIndex(ABC):
         except OSError as e:
             raise KafkaStorageError(f"Error while renaming index {self._path}: {e}") from e
         self._path = new
-
-    def update_parent_dir(self, parent_dir: str | os.PathLike[str]) -> None:
-        """Point at the same file name in `parent_dir` (the partition directory was renamed)."""
-        self._path = os.path.join(os.fspath(parent_dir), os.path.basename(self._path))
 
     def _writable_fd(self) -> int:
         if self._closed:

@@ -148,14 +148,6 @@ class LeaderEpochFileCache:
     def checkpoint(self) -> LeaderEpochCheckpointFile | None:
         return self._checkpoint
 
-    def with_checkpoint(self, checkpoint: LeaderEpochCheckpointFile) -> LeaderEpochFileCache:
-        """A cache with these entries backed by `checkpoint`, without reading it (Kafka uses
-        this when the partition directory is renamed). It is dirty if this one is."""
-        cache = LeaderEpochFileCache(self._topic_partition, None)
-        cache._checkpoint = checkpoint
-        cache._state = (1 if self.is_dirty else 0, self.entries)
-        return cache
-
     def _replace(self, entries: _Entries) -> None:
         version, current = self._state
         if entries != current:
@@ -190,20 +182,10 @@ class LeaderEpochFileCache:
         return True
 
     @property
-    def latest_entry(self) -> EpochEntry | None:
-        entries = self._state[1]
-        return entries[-1] if entries else None
-
-    @property
     def latest_epoch(self) -> int | None:
         """The current epoch: the latest one with records assigned to it."""
         entries = self._state[1]
         return entries[-1].epoch if entries else None
-
-    @property
-    def earliest_entry(self) -> EpochEntry | None:
-        entries = self._state[1]
-        return entries[0] if entries else None
 
     def previous_epoch(self) -> int | None:
         """The epoch before the latest one, if any."""

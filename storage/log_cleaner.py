@@ -6,8 +6,8 @@ Each of ``log.cleaner.threads`` workers repeatedly takes the filthiest compacted
 qualifies. A round builds its key -> offset map and writes the cleaned segments in the
 cleaner's own executor threads (`cleaner`); the workers themselves are tasks on the
 event loop, where the round is chosen and each cleaned segment is swapped in
-(`Log.replace_segments`), which refuses when the log changed meanwhile. Each worker
-has its own `OffsetMap` of ``log.cleaner.dedupe.buffer.size / threads`` bytes.
+(`UnifiedLog.replace_segments`), which refuses when the log changed meanwhile. Each
+worker has its own `OffsetMap` of ``log.cleaner.dedupe.buffer.size / threads`` bytes.
 
 After a round the log's first dirty offset — the round's end — goes to the log dir's
 ``cleaner-offset-checkpoint`` (Kafka's format, written like every checkpoint: temp
@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 from tiercel.config.broker_config import BrokerConfig
-from tiercel.config.definitions import ConfigError
-from tiercel.config.log_format import log_event
+from tiercel.config.config_def import ConfigError
+from tiercel.config.logging_setup import log_event
 from tiercel.storage.checkpoint_file import CLEANER_OFFSET_CHECKPOINT_FILENAME, OffsetCheckpointFile
 from tiercel.storage.cleaner import (
     CleaningRound,
@@ -44,7 +44,6 @@ from tiercel.storage.cleaner import (
     discard_segment,
     map_segment,
 )
-from tiercel.storage.log import Log
 from tiercel.storage.log_cleaner_manager import (
     LogToClean,
     grab_filthiest_compacted_log,
@@ -55,6 +54,7 @@ from tiercel.storage.log_segment import LogSegment
 from tiercel.storage.offset_map import OffsetMap
 from tiercel.storage.scheduler import CoalescingWriter, Scheduler
 from tiercel.storage.topic_partition import TopicPartition
+from tiercel.storage.unified_log import UnifiedLog
 
 __all__ = ["CleanResult", "CleanerConfig", "LogCleaner"]
 
@@ -107,7 +107,7 @@ class LogCleaner:
         self,
         config: CleanerConfig,
         log_dirs: Sequence[str],
-        logs: Mapping[TopicPartition, Log],
+        logs: Mapping[TopicPartition, UnifiedLog],
         scheduler: Scheduler,
     ) -> None:
         if not OffsetMap(config.map_memory_per_thread).can_hold(_MIN_MAP_KEYS, _TYPICAL_KEY_SIZE):
@@ -130,7 +130,7 @@ class LogCleaner:
         self._written: set[str] = set()
         self._checkpoints: dict[TopicPartition, int] = {}
         # The log and its truncation count when its checkpoint was last set.
-        self._marks: dict[TopicPartition, tuple[Log, int]] = {}
+        self._marks: dict[TopicPartition, tuple[UnifiedLog, int]] = {}
         self._in_progress: dict[TopicPartition, threading.Event] = {}
         self._uncleanable: set[TopicPartition] = set()
         self._executor = concurrent.futures.ThreadPoolExecutor(
@@ -175,6 +175,14 @@ class LogCleaner:
             for path in self._files:
                 self._request_write(path)
 
+    def maybe_truncate_checkpoint(self, tp: TopicPartition, offset: int) -> None:
+        """The partition's log was truncated: a first dirty offset beyond ``offset``
+        (the new active segment's base) moves back to it, as Kafka's
+        LogCleanerManager.maybeTruncateCheckpoint, so what is appended again is dirty."""
+        checkpoint = self._checkpoints.get(tp)
+        if checkpoint is not None and checkpoint > offset:
+            self._set_checkpoint(tp, offset)
+
     @property
     def checkpoints(self) -> Mapping[TopicPartition, int]:
         """First dirty offset by partition, as ``cleaner-offset-checkpoint`` has them."""
@@ -192,7 +200,8 @@ class LogCleaner:
                 cleaned = False
             if not cleaned:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stopping.wait(), backoff_s)
+                    async with asyncio.timeout(backoff_s):  # keeps cancellation
+                        await self._stopping.wait()
 
     async def clean_filthiest_log(self, offset_map: OffsetMap) -> bool:
         """Clean the filthiest compacted log, if one qualifies; True if a round
@@ -200,8 +209,8 @@ class LogCleaner:
         now = _now_ms()
         for tp, (log, truncations) in list(self._marks.items()):
             if log.truncations != truncations and tp not in self._in_progress:
-                # Data past the truncation point is new: clean it all again (Kafka moves
-                # the checkpoint back to the truncation point; it is not known here).
+                # Truncated without the LogManager telling (`maybe_truncate_checkpoint`):
+                # the truncation point is not known here, so clean it all again.
                 self._set_checkpoint(tp, log.log_start_offset)
         excluded = self._in_progress.keys() | self._uncleanable
         chosen, resets = grab_filthiest_compacted_log(
@@ -287,7 +296,7 @@ class LogCleaner:
 
     async def _clean_groups(
         self,
-        log: Log,
+        log: UnifiedLog,
         groups: Sequence[Sequence[LogSegment]],
         cleaning: CleaningRound,
         truncations: int,
@@ -355,7 +364,7 @@ class LogCleaner:
 
     async def _on_sources(
         self,
-        log: Log,
+        log: UnifiedLog,
         segments: Sequence[LogSegment],
         truncations: int,
         fn: Callable[..., T],
@@ -375,7 +384,7 @@ class LogCleaner:
         sources = [SegmentSource(s.base_offset, os.dup(s.fd), s.size) for s in segments]
         return await self._run(_closing_sources, fn, sources, *args)
 
-    def _abandoned(self, log: Log) -> None:
+    def _abandoned(self, log: UnifiedLog) -> None:
         log_event(
             _log,
             logging.INFO,

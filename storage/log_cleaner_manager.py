@@ -25,10 +25,10 @@ from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from tiercel.config.log_format import log_event
-from tiercel.storage.log import Log
+from tiercel.config.logging_setup import log_event
 from tiercel.storage.log_segment import LogSegment
 from tiercel.storage.topic_partition import TopicPartition
+from tiercel.storage.unified_log import UnifiedLog
 
 __all__ = [
     "LogToClean",
@@ -44,7 +44,7 @@ _INT32_MAX: Final = 2**31 - 1
 _log: Final = logging.getLogger("tiercel.log_cleaner")
 
 
-def segments_between(log: Log, start: int, end: int) -> list[LogSegment]:
+def segments_between(log: UnifiedLog, start: int, end: int) -> list[LogSegment]:
     """The segments holding offsets in ``[start, end)``: from the one whose range
     contains ``start`` to the last one whose base offset is below ``end`` (Kafka's
     ``logSegments(from, to)``)."""
@@ -55,7 +55,7 @@ def segments_between(log: Log, start: int, end: int) -> list[LogSegment]:
     return list(segments[first:last])
 
 
-def _non_active_segments_from(log: Log, start: int) -> list[LogSegment]:
+def _non_active_segments_from(log: UnifiedLog, start: int) -> list[LogSegment]:
     return segments_between(log, start, log.active_segment.base_offset)
 
 
@@ -69,7 +69,9 @@ class OffsetsToClean:
     force_update_checkpoint: bool
 
 
-def cleanable_offsets(log: Log, last_clean_offset: int | None, now_ms: int) -> OffsetsToClean:
+def cleanable_offsets(
+    log: UnifiedLog, last_clean_offset: int | None, now_ms: int
+) -> OffsetsToClean:
     """From the checkpointed first dirty offset (reset to the log start when missing or
     outside the log) to the first uncleanable offset (see the module docstring)."""
     log_start = log.log_start_offset
@@ -99,7 +101,7 @@ def cleanable_offsets(log: Log, last_clean_offset: int | None, now_ms: int) -> O
     return OffsetsToClean(first_dirty, max(first_dirty, uncleanable), force)
 
 
-def max_compaction_delay(log: Log, first_dirty_offset: int, now_ms: int) -> int:
+def max_compaction_delay(log: UnifiedLog, first_dirty_offset: int, now_ms: int) -> int:
     """How long past ``max.compaction.lag.ms`` the oldest dirty segment is (0: not)."""
     first_timestamps = [
         segment.rolling_based_timestamp
@@ -116,7 +118,7 @@ class LogToClean:
     """A log with its dirty range and sizes. ``first_uncleanable_offset`` is the base
     offset of the segment holding the first uncleanable offset: the round's end."""
 
-    log: Log
+    log: UnifiedLog
     first_dirty_offset: int
     first_uncleanable_offset: int
     clean_bytes: int
@@ -125,7 +127,7 @@ class LogToClean:
 
     @classmethod
     def of(
-        cls, log: Log, first_dirty: int, uncleanable: int, need_compaction_now: bool = False
+        cls, log: UnifiedLog, first_dirty: int, uncleanable: int, need_compaction_now: bool = False
     ) -> LogToClean:
         clean_bytes = sum(s.size for s in segments_between(log, -1, first_dirty))
         non_active = _non_active_segments_from(log, uncleanable)
@@ -148,7 +150,7 @@ class LogToClean:
 
 
 def grab_filthiest_compacted_log(
-    logs: Iterable[Log],
+    logs: Iterable[UnifiedLog],
     checkpoints: Mapping[TopicPartition, int],
     excluded: Container[TopicPartition],
     now_ms: int,

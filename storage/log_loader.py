@@ -1,9 +1,9 @@
-"""Loading a partition directory into a `Log`, recovering it after a crash.
+"""Loading a partition directory into a `UnifiedLog`, recovering it after a crash.
 
 *Blocking*: the whole module runs in an executor thread (the LogManager loads many
 partitions in parallel, ``num.recovery.threads.per.data.dir`` per log dir).
 
-What happens, as in Kafka's LogLoader (seed 004: the log end offset comes from the
+What happens, as in Kafka's ``LogLoader.load`` (the log end offset comes from the
 segments themselves, it is never stored):
 
 1. Leftovers of interrupted operations are removed: ``.deleted`` and ``.cleaned`` files,
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from tiercel.config.log_config import LogConfig
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 from tiercel.protocol.errors import KafkaError
 from tiercel.protocol.record_batch import RECORD_BATCH_OVERHEAD, read_header
 from tiercel.storage.checkpoint_file import (
@@ -71,7 +71,7 @@ _SEGMENT_FILE_SUFFIXES: Final = (
 
 @dataclass(slots=True)
 class LoadedLog:
-    """What `load_partition_dir` recovered; the LogManager turns it into a `Log`."""
+    """What `load_partition_dir` recovered; the LogManager turns it into a `UnifiedLog`."""
 
     directory: str
     topic_partition: TopicPartition

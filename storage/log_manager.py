@@ -1,4 +1,4 @@
-"""LogManager: the log directories, every partition's Log, and their periodic upkeep.
+"""LogManager: the log directories, every partition's UnifiedLog, and their periodic upkeep.
 
 Event-loop only; loading, flushing and checkpoint writes run in the `Scheduler`'s
 executor. What it keeps in each log dir, in Kafka's formats:
@@ -13,9 +13,10 @@ executor. What it keeps in each log dir, in Kafka's formats:
 
 At start-up a missing clean-shutdown marker means the broker died: every partition is
 recovered past its recovery point. Periodic tasks apply retention, flush logs per
-``flush.ms`` and write the checkpoints; the `LogCleaner` compacts logs with
-``cleanup.policy=compact`` alongside; shutdown stops the cleaner, flushes and closes
-every log, writes the checkpoints, then the marker.
+``flush.ms`` and write the checkpoints; a log's truncation writes its dir's recovery
+points at once and moves its cleaner checkpoint back (Kafka's LogManager.truncateTo);
+the `LogCleaner` compacts logs with ``cleanup.policy=compact`` alongside; shutdown stops
+the cleaner, flushes and closes every log, writes the checkpoints, then the marker.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from typing import Final
 
 from tiercel.config.broker_config import BrokerConfig
 from tiercel.config.log_config import LogConfig
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 from tiercel.protocol.errors import KafkaStorageError
 from tiercel.storage.checkpoint_file import (
     LEADER_EPOCH_CHECKPOINT_FILENAME,
@@ -46,14 +47,15 @@ from tiercel.storage.checkpoint_file import (
 )
 from tiercel.storage.file_names import DELETE_DIR_SUFFIX
 from tiercel.storage.leader_epoch_cache import LeaderEpochFileCache
-from tiercel.storage.log import Log
 from tiercel.storage.log_cleaner import CleanerConfig, LogCleaner
+from tiercel.storage.log_dir_failure_channel import LogDirFailureChannel, maybe_handle_io_exception
 from tiercel.storage.log_loader import LoadedLog, load_partition_dir, parse_partition_dir_name
 from tiercel.storage.log_segment import LogSegment
 from tiercel.storage.meta_properties import MetaProperties
 from tiercel.storage.producer_state import ProducerStateManager
-from tiercel.storage.scheduler import Scheduler
+from tiercel.storage.scheduler import CoalescingWriter, Scheduler
 from tiercel.storage.topic_partition import TopicPartition
+from tiercel.storage.unified_log import UnifiedLog
 
 _log: Final = logging.getLogger("tiercel.log_manager")
 
@@ -85,7 +87,20 @@ class LogManager:
             )
             for path in config.log_dirs
         ]
-        self._logs: dict[TopicPartition, Log] = {}
+        self.log_dir_failure_channel = LogDirFailureChannel()
+        self.offline_log_dirs: list[str] = []
+        # One recovery-point write in flight per dir, so a truncation's lowered values
+        # are never overwritten by an older periodic write finishing after them.
+        self._recovery_point_writers = {
+            d.path: CoalescingWriter(
+                scheduler,
+                self._recovery_points_in(d.path),
+                self._checkpoint_writer(d.path, d.recovery_points),
+                d.recovery_points.path,
+            )
+            for d in self._dirs
+        }
+        self._logs: dict[TopicPartition, UnifiedLog] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self.cleaner = LogCleaner(
             CleanerConfig.from_broker(config), [d.path for d in self._dirs], self._logs, scheduler
@@ -182,8 +197,8 @@ class LogManager:
             clean_shutdown=clean,
         )
 
-    def _make_log(self, loaded: LoadedLog) -> Log:
-        log = Log(
+    def _make_log(self, loaded: LoadedLog) -> UnifiedLog:
+        log = UnifiedLog(
             loaded.directory,
             loaded.topic_partition,
             self._log_config_for(loaded.topic_partition.topic),
@@ -194,22 +209,27 @@ class LogManager:
             self._scheduler,
             loaded.topic_id,
             loaded.producer_state,
+            self.log_dir_failure_channel,
         )
-        self._logs[loaded.topic_partition] = log
+        self._add_log(log)
         return log
+
+    def _add_log(self, log: UnifiedLog) -> None:
+        log.truncation_listener = self._truncated
+        self._logs[log.topic_partition] = log
 
     # -- logs --------------------------------------------------------------------------
 
-    def get_log(self, tp: TopicPartition) -> Log | None:
+    def get_log(self, tp: TopicPartition) -> UnifiedLog | None:
         return self._logs.get(tp)
 
     @property
-    def logs(self) -> dict[TopicPartition, Log]:
+    def logs(self) -> dict[TopicPartition, UnifiedLog]:
         return self._logs
 
     def get_or_create_log(
         self, tp: TopicPartition, config: LogConfig, topic_id: uuid.UUID | None
-    ) -> Log:
+    ) -> UnifiedLog:
         """The partition's log, created empty in the log dir with the fewest partitions.
 
         Creating is a mkdir and a few opens — the cost of an append — so it runs on the
@@ -225,16 +245,26 @@ class LogManager:
             tp, LeaderEpochCheckpointFile(os.path.join(path, LEADER_EPOCH_CHECKPOINT_FILENAME))
         )
         producer_state = ProducerStateManager(tp, path, self._config.producer_id_expiration_ms)
-        log = Log(
-            path, tp, config, [segment], 0, 0, epoch_cache, self._scheduler, None, producer_state
+        log = UnifiedLog(
+            path,
+            tp,
+            config,
+            [segment],
+            0,
+            0,
+            epoch_cache,
+            self._scheduler,
+            None,
+            producer_state,
+            self.log_dir_failure_channel,
         )
-        self._logs[tp] = log
+        self._add_log(log)
         if topic_id is not None:
             self.set_topic_id(log, topic_id)
         log_event(_log, logging.INFO, "log_created", partition=str(tp), dir=log_dir.path)
         return log
 
-    def set_topic_id(self, log: Log, topic_id: uuid.UUID) -> None:
+    def set_topic_id(self, log: UnifiedLog, topic_id: uuid.UUID) -> None:
         """Record the topic id in the log and, in the background, ``partition.metadata``
         (skipped if the log is deleted first: its directory name may be reused)."""
         log.topic_id = topic_id
@@ -265,7 +295,26 @@ class LogManager:
 
     @property
     def log_dirs(self) -> list[str]:
+        """The live (online) log dirs."""
         return [d.path for d in self._dirs]
+
+    def handle_log_dir_failure(self, path: str) -> list[TopicPartition]:
+        """Kafka's LogManager.handleLogDirFailure: forget an offline dir and its logs,
+        closing their files without a flush or a checkpoint (nothing more is written
+        there: the recovery points it last checkpointed stay); returns its partitions."""
+        if all(d.path != path for d in self._dirs):
+            return []
+        self._dirs = [d for d in self._dirs if d.path != path]
+        self.offline_log_dirs.append(path)
+        offline = [tp for tp, log in self._logs.items() if log.parent_dir == path]
+        for tp in offline:
+            log = self._logs.pop(tp)
+            self.cleaner.remove_partition(tp)
+            log.producer_state.close()
+            for segment in log.segments:
+                segment.close()
+        log_event(_log, logging.ERROR, "log_dir_offline", dir=path, partitions=len(offline))
+        return offline
 
     # -- periodic upkeep -----------------------------------------------------------------
 
@@ -337,21 +386,62 @@ class LogManager:
             if log.time_since_last_flush_ms >= log.config.flush_ms:
                 await log.flush()
 
-    def _offsets_by_dir(self, value: Callable[[Log], int]) -> dict[str, dict[TopicPartition, int]]:
+    def _offsets_by_dir(
+        self, value: Callable[[UnifiedLog], int]
+    ) -> dict[str, dict[TopicPartition, int]]:
         by_dir: dict[str, dict[TopicPartition, int]] = {d.path: {} for d in self._dirs}
         for tp, log in self._logs.items():
             by_dir.setdefault(os.path.dirname(log.dir), {})[tp] = value(log)
         return by_dir
 
     async def _write_checkpoints(
-        self, pick: Callable[[_LogDir], OffsetCheckpointFile], value: Callable[[Log], int]
+        self, pick: Callable[[_LogDir], OffsetCheckpointFile], value: Callable[[UnifiedLog], int]
     ) -> None:
         by_dir = self._offsets_by_dir(value)
-        for log_dir in self._dirs:
-            await self._scheduler.run_blocking(pick(log_dir).write, by_dir[log_dir.path])
+        for log_dir in list(self._dirs):
+            write = self._checkpoint_writer(log_dir.path, pick(log_dir))
+            await self._scheduler.run_blocking(write, by_dir[log_dir.path])
+
+    def _checkpoint_writer(
+        self, path: str, checkpoint: OffsetCheckpointFile
+    ) -> Callable[[dict[TopicPartition, int]], None]:
+        """*Blocking* write of ``checkpoint`` in log dir ``path``: an I/O error takes
+        the dir offline; an offline dir is never written again (Kafka skips them)."""
+        channel = self.log_dir_failure_channel
+        message = f"Error while writing {os.path.basename(checkpoint.path)}"
+
+        def write(offsets: dict[TopicPartition, int]) -> None:
+            if channel.has_offline_log_dir(path):
+                return
+            with maybe_handle_io_exception(channel, path, message):
+                checkpoint.write(offsets)
+
+        return write
 
     async def checkpoint_recovery_points(self) -> None:
-        await self._write_checkpoints(lambda d: d.recovery_points, lambda log: log.recovery_point)
+        for writer in self._recovery_point_writers.values():
+            await writer.flush()
+
+    def _recovery_points_in(self, path: str) -> Callable[[], dict[TopicPartition, int]]:
+        def snapshot() -> dict[TopicPartition, int]:
+            return {
+                tp: log.recovery_point
+                for tp, log in self._logs.items()
+                if os.path.dirname(log.dir) == path
+            }
+
+        return snapshot
+
+    def _truncated(self, log: UnifiedLog) -> None:
+        """After a truncation, as Kafka's LogManager.truncateTo / truncateFullyAndStartAt:
+        the cleaner's first dirty offset must not stay past the new log, and the lowered
+        recovery point goes to disk now. Left to the periodic checkpoint, a crash in
+        between would load the old, higher one, and recovery would skip the segments
+        rewritten since the truncation."""
+        self.cleaner.maybe_truncate_checkpoint(log.topic_partition, log.active_segment.base_offset)
+        writer = self._recovery_point_writers.get(os.path.dirname(log.dir))
+        if writer is not None:
+            writer.request()
 
     async def checkpoint_log_start_offsets(self) -> None:
         await self._write_checkpoints(
@@ -363,16 +453,30 @@ class LogManager:
 
     # -- shutdown ----------------------------------------------------------------------
 
+    def _forget_offline_dirs(self) -> None:
+        for log_dir in list(self._dirs):
+            if self.log_dir_failure_channel.has_offline_log_dir(log_dir.path):
+                self.handle_log_dir_failure(log_dir.path)
+
     async def shutdown(self) -> None:
         await self.cleaner.shutdown()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        await asyncio.gather(*(log.close() for log in self._logs.values()))
+        logs = list(self._logs.values())
+        closed = await asyncio.gather(*(log.close() for log in logs), return_exceptions=True)
+        # A dir that fails while its logs close gets no checkpoint and no clean-shutdown
+        # marker (Kafka's shutdown skips offline dirs): the next start recovers it.
+        channel = self.log_dir_failure_channel
+        for log, result in zip(logs, closed, strict=True):
+            if isinstance(result, Exception) and not channel.has_offline_log_dir(log.parent_dir):
+                raise result
+        self._forget_offline_dirs()
         await self.checkpoint_recovery_points()
         await self.checkpoint_log_start_offsets()
         await self.checkpoint_high_watermarks()
         await self._scheduler.drain()
+        self._forget_offline_dirs()
         for log_dir in self._dirs:
             await self._scheduler.run_blocking(_write_marker, log_dir.path)
         log_event(_log, logging.INFO, "log_manager_shutdown", partitions=len(self._logs))

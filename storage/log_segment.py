@@ -6,7 +6,7 @@ last offset of a batch to the batch's byte position, one entry per
 ``index.interval.bytes`` of log; the ``.timeindex`` maps the largest timestamp seen so
 far to the last offset of the batch that carried it.
 
-Contract: event-loop only, except the methods marked *blocking*, which the owning `Log`
+Contract: event-loop only, except the methods marked *blocking*, which the owning `LocalLog`
 runs in an executor. Appends are ``os.writev`` into the page cache and reads are
 ``os.pread`` from it; fsync, scans and index rebuilds are the blocking part. A segment
 the log cleaner writes (files named ``.cleaned``) belongs to its thread until the loop
@@ -26,7 +26,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 from tiercel.protocol.errors import KafkaStorageError
 from tiercel.protocol.record_batch import (
     LOG_OVERHEAD,

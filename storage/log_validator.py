@@ -13,12 +13,19 @@ Checks, with Kafka's error for each:
 - a batch length beyond the data, a base offset other than 0          INVALID_RECORD
 - record count = lastOffsetDelta + 1 and = the records actually there,
   offset deltas 0..n-1, every record's fields filling its length      INVALID_RECORD
-- no control batches from clients; keys on compacted topics           INVALID_RECORD
+- no control batches from clients                                     INVALID_RECORD
 - a producer id without a sequence number                             INVALID_RECORD
 - batch size over max.message.bytes                                   MESSAGE_TOO_LARGE
 - batch size over segment.bytes                                       RECORD_LIST_TOO_LARGE
-- CreateTime timestamps outside message.timestamp.before/after.max.ms INVALID_TIMESTAMP
 - an unknown compression codec (as Kafka)                             UNKNOWN_SERVER_ERROR
+
+and record by record (Kafka's validateRecord), each failing record named in the error's
+``record_errors`` (KIP-467), the batch failing as a whole:
+- a record without a key on a compacted topic                          INVALID_RECORD
+- a CreateTime timestamp outside message.timestamp.before/after.max.ms,
+  or a LogAppendTime batch from a producer where Kafka refuses it       INVALID_TIMESTAMP
+Only the extremes of the batch's timestamps are checked on the way in; records are
+decoded one by one only when those fail, to name the culprits.
 
 A topic whose compression.type names a codec stores every batch with that codec: a
 batch from the producer with another one is recompressed (its records section is the
@@ -38,6 +45,7 @@ from tiercel.protocol.errors import (
     InvalidRecordError,
     InvalidTimestampError,
     RecordBatchTooLargeError,
+    RecordError,
     RecordTooLargeError,
 )
 from tiercel.protocol.record_batch import (
@@ -46,6 +54,7 @@ from tiercel.protocol.record_batch import (
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     MAGIC_V2,
+    NO_TIMESTAMP,
     RECORD_BATCH_OVERHEAD,
     RECORDS_OFFSET,
     RecordBatchHeader,
@@ -56,8 +65,10 @@ from tiercel.protocol.record_batch import (
     read_header,
 )
 from tiercel.protocol.record_builder import recompress_batch
+from tiercel.protocol.records import Record, RecordsSummary, decode_records
 from tiercel.protocol.records import validate_records as walk_records
 from tiercel.storage.log_values import AppendBatch, Buffer
+from tiercel.storage.topic_partition import TopicPartition
 
 # Decompressing a batch to validate it is bounded: past this, the batch is rejected
 # rather than allowed to exhaust memory (a "zip bomb" produce).
@@ -110,12 +121,14 @@ def validate_records(
     now_ms: int,
     single_batch: bool = True,
     decompression_budget: int = MAX_DECOMPRESSED_BATCH_BYTES,
+    topic_partition: TopicPartition | None = None,
 ) -> ValidatedRecords:
     """Validate produced records (one batch for Produce v3+); pure, any thread.
 
     A compressed batch whose records expand past ``decompression_budget`` raises
     DecompressionBudgetExceeded (when the budget is below the hard limit), so that a
-    small batch of zeros is not inflated to megabytes on the event loop."""
+    small batch of zeros is not inflated to megabytes on the event loop.
+    ``topic_partition`` only names the partition in record errors, as Kafka's do."""
     view = memoryview(records)
     if len(view) == 0:
         raise InvalidRecordError("Produce requests must contain at least one record batch")
@@ -127,7 +140,9 @@ def validate_records(
             raise InvalidRecordError(
                 "Produce requests are only allowed to contain exactly one record batch"
             )
-        batch, consumed = _validate_batch(view[pos:], config, now_ms, decompression_budget)
+        batch, consumed = _validate_batch(
+            view[pos:], config, now_ms, decompression_budget, topic_partition
+        )
         batches.append(batch)
         count += batch.header.records_count
         pos += consumed
@@ -135,7 +150,11 @@ def validate_records(
 
 
 def _validate_batch(
-    view: memoryview, config: LogConfig, now_ms: int, decompression_budget: int
+    view: memoryview,
+    config: LogConfig,
+    now_ms: int,
+    decompression_budget: int,
+    topic_partition: TopicPartition | None,
 ) -> tuple[ValidatedBatch, int]:
     """The validated first batch of ``view`` and the bytes it took up there (a
     recompressed batch has another size)."""
@@ -143,20 +162,13 @@ def _validate_batch(
     consumed = len(batch)
     records = _records(batch, header, decompression_budget)
     summary = walk_records(records, header.records_count, 0)
-    if config.compact and summary.null_key_indexes:
-        raise InvalidRecordError("Compacted topic cannot accept message without key")
+    _check_records(records, header, summary, config, now_ms, topic_partition)
     target = _target_codec(config, header.compression)
     if target != header.compression:
         # compression.type names another codec: store the batch recompressed (Kafka).
         batch = memoryview(recompress_batch(header, records, CompressionType(target)))
         header = read_header(batch, 0)
     max_timestamp = header.base_timestamp + summary.max_timestamp_delta
-    if TimestampType(header.timestamp_type) is TimestampType.CREATE_TIME and (
-        config.message_timestamp_type == "CreateTime"
-    ):
-        _check_timestamps(
-            header.base_timestamp + summary.min_timestamp_delta, max_timestamp, config, now_ms
-        )
     validated = ValidatedBatch(batch, header, max_timestamp, summary.offset_delta_of_max_timestamp)
     return validated, consumed
 
@@ -237,17 +249,117 @@ def _records(batch: memoryview, header: RecordBatchHeader, budget: int) -> Buffe
         raise
 
 
-def _check_timestamps(min_ts: int, max_ts: int, config: LogConfig, now_ms: int) -> None:
-    for timestamp in (min_ts, max_ts):
-        if timestamp < 0:
-            continue  # NO_TIMESTAMP: nothing to check, as in Kafka
-        if now_ms - timestamp > config.message_timestamp_before_max_ms or (
-            timestamp - now_ms > config.message_timestamp_after_max_ms
-        ):
-            raise InvalidTimestampError(
-                f"Timestamp {timestamp} of a record is out of the range allowed by "
-                f"message.timestamp.before.max.ms/after.max.ms around {now_ms}"
-            )
+def _check_records(
+    records: Buffer,
+    header: RecordBatchHeader,
+    summary: RecordsSummary,
+    config: LogConfig,
+    now_ms: int,
+    topic_partition: TopicPartition | None,
+) -> None:
+    """Kafka's LogValidator.validateRecord for every record of the batch — its key on a
+    compacted topic (validateKey), else its timestamp (validateTimestamp) — then
+    processRecordErrors: any failure fails the batch, naming every failing record."""
+    null_keys = summary.null_key_indexes if config.compact else ()
+    bad_timestamps = _timestamp_errors(records, header, summary, config, now_ms)
+    if not null_keys and not bad_timestamps:
+        return
+    where = "" if topic_partition is None else f" in topic partition {topic_partition}"
+    errors = {
+        i: RecordError(i, f"Compacted topic cannot accept message without key{where}")
+        for i in null_keys
+    }
+    invalid_timestamp = False
+    for i, message in bad_timestamps.items():
+        if i not in errors:
+            errors[i] = RecordError(i, message)
+            invalid_timestamp = True
+    record_errors = [errors[i] for i in sorted(errors)]
+    if invalid_timestamp:
+        raise InvalidTimestampError(
+            "One or more records have been rejected due to invalid timestamp",
+            record_errors=record_errors,
+        )
+    shown = ", ".join(map(str, record_errors[:3]))
+    raise InvalidRecordError(
+        f"One or more records have been rejected due to {len(record_errors)} record errors "
+        f"in total, and only showing the first three errors at most: [{shown}]",
+        record_errors=record_errors,
+    )
+
+
+def _timestamp_errors(
+    records: Buffer,
+    header: RecordBatchHeader,
+    summary: RecordsSummary,
+    config: LogConfig,
+    now_ms: int,
+) -> dict[int, str]:
+    """{batch index: why} for the records whose timestamp Kafka's validateTimestamp
+    refuses. A record of a LogAppendTime batch carries the batch's max timestamp."""
+    create_time_topic = config.message_timestamp_type == "CreateTime"
+    if TimestampType(header.timestamp_type) is TimestampType.LOG_APPEND_TIME:
+        if create_time_topic and header.max_timestamp != NO_TIMESTAMP:
+            if _timestamp_valid(header.max_timestamp, config, now_ms):
+                return {}
+            return {
+                i: _out_of_range(header.max_timestamp, i, config, now_ms)
+                for i in range(header.records_count)
+            }
+        return {
+            r.offset_delta: "Invalid timestamp type in message "
+            f"{_record_str(r, header.max_timestamp)}. "
+            "Producer should not set timestamp type to LogAppendTime."
+            for r in decode_records(records, header.records_count)
+        }
+    if not create_time_topic:
+        return {}
+    lowest = header.base_timestamp + summary.min_timestamp_delta
+    # Every timestamp lies between the extremes, NO_TIMESTAMP aside (it is never checked,
+    # and when it is the lowest the others are at least 0).
+    if _timestamp_valid(header.base_timestamp + summary.max_timestamp_delta, config, now_ms) and (
+        _timestamp_valid(0 if lowest == NO_TIMESTAMP else lowest, config, now_ms)
+    ):
+        return {}
+    out = {}
+    for r in decode_records(records, header.records_count):
+        timestamp = header.base_timestamp + r.timestamp_delta
+        if timestamp != NO_TIMESTAMP and not _timestamp_valid(timestamp, config, now_ms):
+            out[r.offset_delta] = _out_of_range(timestamp, r.offset_delta, config, now_ms)
+    return out
+
+
+def _int64(n: int) -> int:
+    """``n`` wrapped to a Java long, as Kafka's arithmetic on timestamps wraps."""
+    return (n + 2**63) % 2**64 - 2**63
+
+
+def _timestamp_valid(timestamp: int, config: LogConfig, now_ms: int) -> bool:
+    """Kafka's recordHasInvalidTimestamp, negated (in Java long arithmetic)."""
+    diff = _int64(now_ms - timestamp)
+    return not (
+        diff > config.message_timestamp_before_max_ms
+        or _int64(-diff) > config.message_timestamp_after_max_ms
+    )
+
+
+def _out_of_range(timestamp: int, offset: int, config: LogConfig, now_ms: int) -> str:
+    low = _int64(now_ms - config.message_timestamp_before_max_ms)
+    high = _int64(now_ms + config.message_timestamp_after_max_ms)
+    return (
+        f"Timestamp {timestamp} of message with offset {offset} is out of range. "
+        f"The timestamp should be within [{low}, {high}]"
+    )
+
+
+def _record_str(record: Record, timestamp: int) -> str:
+    """Kafka's DefaultRecord.toString, as its messages show a record (base offset 0)."""
+    key = 0 if record.key is None else len(record.key)
+    value = 0 if record.value is None else len(record.value)
+    return (
+        f"DefaultRecord(offset={record.offset_delta}, timestamp={timestamp}, "
+        f"key={key} bytes, value={value} bytes)"
+    )
 
 
 def assign_offsets(

@@ -68,7 +68,3 @@ class OffsetMap:
 
     def update_latest_offset(self, offset: int) -> None:
         self.latest_offset = offset
-
-    @property
-    def utilization(self) -> float:
-        return self.used_bytes / self.memory_bytes if self.memory_bytes else 1.0

@@ -23,10 +23,11 @@ import enum
 import logging
 from typing import Final
 
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 from tiercel.protocol.errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError
 from tiercel.protocol.record_batch import NO_PRODUCER_EPOCH, NO_SEQUENCE
-from tiercel.storage.producer_state_entry import ProducerStateEntry, in_sequence
+from tiercel.storage.log_values import LogAppendInfo
+from tiercel.storage.producer_state_entry import BatchMetadata, ProducerStateEntry, in_sequence
 from tiercel.storage.topic_partition import TopicPartition
 
 __all__ = ["AppendOrigin", "ProducerAppendInfo"]
@@ -128,3 +129,20 @@ class ProducerAppendInfo:
 
     def to_entry(self) -> ProducerStateEntry:
         return self._updated
+
+
+def duplicate_append_info(
+    duplicate: BatchMetadata, size: int, log_start_offset: int
+) -> LogAppendInfo:
+    """The answer to a client's retry of a batch already written: as Kafka, its
+    original offsets, and its timestamp as log append time."""
+    return LogAppendInfo(
+        first_offset=duplicate.first_offset,
+        last_offset=duplicate.last_offset,
+        max_timestamp=duplicate.timestamp,
+        offset_of_max_timestamp=duplicate.last_offset,
+        log_append_time=duplicate.timestamp,
+        log_start_offset=log_start_offset,
+        num_messages=duplicate.offset_delta + 1,
+        valid_bytes=size,
+    )

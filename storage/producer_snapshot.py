@@ -35,6 +35,7 @@ from typing import Final
 
 import crc32c
 
+from tiercel.storage.checkpoint_file import atomic_write
 from tiercel.storage.file_names import SNAPSHOT_FILE_SUFFIX, offset_from_file_name
 from tiercel.storage.producer_state_entry import BatchMetadata, ProducerStateEntry
 
@@ -121,24 +122,10 @@ def read_snapshot_file(path: str) -> list[ProducerStateEntry]:
 
 
 def write_snapshot_file(path: str, data: bytes) -> None:
-    """*Blocking.* Write ``data`` durably under ``path``: a temporary file, fsynced, then
-    renamed over it and the directory synced, so that no reader or crash sees half a file
-    (a leftover ``.tmp`` is removed by the next load)."""
-    tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    dir_fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    """*Blocking.* Write ``data`` durably under ``path`` with the checkpoints'
+    `atomic_write` (temporary file, fsync, rename, directory fsync), so that no reader or
+    crash sees half a file (a leftover ``.tmp`` is removed by the next load)."""
+    atomic_write(path, data)
 
 
 def remove_snapshot_file(path: str) -> None:

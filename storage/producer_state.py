@@ -29,7 +29,7 @@ import types
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 from tiercel.protocol.errors import InvalidTxnStateError
 from tiercel.storage.file_names import producer_snapshot_file
 from tiercel.storage.log_values import AppendBatch
@@ -205,10 +205,6 @@ class ProducerStateManager:
     @property
     def latest_snapshot_offset(self) -> int | None:
         return self._snapshots[-1] if self._snapshots else None
-
-    @property
-    def oldest_snapshot_offset(self) -> int | None:
-        return self._snapshots[0] if self._snapshots else None
 
     def take_snapshot(self) -> None:
         """Snapshot the state at the map end offset, unless one exists there already.

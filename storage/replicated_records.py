@@ -11,12 +11,18 @@ the records, no offset assignment). What is checked, per batch, from its 61-byte
   previous one                                                        CORRUPT_MESSAGE
 
 A fetch response may end with a partial batch (the leader cuts at the byte limit): it
-is not part of the result, as Kafka's record iterator stops before it. Pure; any thread.
+is not part of the result, as Kafka's record iterator stops before it.
+
+The checked batches are then appended in runs that each fit one segment
+(`segment_runs`). Pure; any thread.
 """
 
 from __future__ import annotations
 
-from tiercel.protocol.errors import CorruptRecordError
+from collections.abc import Sequence
+from typing import Final
+
+from tiercel.protocol.errors import CorruptRecordError, RecordBatchTooLargeError
 from tiercel.protocol.record_batch import (
     LOG_OVERHEAD,
     MAGIC_V2,
@@ -24,7 +30,10 @@ from tiercel.protocol.record_batch import (
     compute_crc,
     read_header,
 )
-from tiercel.storage.log_values import AppendBatch, Buffer
+from tiercel.storage.log_values import AppendBatch, Buffer, LogAppendInfo
+
+# Index entries hold offsets relative to the segment's base offset in 32 bits.
+_MAX_RELATIVE_OFFSET: Final = 2**31 - 1
 
 
 def replicated_batches(records: Buffer) -> list[AppendBatch]:
@@ -72,3 +81,49 @@ def replicated_batches(records: Buffer) -> list[AppendBatch]:
         )
         pos += size
     return batches
+
+
+def segment_runs(batches: Sequence[AppendBatch], segment_bytes: int) -> list[list[AppendBatch]]:
+    """``batches`` in consecutive runs that each fit one segment: at most
+    ``segment_bytes`` (a fetch may carry more; Kafka refuses such an append, splitting
+    it keeps the follower going), and offsets within a 32-bit delta of the run's first
+    (Kafka's LogSegment.canConvertToRelativeOffset: a compacted leader's offsets may
+    jump further than one segment can index).
+
+    RecordBatchTooLargeError for a batch larger than a segment."""
+    runs: list[list[AppendBatch]] = []
+    run: list[AppendBatch] = []
+    run_size = 0
+    for batch in batches:
+        if batch.size > segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"a {batch.size}-byte batch at offset {batch.base_offset} exceeds "
+                f"segment.bytes {segment_bytes}"
+            )
+        if run and (
+            run_size + batch.size > segment_bytes
+            or batch.last_offset - run[0].base_offset > _MAX_RELATIVE_OFFSET
+        ):
+            runs.append(run)
+            run, run_size = [], 0
+        run.append(batch)
+        run_size += batch.size
+    if run:
+        runs.append(run)
+    return runs
+
+
+def follower_append_info(batches: Sequence[AppendBatch], log_start_offset: int) -> LogAppendInfo:
+    """What a follower's append of ``batches`` (at least one) reports."""
+    first, last = batches[0], batches[-1]
+    best = max(batches, key=lambda batch: batch.max_timestamp)
+    return LogAppendInfo(
+        first_offset=first.base_offset,
+        last_offset=last.last_offset,
+        max_timestamp=best.max_timestamp,
+        offset_of_max_timestamp=best.last_offset,
+        log_append_time=-1,
+        log_start_offset=log_start_offset,
+        num_messages=last.last_offset - first.base_offset + 1,
+        valid_bytes=sum(batch.size for batch in batches),
+    )

@@ -1,6 +1,6 @@
 """Where blocking storage work runs: the executor, off the event loop.
 
-`Scheduler` is handed to every `Log`; it runs fsyncs, renames, deletions and scans in
+`Scheduler` is handed to every `UnifiedLog`; it runs fsyncs, renames, deletions and scans in
 a thread pool and posts the results back to the loop. `CoalescingWriter` writes the
 latest snapshot of some state (a checkpoint file) with at most one write in flight:
 requests made during a write cause exactly one more write, never a stale one after a
@@ -18,7 +18,7 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any, Final, Generic, TypeVar
 
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 
 T = TypeVar("T")
 _log: Final = logging.getLogger("tiercel.scheduler")

@@ -38,11 +38,15 @@ class BlockingSnapshotIo:
 class ExecutorSnapshotIo:
     """Runs jobs in the scheduler's executor one after another, in submission order, so a
     deletion never overtakes the write of the same file. A failed job is logged by the
-    scheduler and does not stop the ones after it. Event-loop only."""
+    scheduler and does not stop the ones after it. Event-loop only. Each job runs through
+    ``guard`` (the log's I/O error handling, which takes a failing log dir offline)."""
 
-    def __init__(self, scheduler: Scheduler, name: str) -> None:
+    def __init__(
+        self, scheduler: Scheduler, name: str, guard: Callable[[Job], Job] = lambda job: job
+    ) -> None:
         self._scheduler = scheduler
         self._name = name
+        self._guard = guard
         self._tail: asyncio.Task[None] | None = None
 
     def submit(self, job: Job, then: Job | None = None) -> None:
@@ -51,7 +55,7 @@ class ExecutorSnapshotIo:
     async def _run(self, previous: asyncio.Task[None] | None, job: Job, then: Job | None) -> None:
         if previous is not None:
             await asyncio.wait({previous})
-        await self._scheduler.run_blocking(job)
+        await self._scheduler.run_blocking(self._guard(job))
         if then is not None:
             then()
 

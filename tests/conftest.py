@@ -7,13 +7,23 @@ from pathlib import Path
 
 import pytest
 
-from support.broker import BrokerProcess
+from support.broker import BrokerProcess, assert_no_unexpected_errors
 
 # ZooKeeper fixtures: zookeeper, zk_connect, zookeeper_factory; clusters: cluster,
 # cluster_factory.
 pytest_plugins = ["support.zookeeper", "support.cluster"]
 
 LOOP_BLOCKED_S = 1.0
+
+
+@pytest.fixture(autouse=True)
+def _no_unexpected_broker_errors() -> Iterator[None]:
+    """Fail the test during which any broker logged a sign of a bug (support.broker).
+
+    Autouse fixtures are set up first, so this check runs after the test's own fixtures
+    (broker_factory, cluster_factory) have stopped their brokers."""
+    yield
+    assert_no_unexpected_errors()
 
 
 @pytest.fixture

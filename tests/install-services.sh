@@ -4,7 +4,11 @@
 # cluster tests start it themselves, no service is enabled) and docker-compose (only its
 # `config` command runs: it validates docker/docker-compose.yml, no Docker engine needed).
 # Runs as part of `make test`; harmless when everything is already there.
-set -euo pipefail
+#
+# Each package is installed on its own, so a failure names the package; the package
+# lists are refreshed (apt-get update) once, the first time an install fails. Exits
+# non-zero when any package could not be installed.
+set -uo pipefail
 need=()
 command -v kcat >/dev/null 2>&1 || need+=(kcat)
 if ! command -v java >/dev/null 2>&1 || [ ! -f /usr/share/java/zookeeper.jar ] \
@@ -12,11 +16,36 @@ if ! command -v java >/dev/null 2>&1 || [ ! -f /usr/share/java/zookeeper.jar ] \
   need+=(zookeeper)
 fi
 command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
-if [ ${#need[@]} -gt 0 ]; then
-  apt=(env DEBIAN_FRONTEND=noninteractive apt-get)
-  if [ "$(id -u)" != 0 ]; then apt=(sudo "${apt[@]}"); fi
-  "${apt[@]}" install -y -q "${need[@]}" >/dev/null 2>&1 \
-    || { "${apt[@]}" update -q >/dev/null 2>&1 && "${apt[@]}" install -y -q "${need[@]}" >/dev/null; } \
-    || echo "warning: could not install ${need[*]}: the kcat and docker-compose tests" \
-      "will be skipped, the cluster tests fail without ZooKeeper" >&2
+[ ${#need[@]} -eq 0 ] && exit 0
+
+if ! command -v apt-get >/dev/null 2>&1; then
+  echo "install-services: apt-get not found; install these (Debian package names) by" \
+    "hand: ${need[*]}" >&2
+  exit 1
+fi
+apt=(env DEBIAN_FRONTEND=noninteractive apt-get)
+if [ "$(id -u)" != 0 ]; then apt=(sudo "${apt[@]}"); fi
+
+updated=no
+failed=()
+for package in "${need[@]}"; do
+  echo "install-services: installing $package" >&2
+  if output=$("${apt[@]}" install -y -q "$package" 2>&1); then continue; fi
+  if [ "$updated" = no ]; then
+    updated=yes
+    echo "install-services: apt-get update" >&2
+    if ! update_output=$("${apt[@]}" update -q 2>&1); then
+      echo "install-services: apt-get update failed:" >&2
+      printf '%s\n' "$update_output" >&2
+    fi
+    if output=$("${apt[@]}" install -y -q "$package" 2>&1); then continue; fi
+  fi
+  echo "install-services: could not install the Debian package '$package':" >&2
+  printf '%s\n' "$output" >&2
+  failed+=("$package")
+done
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "install-services: FAILED to install: ${failed[*]} (the tests that need them fail" \
+    "under CI and are skipped otherwise; the cluster tests fail without zookeeper)" >&2
+  exit 1
 fi

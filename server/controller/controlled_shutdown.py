@@ -22,7 +22,7 @@ import logging
 from typing import Final
 
 from tiercel.config.broker_config import BrokerConfig
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 from tiercel.server.metadata import zk_data as zk
 from tiercel.server.metadata.metadata_cache import MetadataCache
 from tiercel.server.metadata.store import (

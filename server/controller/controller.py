@@ -23,30 +23,31 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import logging
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
 from tiercel.config.broker_config import BrokerConfig
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 from tiercel.protocol.errors import (
-    ElectionNotNeededError,
-    EligibleLeadersNotAvailableError,
-    InvalidTopicError,
     KafkaError,
     NotControllerError,
-    PreferredLeaderNotAvailableError,
-    UnknownTopicOrPartitionError,
 )
-from tiercel.server.controller.controller_context import ControllerContext, TopicContext
+from tiercel.server.controller.controller_context import (
+    BrokerEpoch,
+    ControllerContext,
+    TopicContext,
+)
 from tiercel.server.controller.controller_store import ControllerMovedError, ControllerStore
 from tiercel.server.controller.leader_balance import partitions_to_rebalance
+from tiercel.server.controller.log_dir_failure import on_log_dir_events
 from tiercel.server.controller.partition_state_machine import PartitionStateMachine
 from tiercel.server.controller.reassignment import Reassignments, Target
 from tiercel.server.controller.replica_assignment import ReplicaAssignment
+from tiercel.server.controller.replica_leader_election import ElectionType, elect_leaders
 from tiercel.server.metadata import zk_data as zk
+from tiercel.server.metadata.log_dir_event import LOG_DIR_EVENT_NOTIFICATION_PATH
 from tiercel.server.metadata.store import (
     BadVersionError,
     CreateOp,
@@ -66,13 +67,6 @@ _log: Final = logging.getLogger("tiercel.controller")
 # leader.imbalance.check.interval.seconds.
 _FIRST_REBALANCE_CHECK_S: Final = 5.0
 _RETRY_AFTER_ERROR_S: Final = 0.5
-
-
-class ElectionType(enum.IntEnum):
-    """ElectLeaders' election_type."""
-
-    PREFERRED = 0
-    UNCLEAN = 1
 
 
 @dataclass(slots=True)
@@ -134,6 +128,9 @@ class Controller:
             await store.watch_children(
                 zk.CONTROLLED_SHUTDOWN_PATH, lambda _: self._mark("shutdowns")
             ),
+            await store.watch_children(
+                LOG_DIR_EVENT_NOTIFICATION_PATH, lambda _: self._mark("brokers")
+            ),
         ]
         pending.controller = True
         async with self._lock:
@@ -165,7 +162,19 @@ class Controller:
             active = self._active
             if active is None:
                 return {tp: _not_controller() for tp in partitions}
-            return await self._elect_leaders(active, partitions, election_type)
+            deleting = await self._store.get_children(zk.DELETE_TOPICS_PATH)
+            try:
+                return await elect_leaders(
+                    active.context,
+                    active.store,
+                    active.states,
+                    partitions,
+                    election_type,
+                    deleting,
+                )
+            except ControllerMovedError:
+                self._moved()
+                return {tp: _not_controller() for tp in partitions}
 
     async def alter_partition_reassignments(
         self, targets: Mapping[TopicPartition, Target], allow_rf_change: bool
@@ -249,6 +258,9 @@ class Controller:
         if pending.brokers:
             pending.brokers = False
             await self._on_broker_change(active)
+            # Kafka's processLogDirEventNotification (its watch marks brokers too); also
+            # after a broker change, whose elections know live brokers, not failed dirs.
+            await on_log_dir_events(active.context, active.store)
         if pending.shutdowns:
             pending.shutdowns = False
             await self._on_shutdown_requests(active)
@@ -383,13 +395,14 @@ class Controller:
         await self._on_deletions(active)
         for broker in sorted(context.shutting_down):
             await active.states.shut_down_broker(broker)
+        await on_log_dir_events(context, active.store)
 
-    async def _read_brokers(self) -> dict[int, int]:
+    async def _read_brokers(self) -> dict[int, BrokerEpoch]:
         brokers = {}
         for child in await self._store.get_children(zk.BROKER_IDS_PATH):
             stat = await self._store.exists(zk.broker_path(int(child)))
             if stat is not None:
-                brokers[int(child)] = stat.ephemeral_owner
+                brokers[int(child)] = BrokerEpoch(stat.czxid, stat.ephemeral_owner)
         return brokers
 
     async def _read_shutting_down(self, context: ControllerContext) -> set[int]:
@@ -399,21 +412,25 @@ class Controller:
         for child in await self._store.get_children(zk.CONTROLLED_SHUTDOWN_PATH):
             broker = int(child)
             stat = await self._store.exists(zk.controlled_shutdown_path(broker))
-            if stat is not None and context.live_brokers.get(broker) == stat.ephemeral_owner:
+            registration = context.live_brokers.get(broker)
+            owner = None if registration is None else registration.session
+            if stat is not None and owner == stat.ephemeral_owner:
                 shutting_down.add(broker)
         return shutting_down
 
     # -- brokers -----------------------------------------------------------------------
 
     async def _on_broker_change(self, active: _Active) -> None:
-        """Kafka's processBrokerChange: a broker that re-registered with a new session
-        (bounced) is handled as lost, then as new."""
+        """Kafka's processBrokerChange: a broker registered again since the last look
+        (bounced: a greater broker epoch, as after a restart within the session timeout
+        whose deregistration and registration arrive together) is handled as lost, then
+        as new."""
         context = active.context
         current = await self._read_brokers()
         known = context.live_brokers
         new = current.keys() - known.keys()
         dead = known.keys() - current.keys()
-        bounced = {b for b in current.keys() & known.keys() if current[b] != known[b]}
+        bounced = {b for b in current.keys() & known.keys() if current[b].epoch != known[b].epoch}
         if not (new or dead or bounced):
             return
         log_event(
@@ -543,72 +560,9 @@ class Controller:
             log_event(_log, logging.INFO, "auto_leader_rebalance", partitions=len(chosen))
             await active.states.elect_preferred(chosen)
 
-    async def _elect_leaders(
-        self,
-        active: _Active,
-        partitions: Collection[TopicPartition],
-        election_type: ElectionType,
-    ) -> dict[TopicPartition, int | KafkaError]:
-        """Kafka's processReplicaLeaderElection for an admin request."""
-        context = active.context
-        deleting = set(await self._store.get_children(zk.DELETE_TOPICS_PATH))
-        results: dict[TopicPartition, int | KafkaError] = {}
-        known = {}
-        for tp in partitions:
-            assignment = context.assignment(tp)
-            if assignment is None:
-                results[tp] = UnknownTopicOrPartitionError("The partition does not exist.")
-            elif tp.topic in deleting:
-                results[tp] = InvalidTopicError("The topic is being deleted")
-            else:
-                known[tp] = assignment.replicas
-        try:
-            states = await active.store.read_states(known)
-            live = context.live_broker_ids
-            electable = {}
-            for tp, replicas in known.items():
-                state = states.get(tp)
-                leader = -1 if state is None else state.leader
-                if election_type is ElectionType.PREFERRED:
-                    needed = leader != replicas[0]
-                else:
-                    needed = leader not in live
-                if needed:
-                    electable[tp] = replicas
-                else:
-                    results[tp] = ElectionNotNeededError(
-                        "Leader election not needed for topic partition."
-                    )
-            if election_type is ElectionType.PREFERRED:
-                updates = await active.states.elect_preferred(electable)
-            else:
-                updates = await active.states.elect_offline(electable, True)
-        except ControllerMovedError:
-            self._moved()
-            return {tp: _not_controller() for tp in partitions}
-        for tp in electable:
-            update = updates.get(tp)
-            if update is not None and update.written and update.state is not None:
-                results[tp] = update.state.leader
-            else:
-                results[tp] = _election_failure(tp, election_type)
-        return results
-
 
 def _not_controller() -> NotControllerError:
     return NotControllerError("This is not the correct controller for this cluster.")
-
-
-def _election_failure(tp: TopicPartition, election_type: ElectionType) -> KafkaError:
-    if election_type is ElectionType.PREFERRED:
-        return PreferredLeaderNotAvailableError(
-            f"Failed to elect leader for partition {tp} under strategy "
-            "PreferredReplicaPartitionLeaderElectionStrategy"
-        )
-    return EligibleLeadersNotAvailableError(
-        f"Failed to elect leader for partition {tp} under strategy "
-        "OfflinePartitionLeaderElectionStrategy(true)"
-    )
 
 
 def _ids(brokers: Collection[int]) -> str:

@@ -48,13 +48,22 @@ class TopicContext:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class BrokerEpoch:
+    """One incarnation of a broker: its registration's czxid (Kafka's broker epoch,
+    greater for each new registration) and the ZooKeeper session that owns it."""
+
+    epoch: int
+    session: int
+
+
 @dataclass(slots=True)
 class ControllerContext:
     """Invariants: `shutting_down` ⊆ `live_brokers`; `being_reassigned` holds exactly
     the partitions whose assignment is being reassigned. Event-loop only."""
 
-    live_brokers: dict[int, int] = field(default_factory=dict)
-    """Registered broker id → the session that registered it."""
+    live_brokers: dict[int, BrokerEpoch] = field(default_factory=dict)
+    """Registered broker id → its current incarnation."""
     shutting_down: set[int] = field(default_factory=set)
     topics: dict[str, TopicContext] = field(default_factory=dict)
     being_reassigned: set[TopicPartition] = field(default_factory=set)

@@ -14,7 +14,7 @@ from collections.abc import Collection, Mapping
 from typing import Final
 
 from tiercel.config.broker_config import BrokerConfig
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 from tiercel.server.controller import election
 from tiercel.server.controller.controller_context import ControllerContext
 from tiercel.server.controller.controller_store import (

@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import replace
 from typing import Final
 
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 from tiercel.protocol.errors import (
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,

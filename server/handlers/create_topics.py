@@ -62,9 +62,10 @@ def _result(
 
 async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
     admin = ctx.broker.admin_manager
+    cache = ctx.broker.metadata_cache
     names = [t.name for t in request.topics]
     results: dict[str, dict[str, Any]] = {}
-    created: list[str] = []
+    created: dict[str, int] = {}  # name -> partitions
     for topic in request.topics:
         if names.count(topic.name) > 1:
             results[topic.name] = _result(
@@ -76,10 +77,11 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
             continue
         planned: CreatedTopic | None = None
         try:
-            planned = admin.plan_topic(_new_topic(topic))
+            pending = sum(n for name, n in created.items() if cache.topic(name) is None)
+            planned = admin.plan_topic(_new_topic(topic), pending)
             if not request.validate_only:
                 await admin.create_topic(topic.name, planned)
-                created.append(topic.name)
+                created[topic.name] = len(planned.assignment)
             results[topic.name] = _result(ctx, topic.name, planned, None)
         except Exception as e:
             error = as_kafka_error(e, "create_topics")

@@ -1,4 +1,5 @@
-"""DescribeLogDirs (35): each log dir with its partitions' sizes and free space."""
+"""DescribeLogDirs (35): each log dir with its partitions' sizes and free space; an
+offline one (its I/O failed) with KAFKA_STORAGE_ERROR."""
 
 from __future__ import annotations
 
@@ -44,6 +45,17 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
                 "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
                 "total_bytes": total,
                 "usable_bytes": usable,
+            }
+        )
+    for log_dir in log_manager.offline_log_dirs:
+        # Kafka's describeLogDirs: an offline dir is listed with its error, and no sizes.
+        results.append(
+            {
+                "error_code": ErrorCode.kafka_storage_error,
+                "log_dir": log_dir,
+                "topics": [],
+                "total_bytes": -1,
+                "usable_bytes": -1,
             }
         )
     return {"throttle_time": 0, "error_code": ErrorCode.none, "results": results}

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from tiercel.protocol.errors import ErrorCode, KafkaError
-from tiercel.server.controller.controller import ElectionType
+from tiercel.server.controller.replica_leader_election import ElectionType
 from tiercel.server.handlers.common import timeout_ms, wait_for_metadata
 from tiercel.server.metadata.metadata_cache import MetadataCache
 from tiercel.server.request_context import RequestContext

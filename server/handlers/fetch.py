@@ -16,8 +16,8 @@ from collections import defaultdict
 from typing import Any, Final
 
 from tiercel.protocol.errors import ErrorCode, KafkaError, UnknownTopicIdError
+from tiercel.server.delayed_fetch import FetchRequestPartition, FetchResult
 from tiercel.server.handlers.common import current_leader, node_endpoints, timeout_ms
-from tiercel.server.replica_manager import FetchRequestPartition, FetchResult
 from tiercel.server.request_context import RequestContext
 from tiercel.storage.log_values import FetchIsolation
 from tiercel.storage.topic_partition import TopicPartition

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Final
 
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 from tiercel.protocol.errors import ErrorCode, KafkaError
 from tiercel.server.coordinator.group.group_config import GROUP_METADATA_TOPIC_NAME
 from tiercel.server.coordinator.group.offsets_topic import ensure_offsets_topic

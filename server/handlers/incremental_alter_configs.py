@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from tiercel.config.definitions import TOPIC_CONFIGS, ConfigType
+from tiercel.config.config_def import ConfigType
+from tiercel.config.topic_configs import TOPIC_CONFIGS
 from tiercel.protocol.errors import InvalidConfigError, InvalidRequestError, KafkaError
 from tiercel.server.error_mapping import as_kafka_error
 from tiercel.server.handlers.alter_configs import check_topic_resource, response_entry

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Final
 
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 from tiercel.protocol.errors import (
     ErrorCode,
     InvalidRequestError,

@@ -12,6 +12,7 @@ from tiercel.server.coordinator.group.offsets_topic import ensure_offsets_topic
 from tiercel.server.handlers.common import AUTHORIZED_OPERATIONS_OMITTED, INTERNAL_TOPICS
 from tiercel.server.metadata.metadata_cache import MetadataCache, TopicMetadata
 from tiercel.server.request_context import RequestContext
+from tiercel.storage.topic_partition import TopicPartition
 
 API_KEY: Final = 3
 MIN_VERSION: Final = 0
@@ -46,6 +47,7 @@ def partitions_field(cache: MetadataCache, topic: TopicMetadata) -> list[dict[st
     partitions = []
     for index, replicas in sorted(topic.replicas.items()):
         state = topic.states.get(index)
+        offline = cache.offline_replicas.get(TopicPartition(topic.name, index), frozenset())
         leader = state.leader if state is not None else -1
         partitions.append(
             {
@@ -55,7 +57,7 @@ def partitions_field(cache: MetadataCache, topic: TopicMetadata) -> list[dict[st
                 "leader_epoch": state.leader_epoch if state is not None else -1,
                 "replica_nodes": list(replicas),
                 "isr_nodes": list(state.isr) if state is not None else [],
-                "offline_replicas": [r for r in replicas if r not in alive],
+                "offline_replicas": [r for r in replicas if r not in alive or r in offline],
             }
         )
     return partitions

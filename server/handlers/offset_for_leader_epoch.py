@@ -1,4 +1,5 @@
-"""OffsetForLeaderEpoch (23): the end offset of an epoch, from the epoch cache (seed 000).
+"""OffsetForLeaderEpoch (23): the end offset of an epoch, from the epoch cache (Kafka's
+``LeaderEpochFileCache.endOffsetFor``).
 
 Followers ask it before truncating (KIP-101/279); consumers ask it to check that their
 position is still on the leader's lineage after a leader change (KIP-320)."""

@@ -10,9 +10,14 @@ import logging
 from collections import defaultdict
 from typing import Any, Final
 
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 from tiercel.protocol.compression import CompressionType
-from tiercel.protocol.errors import ErrorCode, InvalidRequestError, UnsupportedCompressionTypeError
+from tiercel.protocol.errors import (
+    ErrorCode,
+    InvalidRequestError,
+    KafkaError,
+    UnsupportedCompressionTypeError,
+)
 from tiercel.protocol.record_batch import ATTRIBUTES_OFFSET, COMPRESSION_CODEC_MASK
 from tiercel.server.handlers.common import current_leader, error_fields, node_endpoints, timeout_ms
 from tiercel.server.network.connection import CloseConnection
@@ -107,6 +112,16 @@ def _log_rejected(ctx: RequestContext, results: dict[TopicPartition, ProduceResu
     return failed
 
 
+def _record_errors(error: KafkaError | None) -> list[dict[str, Any]]:
+    """Produce v8+ (KIP-467): the records that failed validation, by batch index."""
+    if error is None:
+        return []
+    return [
+        {"batch_index": e.batch_index, "batch_index_error_message": e.message}
+        for e in error.record_errors
+    ]
+
+
 def _response(ctx: RequestContext, results: dict[TopicPartition, ProduceResult]) -> dict[str, Any]:
     by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
     leader_ids = set()
@@ -122,7 +137,7 @@ def _response(ctx: RequestContext, results: dict[TopicPartition, ProduceResult])
                 "base_offset": info.first_offset if info else -1,
                 "log_append_time": info.log_append_time if info else -1,
                 "log_start_offset": info.log_start_offset if info else -1,
-                "record_errors": [],
+                "record_errors": _record_errors(result.error),
                 "current_leader": leader,
             }
         )

@@ -12,6 +12,7 @@ import asyncio
 import logging
 import os
 import secrets
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -59,13 +60,16 @@ class _Tree:
 
     Invariants: '/' is present; every other node's parent is present and lists the node's
     name; ephemeral nodes have no children; `Node`s are immutable, so a shallow copy of
-    `nodes` is a consistent snapshot. Event-loop only.
+    `nodes` is a consistent snapshot; `last_czxid` is greater than every node's czxid and
+    than those of earlier opens of the store (it starts from the clock, as zxids only
+    grow). Event-loop only.
     """
 
-    __slots__ = ("children", "nodes")
+    __slots__ = ("children", "last_czxid", "nodes")
 
     def __init__(self, nodes: dict[str, Node]) -> None:
         self.nodes = nodes
+        self.last_czxid = time.time_ns()
         self.children: dict[str, set[str]] = {path: set() for path in nodes}
         for path in nodes:
             if path != "/":
@@ -75,7 +79,9 @@ class _Tree:
     def stat(self, path: str) -> Stat:
         node = self.nodes[path]
         children = len(self.children[path])
-        return Stat(node.version, node.ctime, node.mtime, node.ephemeral_owner, children)
+        return Stat(
+            node.version, node.ctime, node.mtime, node.ephemeral_owner, children, node.czxid
+        )
 
     def insert(self, path: str, node: Node) -> None:
         self.nodes[path] = node
@@ -143,7 +149,9 @@ class _Edit:
         elif parent_node.ephemeral_owner:
             raise NoChildrenForEphemeralsError(path, op_index=self.op_index)
         owner = self._session_id if ephemeral else 0
-        self._tree.insert(path, Node(bytes(data), 0, self._now_ms, self._now_ms, owner))
+        self._tree.last_czxid += 1
+        node = Node(bytes(data), 0, self._now_ms, self._now_ms, owner, self._tree.last_czxid)
+        self._tree.insert(path, node)
         self._undo.append(partial(self._tree.remove, path))
         self.persistent |= not ephemeral
         self.events.append(WatchEvent(path, EventType.CREATED))

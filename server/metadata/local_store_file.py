@@ -68,6 +68,8 @@ class Node:
     ctime: int
     mtime: int
     ephemeral_owner: int
+    # Not stored: nodes read from the file were created before this store opened (0).
+    czxid: int = 0
 
 
 def _encode(nodes: Mapping[str, Node]) -> bytes:

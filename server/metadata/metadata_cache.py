@@ -45,6 +45,8 @@ class MetadataCache:
         self.brokers: dict[int, BrokerRegistration] = {}
         # Brokers in a controlled shutdown (their request belongs to their registration).
         self.shutting_down: frozenset[int] = frozenset()
+        # Per partition, the brokers whose replica is on a failed log dir.
+        self.offline_replicas: dict[TopicPartition, frozenset[int]] = {}
         self.topics: dict[str, TopicMetadata] = {}
         self._topic_names: dict[uuid.UUID, str] = {}
         # Grows whenever a topic name appears (a created, or re-created, topic): consumer
@@ -119,7 +121,8 @@ class MetadataCache:
             if remaining <= 0:
                 return False
             try:
-                await asyncio.wait_for(self._changed.wait(), remaining)
+                async with asyncio.timeout(remaining):  # keeps cancellation, unlike wait_for
+                    await self._changed.wait()
             except TimeoutError:
                 return condition(self)
         return True

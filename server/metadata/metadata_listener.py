@@ -16,8 +16,12 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Final
 
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 from tiercel.server.metadata import zk_data as zk
+from tiercel.server.metadata.log_dir_event import (
+    LOG_DIR_EVENT_NOTIFICATION_PATH,
+    read_offline_replicas,
+)
 from tiercel.server.metadata.metadata_cache import MetadataCache, TopicMetadata
 from tiercel.server.metadata.store import MetadataStore, NoNodeError, WatchEvent, WatchHandle
 
@@ -53,6 +57,9 @@ class MetadataListener:
             await store.watch_children(zk.BROKER_IDS_PATH, lambda _: self._mark(_View.BROKERS)),
             await store.watch_children(
                 zk.CONTROLLED_SHUTDOWN_PATH, lambda _: self._mark(_View.BROKERS)
+            ),
+            await store.watch_children(
+                LOG_DIR_EVENT_NOTIFICATION_PATH, lambda _: self._mark(_View.BROKERS)
             ),
             await store.watch_data(zk.CONTROLLER_PATH, lambda _: self._mark(_View.CONTROLLER)),
         ]
@@ -133,6 +140,8 @@ class MetadataListener:
             if request is not None and sessions.get(int(child)) == request.ephemeral_owner:
                 shutting_down.add(int(child))
         self._cache.put_brokers(brokers, frozenset(shutting_down))
+        # After the brokers, so that reading the log-dir events never delays them.
+        self._cache.offline_replicas = await read_offline_replicas(store, sessions)
 
     async def _refresh_controller(self) -> None:
         try:

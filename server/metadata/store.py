@@ -77,6 +77,8 @@ class Stat:
 
     `version` is ZooKeeper's dataVersion: 0 after create, +1 per set, reset by delete and
     re-create. `ephemeral_owner` is the owning session id, 0 for a persistent node.
+    `czxid` identifies the node's creation: a node deleted and created again has a greater
+    one (ZooKeeper's zxid of the create; Kafka's broker epoch is a registration's czxid).
     """
 
     version: int
@@ -84,6 +86,7 @@ class Stat:
     mtime: int
     ephemeral_owner: int
     num_children: int
+    czxid: int
 
 
 class EventType(enum.Enum):

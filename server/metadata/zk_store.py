@@ -1,14 +1,9 @@
 """ZooKeeperMetadataStore: the MetadataStore on a ZooKeeper ensemble, through kazoo.
 
-Threads. kazoo runs one connection thread (socket I/O, pings, reconnects). The handler
-installed here (`_InlineHandler`) runs kazoo's callbacks (request completions, watch
-events) inline on that thread instead of on kazoo's worker threads, and every callback of
-ours only posts to the event loop with `call_soon_threadsafe`. So the loop sees replies and
-events in the order the connection read them, which is ZooKeeper's order: a change's watch
-event before the reply to the request that made it. Requests are issued from the loop with
-kazoo's `*_async` calls, which append to a queue and write one byte to a socketpair; at most
-`_MAX_IN_FLIGHT` are outstanding, fewer than that socketpair holds, so issuing never blocks.
-Starting and stopping the client (thread start, join) run in the default executor.
+Threads: see zk_client. Requests are issued from the loop with kazoo's `*_async` calls,
+which append to a queue and write one byte to a socketpair; at most `_MAX_IN_FLIGHT` are
+outstanding, fewer than that socketpair holds, so issuing never blocks. Starting and
+stopping the client (thread start, join) run in the default executor.
 
 Connection loss. kazoo fails the requests in flight (ConnectionLoss) and reconnects on its
 own (backoff capped at `_RECONNECT_MAX_DELAY_S`). A call waits for the connection and tries
@@ -39,10 +34,9 @@ from typing import Any, Final, TypeVar, assert_never
 
 from kazoo import exceptions as kz
 from kazoo.client import KazooClient, KazooState
-from kazoo.handlers.threading import AsyncResult, SequentialThreadingHandler
 from kazoo.retry import KazooRetry
 
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 from tiercel.server.metadata.store import (
     BadVersionError,
     CheckOp,
@@ -50,7 +44,6 @@ from tiercel.server.metadata.store import (
     DeleteOp,
     MetadataStore,
     MetadataStoreError,
-    NoChildrenForEphemeralsError,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
@@ -63,6 +56,17 @@ from tiercel.server.metadata.store import (
     WatchHandle,
     check_path,
 )
+from tiercel.server.metadata.zk_client import (
+    RETRIABLE,
+    Attempts,
+    InlineHandler,
+    create_async,
+    loop_time,
+    post_result,
+    stop_client,
+    to_stat,
+    translate,
+)
 from tiercel.server.metadata.zk_watch import NodeState, NodeVersion, WatchKind, ZkWatch
 
 __all__ = ["ZooKeeperMetadataStore", "parse_connect_string"]
@@ -74,15 +78,6 @@ _MAX_IN_FLIGHT: Final = 128
 _RECONNECT_MAX_DELAY_S: Final = 1.0
 # A recursive delete retries when children appear or vanish under it meanwhile.
 _RECURSIVE_DELETE_TRIES: Final = 5
-_ERRORS: Final[dict[type[Exception], type[MetadataStoreError]]] = {
-    kz.NoNodeError: NoNodeError,
-    kz.NodeExistsError: NodeExistsError,
-    kz.BadVersionError: BadVersionError,
-    kz.NotEmptyError: NotEmptyError,
-    kz.NoChildrenForEphemeralsError: NoChildrenForEphemeralsError,
-}
-# The request never reached a server, or its reply was lost: worth another try.
-_RETRIABLE: Final = (kz.ConnectionLoss, kz.SessionExpiredError)
 
 
 def parse_connect_string(connect: str) -> tuple[str, str]:
@@ -93,53 +88,6 @@ def parse_connect_string(connect: str) -> tuple[str, str]:
     if not slash or not chroot:
         return hosts, ""
     return hosts, check_path("/" + chroot.rstrip("/"))
-
-
-class _InlineResult(AsyncResult):  # type: ignore[misc]  # kazoo is untyped
-    """kazoo's AsyncResult, running its callbacks on the thread that completes it."""
-
-    def _do_callbacks(self) -> None:
-        for callback in self._callbacks:
-            callback(self)
-
-
-class _InlineHandler(SequentialThreadingHandler):  # type: ignore[misc]
-    """kazoo's threading handler with watch events and completions run inline (see module
-    docstring): our callbacks only post to the event loop, so they never block kazoo."""
-
-    def dispatch_callback(self, callback: Any) -> None:
-        callback.func(*callback.args)
-
-    def async_result(self) -> _InlineResult:
-        return _InlineResult(self)
-
-
-class _Attempts:
-    """Whether an earlier try of a request may have reached ZooKeeper."""
-
-    __slots__ = ("uncertain",)
-
-    def __init__(self) -> None:
-        self.uncertain = False
-
-
-def _stat(zstat: Any) -> Stat:
-    return Stat(
-        version=zstat.version,
-        ctime=zstat.ctime,
-        mtime=zstat.mtime,
-        ephemeral_owner=zstat.ephemeralOwner,
-        num_children=zstat.numChildren,
-    )
-
-
-def _translate(error: Exception, path: str | None, op_index: int | None = None) -> Exception:
-    kind = _ERRORS.get(type(error))
-    if kind is not None and path is not None:
-        return kind(path, op_index=op_index)
-    return MetadataStoreError(
-        f"ZooKeeper error {type(error).__name__}", path=path, op_index=op_index
-    )
 
 
 class ZooKeeperMetadataStore(MetadataStore):
@@ -155,7 +103,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         self,
         connect: str,
         *,
-        session_timeout_ms: int = 18000,
+        session_timeout_ms: int = 6000,
         connection_timeout_ms: int | None = None,
     ) -> None:
         self._hosts, self._root = parse_connect_string(connect)
@@ -194,7 +142,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         client = KazooClient(
             hosts=self._hosts,
             timeout=self._session_timeout_s,
-            handler=_InlineHandler(),
+            handler=InlineHandler(),
             connection_retry=retry,
         )
         client.add_listener(partial(self._on_kazoo_state, client))
@@ -230,7 +178,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         # Wakes the calls waiting for a connection: they find the store closed.
         self._connected.set()
         # Ends the session (ZooKeeper deletes its ephemeral nodes) and joins kazoo's thread.
-        await asyncio.get_running_loop().run_in_executor(None, _stop_client, client)
+        await asyncio.get_running_loop().run_in_executor(None, stop_client, client)
 
     def _on_kazoo_state(self, client: Any, state: str) -> None:
         """kazoo's state listener (connection thread): post the change to the loop."""
@@ -295,7 +243,7 @@ class ZooKeeperMetadataStore(MetadataStore):
                 # kazoo knows first; the state change is on its way to the loop.
                 self._connected.clear()
             try:
-                async with asyncio.timeout_at(_loop_time(deadline)):
+                async with asyncio.timeout_at(loop_time(deadline)):
                     await self._connected.wait()
             except TimeoutError:
                 raise MetadataStoreError(
@@ -307,7 +255,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         for name in self._root.split("/")[1:]:
             path += "/" + name
             with contextlib.suppress(kz.NodeExistsError):
-                await self._request(partial(_create_async, path, b"", False), None)
+                await self._request(partial(create_async, path, b"", False), None)
 
     def _check_open(self) -> None:
         if not self._open:
@@ -331,17 +279,17 @@ class ZooKeeperMetadataStore(MetadataStore):
         """Send one request (`issue(client)` returns kazoo's async result) and await it."""
         client = self._live_client()
         loop = asyncio.get_running_loop()
-        async with asyncio.timeout_at(_loop_time(deadline)):
+        async with asyncio.timeout_at(loop_time(deadline)):
             await self._in_flight.acquire()
             try:
                 future: asyncio.Future[Any] = loop.create_future()
-                issue(client).rawlink(partial(_post_result, loop, future))
+                issue(client).rawlink(partial(post_result, loop, future))
                 return await future
             finally:
                 self._in_flight.release()
 
     async def _request(
-        self, issue: Callable[[Any], Any], path: str | None, attempts: _Attempts | None = None
+        self, issue: Callable[[Any], Any], path: str | None, attempts: Attempts | None = None
     ) -> Any:
         """One request, tried again after connection loss until the call's time is up.
 
@@ -354,7 +302,7 @@ class ZooKeeperMetadataStore(MetadataStore):
                 return await self._once(issue, deadline)
             except kz.ConnectionClosedError:
                 raise MetadataStoreError("metadata store is closed", path=path) from None
-            except _RETRIABLE:
+            except RETRIABLE:
                 if attempts is not None:
                     attempts.uncertain = True
             except TimeoutError:
@@ -363,13 +311,13 @@ class ZooKeeperMetadataStore(MetadataStore):
                 ) from None
 
     async def _call(
-        self, issue: Callable[[Any], Any], path: str, attempts: _Attempts | None = None
+        self, issue: Callable[[Any], Any], path: str, attempts: Attempts | None = None
     ) -> Any:
         """`_request` with ZooKeeper's errors raised as the store's."""
         try:
             return await self._request(issue, path, attempts)
         except kz.ZookeeperError as e:
-            raise _translate(e, path) from None
+            raise translate(e, path) from None
 
     # --- reads ------------------------------------------------------------------------
 
@@ -377,13 +325,13 @@ class ZooKeeperMetadataStore(MetadataStore):
         self._check_open()
         zk_path = self._zk(check_path(path))
         data, zstat = await self._call(lambda c: c.get_async(zk_path), path)
-        return bytes(data), _stat(zstat)
+        return bytes(data), to_stat(zstat)
 
     async def exists(self, path: str) -> Stat | None:
         self._check_open()
         zk_path = self._zk(check_path(path))
         zstat = await self._call(lambda c: c.exists_async(zk_path), path)
-        return None if zstat is None else _stat(zstat)
+        return None if zstat is None else to_stat(zstat)
 
     async def get_children(self, path: str) -> list[str]:
         self._check_open()
@@ -408,11 +356,9 @@ class ZooKeeperMetadataStore(MetadataStore):
         return await self._create(path, bytes(data), ephemeral)
 
     async def _create(self, path: str, data: bytes, ephemeral: bool) -> str:
-        attempts = _Attempts()
+        attempts = Attempts()
         try:
-            await self._call(
-                partial(_create_async, self._zk(path), data, ephemeral), path, attempts
-            )
+            await self._call(partial(create_async, self._zk(path), data, ephemeral), path, attempts)
         except NodeExistsError:
             if not attempts.uncertain or not await self._created_by_us(path, data, ephemeral):
                 raise
@@ -429,7 +375,7 @@ class ZooKeeperMetadataStore(MetadataStore):
     async def set(self, path: str, data: bytes, *, expected_version: int = -1) -> Stat:
         self._check_open()
         zk_path = self._zk(check_path(path))
-        attempts = _Attempts()
+        attempts = Attempts()
         try:
             zstat = await self._call(
                 lambda c: c.set_async(zk_path, bytes(data), expected_version), path, attempts
@@ -440,7 +386,7 @@ class ZooKeeperMetadataStore(MetadataStore):
                 if found == data and stat.version == expected_version + 1:
                     return stat
             raise
-        return _stat(zstat)
+        return to_stat(zstat)
 
     async def delete(
         self, path: str, *, expected_version: int = -1, recursive: bool = False
@@ -452,7 +398,7 @@ class ZooKeeperMetadataStore(MetadataStore):
             await self._delete_recursive(path, expected_version)
             return
         zk_path = self._zk(path)
-        attempts = _Attempts()
+        attempts = Attempts()
         try:
             await self._call(lambda c: c.delete_async(zk_path, expected_version), path, attempts)
         except NoNodeError:
@@ -494,11 +440,11 @@ class ZooKeeperMetadataStore(MetadataStore):
         self._check_open()
         if not ops:
             return []
-        attempts = _Attempts()
+        attempts = Attempts()
         try:
             results = await self._request(partial(self._transaction, ops), None, attempts)
         except kz.ZookeeperError as e:
-            raise _translate(e, None) from None
+            raise translate(e, None) from None
         failed = next(
             (
                 (index, r)
@@ -516,7 +462,7 @@ class ZooKeeperMetadataStore(MetadataStore):
                 f"connection lost during a multi, which may have been applied: {error!r}",
                 op_index=index,
             )
-        raise _translate(error, ops[index].path, index)
+        raise translate(error, ops[index].path, index)
 
     def _transaction(self, ops: Sequence[Op], client: Any) -> Any:
         transaction = client.transaction()
@@ -541,7 +487,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         if isinstance(op, CreateOp):
             return self._unroot(str(result))
         if isinstance(op, SetOp):
-            return _stat(result)
+            return to_stat(result)
         return None
 
     # --- watches ----------------------------------------------------------------------
@@ -602,38 +548,3 @@ class _Handle:
 
     def cancel(self) -> None:
         self._store._forget(self._watch)
-
-
-def _create_async(path: str, data: bytes, ephemeral: bool, client: Any) -> Any:
-    return client.create_async(path, data, ephemeral=ephemeral)
-
-
-def _post_result(loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], result: Any) -> None:
-    """kazoo's completion callback (connection thread): settle `future` on the loop."""
-    with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting
-        loop.call_soon_threadsafe(_settle, future, result)
-
-
-def _settle(future: asyncio.Future[Any], result: Any) -> None:
-    if future.done():
-        return
-    if result.exception is not None:
-        future.set_exception(result.exception)
-    else:
-        future.set_result(result.value)
-
-
-def _loop_time(deadline: float | None) -> float | None:
-    """A time.monotonic() deadline on the running loop's clock."""
-    if deadline is None:
-        return None
-    return asyncio.get_running_loop().time() + deadline - time.monotonic()
-
-
-def _stop_client(client: Any) -> None:
-    """Blocking: end the session and stop kazoo's threads. Run in an executor."""
-    try:
-        client.stop()
-        client.close()
-    except Exception as e:
-        log_event(_log, logging.WARNING, "zk_close_failed", reason=repr(e))

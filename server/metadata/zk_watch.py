@@ -29,7 +29,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 from tiercel.server.metadata.store import EventType, WatchCallback, WatchEvent
 
 __all__ = ["NodeVersion", "WatchKind", "ZkWatch", "catch_up", "follow"]

@@ -24,7 +24,8 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Final, cast
 
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
+from tiercel.server.network.socket_options import USE_DEFAULT_BUFFER_SIZE, set_buffer_sizes
 
 Buffer = bytes | bytearray | memoryview
 FrameHandler = Callable[["Connection", bytes | memoryview], Awaitable[Sequence[Buffer] | None]]
@@ -87,12 +88,14 @@ class Connection(asyncio.BufferedProtocol):
         max_request_size: int,
         max_queued_requests: int,
         on_closed: Callable[[Connection], None],
+        send_buffer_bytes: int = USE_DEFAULT_BUFFER_SIZE,
     ) -> None:
         self._handler = handler
         self.listener_name = listener_name
         self._max_request_size = max_request_size
         self._max_queued = max_queued_requests
         self._on_closed = on_closed
+        self._send_buffer_bytes = send_buffer_bytes
         self._recv = bytearray(_RECV_BUFFER_SIZE)
         self._recv_len = 0
         self._large: _LargeFrame | None = None
@@ -112,6 +115,9 @@ class Connection(asyncio.BufferedProtocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            set_buffer_sizes(sock, send_buffer_bytes=self._send_buffer_bytes)
         peer = transport.get_extra_info("peername")
         if peer:
             self.client_address = f"{peer[0]}:{peer[1]}"

@@ -3,7 +3,8 @@
 Event-loop only. One asyncio server per listener; every accepted socket becomes a
 `Connection` handing complete frames to the request handler. Idle connections are
 closed after ``connections.max.idle.ms`` like Kafka's selector does, which also bounds
-what half-open clients can hold.
+what half-open clients can hold. Socket buffer sizes are set as Kafka's Acceptor sets
+them (see `socket_options`).
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ import time
 from typing import Final
 
 from tiercel.config.broker_config import Listener
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 from tiercel.server.network.connection import Connection, FrameHandler
+from tiercel.server.network.socket_options import USE_DEFAULT_BUFFER_SIZE, set_buffer_sizes
 
 _log: Final = logging.getLogger("tiercel.network")
 SHUTDOWN_DRAIN_S: Final = 10.0
@@ -29,12 +31,16 @@ class SocketServer:
         max_request_size: int,
         max_queued_requests: int,
         connections_max_idle_ms: int,
+        send_buffer_bytes: int = USE_DEFAULT_BUFFER_SIZE,
+        receive_buffer_bytes: int = USE_DEFAULT_BUFFER_SIZE,
     ) -> None:
         self._listeners = listeners
         self._handler = handler
         self._max_request_size = max_request_size
         self._max_queued = max_queued_requests
         self._max_idle_s = connections_max_idle_ms / 1000
+        self._send_buffer_bytes = send_buffer_bytes
+        self._receive_buffer_bytes = receive_buffer_bytes
         self._servers: list[asyncio.Server] = []
         self.connections: set[Connection] = set()
         self._reaper: asyncio.Task[None] | None = None
@@ -50,6 +56,8 @@ class SocketServer:
                 reuse_address=True,
                 backlog=1024,
             )
+            for sock in server.sockets:
+                set_buffer_sizes(sock, receive_buffer_bytes=self._receive_buffer_bytes)
             port = server.sockets[0].getsockname()[1]
             self.bound_ports[listener.name] = port
             self._servers.append(server)
@@ -70,6 +78,7 @@ class SocketServer:
             self._max_request_size,
             self._max_queued,
             self.connections.discard,
+            self._send_buffer_bytes,
         )
         self.connections.add(connection)
         return connection

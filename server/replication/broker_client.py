@@ -18,6 +18,7 @@ from typing import Any, Final
 
 from tiercel.protocol.client_frames import FrameError, decode_response, encode_request
 from tiercel.protocol.errors import UnsupportedVersionError
+from tiercel.server.network.socket_options import USE_DEFAULT_BUFFER_SIZE, set_buffer_sizes
 
 _API_VERSIONS_KEY: Final = 18
 _API_VERSIONS_VERSION: Final = 3
@@ -45,11 +46,13 @@ class BrokerClient:
         resolve_endpoint: Callable[[], Endpoint | None],
         client_id: str,
         request_timeout_s: float,
+        receive_buffer_bytes: int = USE_DEFAULT_BUFFER_SIZE,
     ) -> None:
         self.target_id = target_id
         self._resolve_endpoint = resolve_endpoint
         self._client_id = client_id
         self._timeout_s = request_timeout_s
+        self._receive_buffer_bytes = receive_buffer_bytes
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._versions: dict[int, tuple[int, int]] = {}
@@ -61,12 +64,15 @@ class BrokerClient:
         """Send ``body`` in the highest version both sides support within ``versions``;
         returns (version used, response entity)."""
         try:
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for drops a cancellation
+            # that arrives as the awaited call fails (a refused connection), so a stopped
+            # fetcher would carry on.
             if self._writer is None:
-                await asyncio.wait_for(self._connect(), self._timeout_s)
+                async with asyncio.timeout(self._timeout_s):
+                    await self._connect()
             version = self._pick_version(api_key, versions)
-            response = await asyncio.wait_for(
-                self._round_trip(api_key, version, body), self._timeout_s
-            )
+            async with asyncio.timeout(self._timeout_s):
+                response = await self._round_trip(api_key, version, body)
         except BaseException:
             self.close()
             raise
@@ -91,6 +97,7 @@ class BrokerClient:
         sock = self._writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            set_buffer_sizes(sock, receive_buffer_bytes=self._receive_buffer_bytes)
         response = await self._round_trip(
             _API_VERSIONS_KEY,
             _API_VERSIONS_VERSION,

@@ -27,6 +27,7 @@ def replica_fetcher_factory(
             lambda: inter_broker_endpoint(leader_id),
             f"tiercel-replica-fetcher-{node_id}",
             config.replica_socket_timeout_ms / 1000,
+            config.replica_socket_receive_buffer_bytes,
         )
         leader = RemoteLeaderEndPoint(
             client,

@@ -3,7 +3,7 @@
 Kafka's AbstractFetcherThread with ReplicaFetcherThread's choices (num.replica.fetchers=1:
 one fetcher per source broker). Each partition goes through two phases (`FetchPhase`):
 
-- TRUNCATING (KIP-101/279, seed 000): ask the leader with OffsetForLeaderEpoch where the
+- TRUNCATING (KIP-101/279): ask the leader with OffsetForLeaderEpoch where the
   local log's latest epoch ends, truncate the log and its epoch cache there
   (`truncation.offset_truncation_state`), and ask again, with the then latest epoch, while
   the answer names an epoch this log does not know. A log without epochs truncates to the
@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Final
 
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 from tiercel.protocol.errors import ErrorCode, KafkaError
 from tiercel.server.partition import Partition
 from tiercel.server.replication.fetch_state import (
@@ -45,8 +45,8 @@ from tiercel.server.replication.fetch_state import (
 )
 from tiercel.server.replication.leader_end_point import LeaderEndPoint
 from tiercel.server.replication.truncation import offset_truncation_state
-from tiercel.storage.log import Log, UnexpectedAppendOffsetError
 from tiercel.storage.topic_partition import TopicPartition
+from tiercel.storage.unified_log import UnexpectedAppendOffsetError, UnifiedLog
 
 _log: Final = logging.getLogger("tiercel.replica_fetcher")
 
@@ -65,7 +65,7 @@ _METADATA_ERRORS: Final = frozenset(
 )
 
 
-def _own_end_offset(log: Log, epoch: int) -> tuple[int, int] | None:
+def _own_end_offset(log: UnifiedLog, epoch: int) -> tuple[int, int] | None:
     """The follower's (epoch, end offset) for ``epoch``; None when its cache cannot say."""
     found_epoch, end_offset = log.end_offset_for_epoch(epoch)
     return None if end_offset < 0 else (found_epoch, end_offset)
@@ -178,7 +178,8 @@ class ReplicaFetcher:
         now = asyncio.get_running_loop().time()
         due = [s.delayed_until - now for s in self._states.values()]
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), max(min(due), 0.0) if due else None)
+            async with asyncio.timeout(max(min(due), 0.0) if due else None):  # keeps cancellation
+                await self._wake.wait()
 
     # -- truncation ------------------------------------------------------------------------
 

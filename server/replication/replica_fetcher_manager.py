@@ -15,7 +15,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from typing import Final
 
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 from tiercel.server.replication.fetch_state import InitialFetchState, PartitionFetchState
 from tiercel.server.replication.replica_fetcher import ReplicaFetcher
 from tiercel.storage.topic_partition import TopicPartition

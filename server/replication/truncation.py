@@ -14,9 +14,9 @@ for the largest epoch it knows at or below the one asked. Kafka's
   epoch;
 - the follower has no epochs at or below it: take the leader's end offset.
 
-Seed 000's example: leader epochs 2→30, 3→50, 4→70, a follower asking for epoch 2 gets
-(2, 50); a follower whose epoch 2 ends at 55 truncates to 50, one whose epoch 2 ends at
-45 keeps its log (45).
+For example: leader epochs 2→30, 3→50, 4→70, a follower asking for epoch 2 gets (2, 50);
+a follower whose epoch 2 ends at 55 truncates to 50, one whose epoch 2 ends at 45 keeps
+its log (45).
 """
 
 from __future__ import annotations

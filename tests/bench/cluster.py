@@ -2,21 +2,25 @@
 RF=1, and failover time after the leader is SIGKILLed.
 
     .venv/bin/python tests/bench/cluster.py [--mb 100] [--rounds 3] [--failovers 3]
-        [--session-timeout-ms 6000]
+        [--session-timeout-ms MS] [--tick-time-ms 2000]
 
 ZooKeeper (Debian package) and three brokers run as child processes started from
 config/cluster/broker-{1,2,3}.yaml exactly as the tests start them (tests/support/
-cluster.py), with asyncio debug mode off.
+cluster.py), with asyncio debug mode off. ZooKeeper runs with its default tickTime (2 s)
+unless ``--tick-time-ms`` says otherwise, since it expires sessions on tick boundaries;
+the brokers use the session timeout of their config files unless
+``--session-timeout-ms`` overrides it.
 
 Throughput: librdkafka produces ``--mb`` MB of 1 KB values with acks=all to a
 one-partition topic with replication factor 1, then to one with replication factor 3
 (min.insync.replicas=2), alternating for ``--rounds`` rounds; prints the medians and the
 ratio. Failover: an idempotent acks=all producer streams into an RF=3 partition; the
 leader's broker is SIGKILLed, and the time until the producer's first acknowledgement
-after the kill is the failover time (the old leader's ZooKeeper session must expire
-before the controller moves leadership, so it is bounded below by
-``zookeeper.session.timeout.ms``). The killed broker is restarted and rejoins the ISR
-before the next round. Not part of `make test`.
+after the kill is the failover time. Most of it is the old leader's ZooKeeper session
+expiring, which the controller waits for: between ``zookeeper.session.timeout.ms`` minus
+kazoo's ping interval (a third of it) and that timeout plus one tickTime after the kill.
+The killed broker is restarted and rejoins the ISR before the next round. Not part of
+`make test`.
 """
 
 from __future__ import annotations
@@ -118,16 +122,20 @@ def main() -> None:
     parser.add_argument("--mb", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--failovers", type=int, default=3)
-    parser.add_argument("--session-timeout-ms", type=int, default=6000)
+    parser.add_argument("--session-timeout-ms", type=int, default=None)
+    parser.add_argument("--tick-time-ms", type=int, default=2000)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="tiercel-bench-cluster-") as tmp:
         directory = Path(tmp)
-        zookeeper = ZooKeeperServer(directory / "zookeeper").start()
+        zookeeper = ZooKeeperServer(directory / "zookeeper", args.tick_time_ms).start()
+        overrides = {}
+        if args.session_timeout_ms is not None:
+            overrides["zookeeper.session.timeout.ms"] = args.session_timeout_ms
         cluster = ClusterProcess(
             directory / "cluster",
             zookeeper,
             "/bench",
-            overrides={"zookeeper.session.timeout.ms": args.session_timeout_ms},
+            overrides=overrides,
         )
         for broker in cluster.brokers.values():
             broker.asyncio_debug = False

@@ -102,17 +102,11 @@ def _consumer(bootstrap: str) -> Consumer:
     })  # fmt: skip
 
 
-def run_workload(bootstrap: str, total_mb: int, value_bytes: int) -> Result:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(30)
-    count = total_mb * 1024 * 1024 // value_bytes
-    value = os.urandom(value_bytes)
-    # Warm-up outside the timings: a consumer with a group id finds its coordinator,
-    # and a broker with group support creates __consumer_offsets then; that one-time
-    # cost is not fetch throughput.
-    warm_up = _consumer(bootstrap)
-    warm_up.committed([TopicPartition(TOPIC, 0)], timeout=60)
-    warm_up.close()
+def produce_all(
+    bootstrap: str, count: int, value: bytes, config: dict[str, object] | None = None
+) -> float:
+    """Produce ``count`` copies of ``value`` to TOPIC with librdkafka, acks=all, linger
+    5 ms (plus ``config``); the seconds until every one is acknowledged."""
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
@@ -120,6 +114,7 @@ def run_workload(bootstrap: str, total_mb: int, value_bytes: int) -> Result:
             "linger.ms": 5,
             "queue.buffering.max.messages": 1_000_000,
             "queue.buffering.max.kbytes": 1_048_576,
+            **(config or {}),
         }
     )
     delivered = 0
@@ -140,8 +135,23 @@ def run_workload(bootstrap: str, total_mb: int, value_bytes: int) -> Result:
                 producer.poll(0.01)
         producer.poll(0)
     producer.flush(300)
-    produce_s = time.perf_counter() - start
+    seconds = time.perf_counter() - start
     assert delivered == count, f"{delivered} of {count} delivered"
+    return seconds
+
+
+def run_workload(bootstrap: str, total_mb: int, value_bytes: int) -> Result:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(30)
+    count = total_mb * 1024 * 1024 // value_bytes
+    value = os.urandom(value_bytes)
+    # Warm-up outside the timings: a consumer with a group id finds its coordinator,
+    # and a broker with group support creates __consumer_offsets then; that one-time
+    # cost is not fetch throughput.
+    warm_up = _consumer(bootstrap)
+    warm_up.committed([TopicPartition(TOPIC, 0)], timeout=60)
+    warm_up.close()
+    produce_s = produce_all(bootstrap, count, value)
 
     consumer = _consumer(bootstrap)
     consumer.assign([TopicPartition(TOPIC, 0, 0)])

@@ -417,6 +417,7 @@ def test_create_topic_errors(admin: Admin) -> None:
         f"{p}.collides": INVALID_TOPIC_EXCEPTION,
         f"{p}-bad-value": INVALID_CONFIG,
         f"{p}-unknown-config": INVALID_CONFIG,
+        f"{p}-preallocate": INVALID_CONFIG,  # not implemented, so refused
         f"{p}-unknown-broker": INVALID_REPLICA_ASSIGNMENT,
         f"{p}-good": NONE,
     }
@@ -431,6 +432,7 @@ def test_create_topic_errors(admin: Admin) -> None:
         TopicSpec(f"{p}.collides", 1, 1),
         TopicSpec(f"{p}-bad-value", 1, 1, configs={"retention.ms": "abc"}),
         TopicSpec(f"{p}-unknown-config", 1, 1, configs={"no.such.config": "1"}),
+        TopicSpec(f"{p}-preallocate", 1, 1, configs={"preallocate": "true"}),
         TopicSpec(f"{p}-unknown-broker", assignment={0: [2]}),
         TopicSpec(f"{p}-good", 1, 1),
     ]
@@ -565,6 +567,7 @@ def test_config_changes_take_effect_and_survive_a_restart(
     )
     assert rdk.alter(name, {"retention.ms": "forever"}) == INVALID_CONFIG
     assert rdk.alter(name, {"no.such.config": "1"}) == INVALID_CONFIG
+    assert rdk.alter(name, {"preallocate": "true"}) == INVALID_CONFIG
     assert rdk.alter("no-such-topic", {"retention.ms": "1000"}) == UNKNOWN_TOPIC_OR_PARTITION
     described = rdk.describe_topic(name)
     assert described["max.message.bytes"] == ("2000", "DYNAMIC_TOPIC_CONFIG")

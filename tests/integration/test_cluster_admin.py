@@ -19,7 +19,12 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import pytest
-from confluent_kafka import ConsumerGroupTopicPartitions, ElectionType, KafkaException
+from confluent_kafka import (
+    ConsumerGroupTopicPartitions,
+    ElectionType,
+    KafkaError,
+    KafkaException,
+)
 from confluent_kafka import TopicPartition as CTopicPartition
 from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 
@@ -45,6 +50,15 @@ OVERRIDES: Final = {
     "offsets.topic.num.partitions": 3,
 }
 WAIT_S: Final = 20.0
+# OffsetCommit's per-partition errors after which Kafka's AdminClient commits again
+# (AlterConsumerGroupOffsetsHandler, finding the coordinator again for the first two).
+RETRIABLE_COMMIT_ERRORS: Final = frozenset(
+    {
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    }
+)
 
 
 def request(bootstrap: str, api_key: int, version: int, fields: Mapping[str, Any]) -> Any:
@@ -455,18 +469,40 @@ def test_a_partition_moves_to_other_brokers(cluster: Cluster) -> None:
 # -- group coordination ----------------------------------------------------------------
 
 
+def commit_offsets(bootstrap: str, group: str, partitions: list[CTopicPartition]) -> None:
+    """AlterConsumerGroupOffsets until the coordinator acknowledges every partition.
+
+    librdkafka hands OffsetCommit's per-partition errors back as they came, where Kafka's
+    AdminClient retries the retriable ones: a broker that FindCoordinator names (from the
+    answering broker's metadata) may not have applied its leadership of the group's
+    __consumer_offsets partition yet, and answers NOT_COORDINATOR, as Kafka's would. Any
+    other error fails the test."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    errors: list[KafkaError] = []
+
+    def acknowledged() -> bool:
+        request = ConsumerGroupTopicPartitions(group, partitions)
+        result = admin.alter_consumer_group_offsets([request])[group].result(WAIT_S)
+        errors[:] = [tp.error for tp in result.topic_partitions if tp.error is not None]
+        assert all(e.code() in RETRIABLE_COMMIT_ERRORS for e in errors), errors
+        return not errors
+
+    assert wait_until(acknowledged, WAIT_S), errors
+
+
 def test_group_coordination_fails_over_with_consumer_offsets_leadership(
     cluster: Cluster,
 ) -> None:
     create_topics(cluster, 1, [new_topic("orders", partitions=1, factor=3)])
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
     group = "failover-group"
-    committed = ConsumerGroupTopicPartitions(group, [CTopicPartition("orders", 0, 42)])
-    admin.alter_consumer_group_offsets([committed])[group].result(20)
+    commit_offsets(cluster.bootstrap(), group, [CTopicPartition("orders", 0, 42)])
     offsets = request(cluster.bootstrap(1), 10, 4, {"key_type": 0, "coordinator_keys": [group]})
     (found,) = offsets.coordinators
     assert found.error_code == NONE
     coordinator = found.node_id
+    # Every broker is in the ISR from the creation on: the commit, acknowledged only once
+    # written with acks=-1, is on each of them. Nothing waits for followers to fetch: the
+    # acknowledgement alone must make it survive the coordinator.
     partitions = cluster.wait_partitions(
         "__consumer_offsets",
         lambda ps: all(sorted(p.isr_nodes) == [1, 2, 3] for p in ps.values()),

@@ -1,4 +1,4 @@
-"""Faults in a three-broker cluster of real processes (issue 4, item 6).
+"""Faults in a three-broker cluster of real processes.
 
 Every scenario runs RF=3 (or the replica set it names), min.insync.replicas=2 and an
 idempotent acks=all librdkafka producer where it produces a stream, breaks brokers with
@@ -9,9 +9,10 @@ shutdown) — or restarts ZooKeeper, and then checks the guarantees:
 - after the cluster heals, every replica holds the same batches byte for byte below the
   high watermark, and the same leader-epoch-checkpoint.
 
-The seeds' two scenarios are reproduced step by step: seed 003's high-watermark
-truncation (a restarted follower must not cut its log back to a stale checkpointed HW),
-and an unclean election whose old leader must truncate its divergent tail by epoch.
+KIP-101's two scenarios are reproduced step by step: high-watermark truncation followed
+by a leader election (a restarted follower must not cut its log back to a stale
+checkpointed HW), and an unclean election whose old leader must truncate its divergent
+tail by epoch.
 """
 
 from __future__ import annotations
@@ -157,40 +158,41 @@ def test_zookeeper_restart_cluster_recovers(
     verify_sequence(read_partition(cluster.bootstrap(), "zk-restart", 0, hw), tally)
 
 
-def test_seed_003_stale_high_watermark_does_not_truncate(
+def test_kip_101_stale_high_watermark_does_not_truncate(
     cluster_factory: ClusterFactory,
 ) -> None:
-    """Seed 003: leader A and follower B both hold records 0 and 1, but B's checkpointed
-    HW is behind. B crashes and restarts while A cannot answer; then A is lost and B
-    leads. Truncating to the HW at restart would have erased acknowledged records on B,
-    and then on A when it came back to follow B. With leader epochs nothing is lost."""
+    """KIP-101, scenario 1: leader A and follower B both hold records 0 and 1, but B's
+    checkpointed HW is behind. B crashes and restarts while A cannot answer; then A is
+    lost and B leads. Truncating to the HW at restart would have erased acknowledged
+    records on B, and then on A when it came back to follow B. With leader epochs
+    nothing is lost."""
     cluster = cluster_factory(
         # B (2) never checkpoints its HW on its own, so its file stays behind.
         broker_overrides={2: {"replica.high.watermark.checkpoint.interval.ms": 3_600_000}}
     )
     a, b = 1, 2
-    _create_assigned_topic(cluster, "seed-003", [a, b], {"min.insync.replicas": "1"})
-    _produce_values(cluster.bootstrap(), "seed-003", range(2))
-    cluster.assert_replicas_identical_below_hw("seed-003", 0, high_watermark=2)
+    _create_assigned_topic(cluster, "kip-101-hw", [a, b], {"min.insync.replicas": "1"})
+    _produce_values(cluster.bootstrap(), "kip-101-hw", range(2))
+    cluster.assert_replicas_identical_below_hw("kip-101-hw", 0, high_watermark=2)
     cluster.kill(b)
-    stale = cluster.checkpointed_high_watermark(b, "seed-003", 0)
+    stale = cluster.checkpointed_high_watermark(b, "kip-101-hw", 0)
     assert stale is None or stale < 2, f"B's checkpointed HW {stale} is not stale"
-    cluster.wait_until_isr("seed-003", 0, [a])
+    cluster.wait_until_isr("kip-101-hw", 0, [a])
     cluster.pause(a)  # B restarts and cannot fetch: only its own log counts
     cluster.start_broker(b)
     # A is lost; B, the only replica left, is elected (out of the ISR: allowed here).
     cluster.kill(a)
     cluster.wait_for_controller(exclude=[a], timeout=60)
-    _allow_unclean(cluster, "seed-003", [b])
-    state = cluster.wait_for_leader("seed-003", 0, exclude=[a], timeout=60)
+    _allow_unclean(cluster, "kip-101-hw", [b])
+    state = cluster.wait_for_leader("kip-101-hw", 0, exclude=[a], timeout=60)
     assert state.leader == b
-    assert [v for _, v in read_partition(cluster.bootstrap([b]), "seed-003", 0, 2)] == [0, 1]
-    _produce_values(cluster.bootstrap([b]), "seed-003", range(2, 4))
+    assert [v for _, v in read_partition(cluster.bootstrap([b]), "kip-101-hw", 0, 2)] == [0, 1]
+    _produce_values(cluster.bootstrap([b]), "kip-101-hw", range(2, 4))
     cluster.start_broker(a)
-    cluster.wait_until_isr("seed-003", 0, [a, b], timeout=60)
-    hw = _check_all_replicas(cluster, "seed-003")
+    cluster.wait_until_isr("kip-101-hw", 0, [a, b], timeout=60)
+    hw = _check_all_replicas(cluster, "kip-101-hw")
     assert hw == 4
-    assert [v for _, v in read_partition(cluster.bootstrap(), "seed-003", 0, 4)] == [0, 1, 2, 3]
+    assert [v for _, v in read_partition(cluster.bootstrap(), "kip-101-hw", 0, 4)] == [0, 1, 2, 3]
 
 
 def _allow_unclean(cluster: ClusterProcess, topic: str, nodes: list[int]) -> None:

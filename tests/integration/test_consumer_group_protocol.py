@@ -11,22 +11,24 @@ every test takes seconds.
 from __future__ import annotations
 
 import datetime
-import os
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer
-from confluent_kafka import TopicPartition as CTopicPartition
 from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 
-from support.broker import REPO, BrokerProcess
-from support.clients import Outgoing, create_topic, produce, wait_until
+from support.broker import BrokerProcess
+from support.clients import create_topic, wait_until
+from support.group_members import (
+    Member,
+    committed,
+    fill,
+    lose_a_member,
+    read_counts,
+    split_evenly,
+)
 from support.wire import WireClient
 from tiercel.protocol.entities import build_entity, request_class
 from tiercel.protocol.errors import ErrorCode
@@ -36,54 +38,7 @@ OVERRIDES = {
     "group.consumer.session.timeout.ms": SESSION_MS,
     "group.consumer.heartbeat.interval.ms": 200,
 }
-
-
-class Member:
-    """A `support.group_member --protocol consumer` process and what it logged."""
-
-    def __init__(self, broker: BrokerProcess, topic: str, group: str, out: Path) -> None:
-        self.out = out
-        command = [
-            sys.executable, "-m", "support.group_member", broker.bootstrap, topic, group,
-            str(out), "--protocol", "consumer", "--delay-ms", "10",
-        ]  # fmt: skip
-        env = {**os.environ, "PYTHONPATH": str(REPO / "tests")}
-        self.proc = subprocess.Popen(command, env=env, cwd=REPO, stderr=subprocess.DEVNULL)
-
-    def events(self) -> list[list[str]]:
-        if not self.out.exists():
-            return []
-        return [line.split() for line in self.out.read_text().splitlines() if line]
-
-    def assignment(self) -> set[int]:
-        held: set[int] = set()
-        for event in self.events():
-            partitions = {int(p) for p in event[2].split(",") if p} if len(event) > 2 else set()
-            if event[0] == "I":
-                held |= partitions
-            elif event[0] == "R":
-                held -= partitions
-        return held
-
-    def rows(self, kind: str) -> list[tuple[float, int, int]]:
-        return [
-            (float(t), int(p), int(o))
-            for k, t, p, o in (e for e in self.events() if len(e) == 4)
-            if k == kind
-        ]
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.kill()
+KIP_848 = ("--protocol", "consumer", "--delay-ms", "10")  # support.group_member's flags
 
 
 @pytest.fixture
@@ -94,82 +49,29 @@ def members() -> Iterator[list[Member]]:
         member.kill()
 
 
-def _fill(bootstrap: str, topic: str, partitions: int, per_partition: int, start: int = 0) -> None:
-    records = [
-        Outgoing(p, b"%d-%d" % (p, i))
-        for i in range(start, start + per_partition)
-        for p in range(partitions)
-    ]
-    produce("confluent", bootstrap, topic, records, {"linger.ms": 5})
-
-
-def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
-    """Committed offsets as an admin-style OffsetFetch (no member) returns them."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    try:
-        tps = [CTopicPartition(topic, p) for p in range(partitions)]
-        return {tp.partition: tp.offset for tp in consumer.committed(tps, timeout=10)}
-    finally:
-        consumer.close()
-
-
-def _split(members: list[Member], partitions: int) -> bool:
-    held = [m.assignment() for m in members]
-    each = partitions // len(members)
-    return all(len(h) == each for h in held) and set().union(*held) == set(range(partitions))
-
-
-def _read_counts(members: list[Member]) -> dict[tuple[int, int], int]:
-    seen: dict[tuple[int, int], int] = {}
-    for member in members:
-        for _, p, offset in member.rows("M"):
-            seen[p, offset] = seen.get((p, offset), 0) + 1
-    return seen
-
-
 def test_group_of_three_survives_a_killed_member(
     broker_factory: Callable[..., BrokerProcess], members: list[Member], tmp_path: Path
 ) -> None:
     broker = broker_factory(OVERRIDES)
     topic, group, partitions, per_partition = "kip848-orders", "kip848-processors", 6, 100
     create_topic(broker.bootstrap, topic, partitions)
-    _fill(broker.bootstrap, topic, partitions, per_partition)
-    members += [Member(broker, topic, group, tmp_path / f"m{i}.log") for i in range(3)]
-    assert wait_until(lambda: _split(members, partitions), 30), [m.events() for m in members]
-    victim, survivors = members[0], members[1:]
-    victim_partitions = victim.assignment()
-    assigned_at = max(float(e[1]) for e in victim.events() if e[0] == "I")
-    assert wait_until(
-        lambda: victim_partitions <= {p for t, p, _ in victim.rows("C") if t >= assigned_at}, 20
-    ), victim.events()
-    killed_at = time.time()
-    victim.kill()
-    at_kill = committed(broker.bootstrap, group, topic, partitions)
-
-    def all_committed() -> bool:
-        done = dict.fromkeys(range(partitions), 0)
-        for member in members:
-            for _, p, offset in member.rows("C"):
-                done[p] = max(done[p], offset)
-        return set(done.values()) == {per_partition}
-
-    assert wait_until(all_committed, 60), [m.events() for m in members]
+    loss = lose_a_member(
+        broker.bootstrap, topic, group, partitions, per_partition, tmp_path, members,
+        KIP_848,
+    )  # fmt: skip
+    at_kill, victim_partitions = loss.committed_at_kill, loss.victim_partitions
+    survivors = members[1:]
     unfinished = {p for p in victim_partitions if at_kill[p] < per_partition}
     assert unfinished, "the victim had finished its partitions before it was killed"
-    first: dict[int, tuple[float, int]] = {}
-    for member in survivors:
-        for t, p, offset in member.rows("M"):
-            if p in victim_partitions and t > killed_at and (p not in first or t < first[p][0]):
-                first[p] = (t, offset)
     # The survivors resumed the victim's partitions at its committed offsets...
-    assert {p: offset for p, (_, offset) in first.items()} == {p: at_kill[p] for p in unfinished}
-    rebalance_s = min(t for t, _ in first.values()) - killed_at
-    print(f"KIP-848 rebalance after member loss: {rebalance_s:.2f}s (session timeout 2s)")
-    assert rebalance_s < 10
+    taken_over = {p: offset for p, (_, offset) in loss.taken_over.items()}
+    assert taken_over == {p: at_kill[p] for p in unfinished}
+    print(f"KIP-848 rebalance after member loss: {loss.rebalance_s:.2f}s (session timeout 2s)")
+    assert loss.rebalance_s < 10
     assert "reason=session_expired" in broker.log_text()
     # ... nothing was lost, and only what the victim read but had not committed was
     # read twice.
-    seen = _read_counts(members)
+    seen = read_counts(members)
     assert set(seen) == {(p, o) for p in range(partitions) for o in range(per_partition)}
     twice = {key for key, n in seen.items() if n > 1}
     assert twice <= {(p, at_kill[p]) for p in victim_partitions}, twice
@@ -195,10 +97,12 @@ def test_a_restarted_broker_keeps_the_group_and_its_offsets(
     broker = broker_factory({**OVERRIDES, "group.consumer.session.timeout.ms": 20000})
     topic, group, partitions = "kip848-restart", "kip848-restart-group", 4
     create_topic(broker.bootstrap, topic, partitions)
-    members += [Member(broker, topic, group, tmp_path / f"r{i}.log") for i in range(2)]
-    assert wait_until(lambda: _split(members, partitions), 30), [m.events() for m in members]
-    _fill(broker.bootstrap, topic, partitions, 20)
-    assert wait_until(lambda: len(_read_counts(members)) == partitions * 20, 30)
+    members += [
+        Member(broker.bootstrap, topic, group, tmp_path / f"r{i}.log", *KIP_848) for i in range(2)
+    ]
+    assert wait_until(lambda: split_evenly(members, partitions), 30), [m.events() for m in members]
+    fill(broker.bootstrap, topic, partitions, 20)
+    assert wait_until(lambda: len(read_counts(members)) == partitions * 20, 30)
     assert wait_until(
         lambda: (
             committed(broker.bootstrap, group, topic, partitions)
@@ -208,12 +112,12 @@ def test_a_restarted_broker_keeps_the_group_and_its_offsets(
     )
     held = [m.assignment() for m in members]
     broker.restart()
-    _fill(broker.bootstrap, topic, partitions, 20, start=20)
-    assert wait_until(lambda: len(_read_counts(members)) == partitions * 40, 60), [
+    fill(broker.bootstrap, topic, partitions, 20, start=20)
+    assert wait_until(lambda: len(read_counts(members)) == partitions * 40, 60), [
         m.events() for m in members
     ]
     time.sleep(0.5)  # anything read twice would show now
-    assert all(n == 1 for n in _read_counts(members).values())
+    assert all(n == 1 for n in read_counts(members).values())
     assert [m.assignment() for m in members] == held
     assert "consumer_group_member_fenced" not in broker.log_text()
 

@@ -10,10 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -28,8 +24,9 @@ from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as CTopicPartition
 from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 
-from support.broker import REPO, BrokerProcess
-from support.clients import Outgoing, create_topic, produce, running_broker, wait_until
+from support.broker import BrokerProcess
+from support.clients import create_topic, running_broker, wait_until, watermarks
+from support.group_members import Member, committed, fill, lose_a_member, read_counts
 from support.wire import WireClient
 from tiercel.protocol.entities import build_entity, request_class
 from tiercel.protocol.errors import ErrorCode
@@ -47,83 +44,6 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         yield broker
 
 
-def _fill(bootstrap: str, topic: str, partitions: int, per_partition: int) -> None:
-    records = [
-        Outgoing(p, b"%d-%d" % (p, i)) for i in range(per_partition) for p in range(partitions)
-    ]
-    produce("confluent", bootstrap, topic, records, {"linger.ms": 5})
-
-
-def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
-    """The group's committed offsets as librdkafka fetches them (OffsetFetch)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    try:
-        tps = [CTopicPartition(topic, p) for p in range(partitions)]
-        return {tp.partition: tp.offset for tp in consumer.committed(tps, timeout=10)}
-    finally:
-        consumer.close()
-
-
-# -- librdkafka members in processes -------------------------------------------------------
-
-
-class Member:
-    """A `support.group_member` process and the events it logged."""
-
-    def __init__(self, broker: BrokerProcess, topic: str, group: str, out: Path, *args: str):
-        self.out = out
-        self.command = [
-            sys.executable, "-m", "support.group_member",
-            broker.bootstrap, topic, group, str(out), *args,
-        ]  # fmt: skip
-        self.proc = self._spawn()
-
-    def _spawn(self) -> subprocess.Popen[bytes]:
-        env = {**os.environ, "PYTHONPATH": str(REPO / "tests")}
-        return subprocess.Popen(self.command, env=env, cwd=REPO, stderr=subprocess.DEVNULL)
-
-    def restart(self) -> None:
-        self.proc = self._spawn()
-
-    def events(self) -> list[list[str]]:
-        if not self.out.exists():
-            return []
-        return [line.split() for line in self.out.read_text().splitlines() if line]
-
-    def assignment(self) -> set[int]:
-        """Partitions of the latest assignment still held."""
-        held: set[int] = set()
-        for event in self.events():
-            partitions = {int(p) for p in event[2].split(",") if p} if len(event) > 2 else set()
-            if event[0] == "A":
-                held = partitions
-            elif event[0] == "R":
-                held -= partitions
-        return held
-
-    def consumed(self) -> list[tuple[float, int, int]]:
-        return [(float(t), int(p), int(o)) for kind, t, p, o in self._rows("M")]
-
-    def commits(self) -> list[tuple[float, int, int]]:
-        return [(float(t), int(p), int(o)) for kind, t, p, o in self._rows("C")]
-
-    def _rows(self, kind: str) -> list[list[str]]:
-        return [e for e in self.events() if e[0] == kind and len(e) == 4]
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-
 @pytest.fixture
 def members() -> Iterator[list[Member]]:
     started: list[Member] = []
@@ -132,79 +52,30 @@ def members() -> Iterator[list[Member]]:
         member.kill()
 
 
-def _committed_by_members(members: list[Member], partitions: int) -> dict[int, int]:
-    """The highest offset any member logged as committed, per partition."""
-    done = dict.fromkeys(range(partitions), 0)
-    for member in members:
-        for _, p, offset in member.commits():
-            done[p] = max(done[p], offset)
-    return done
-
-
-def _first_reads_after(
-    members: list[Member], partitions: set[int], since: float
-) -> dict[int, tuple[float, int]]:
-    """(time, offset) of the first record of each of ``partitions`` read after ``since``."""
-    first: dict[int, tuple[float, int]] = {}
-    for member in members:
-        for t, p, offset in member.consumed():
-            if p in partitions and t > since and (p not in first or t < first[p][0]):
-                first[p] = (t, offset)
-    return first
-
-
-def _read_counts(members: list[Member]) -> dict[tuple[int, int], int]:
-    seen: dict[tuple[int, int], int] = {}
-    for member in members:
-        for _, p, offset in member.consumed():
-            seen[p, offset] = seen.get((p, offset), 0) + 1
-    return seen
-
-
 def test_librdkafka_group_survives_a_killed_member(
     broker_factory: Callable[..., BrokerProcess], members: list[Member], tmp_path: Path
 ) -> None:
     broker = broker_factory(GROUP_OVERRIDES)
     topic, group, partitions, per_partition = "orders", "order-processors", 6, 100
     create_topic(broker.bootstrap, topic, partitions)
-    _fill(broker.bootstrap, topic, partitions, per_partition)
-    session = ("--session-ms", "2000", "--delay-ms", "10")
-    members += [Member(broker, topic, group, tmp_path / f"m{i}.log", *session) for i in range(3)]
-
-    def split_three_ways() -> bool:
-        held = [m.assignment() for m in members]
-        return all(len(h) == 2 for h in held) and set().union(*held) == set(range(partitions))
-
-    assert wait_until(split_three_ways, 30), [m.events() for m in members]
-    victim, survivors = members[0], members[1:]
-    victim_partitions = victim.assignment()
-    assigned_at = max(float(e[1]) for e in victim.events() if e[0] == "A")
-
-    def victim_committed_everywhere() -> bool:
-        return victim_partitions <= {p for t, p, _ in victim.commits() if t >= assigned_at}
-
-    # Kill it once it has committed on each of its partitions.
-    assert wait_until(victim_committed_everywhere, 20), victim.events()
-    killed_at = time.time()
-    victim.kill()
-    at_kill = committed(broker.bootstrap, group, topic, partitions)
-    assert wait_until(
-        lambda: set(_committed_by_members(members, partitions).values()) == {per_partition}, 60
-    ), [m.events() for m in members]
+    loss = lose_a_member(
+        broker.bootstrap, topic, group, partitions, per_partition, tmp_path, members,
+        ("--session-ms", "2000", "--delay-ms", "10"),
+    )  # fmt: skip
+    at_kill, victim_partitions = loss.committed_at_kill, loss.victim_partitions
+    survivors = members[1:]
 
     # The survivors took the victim's partitions over at its committed offsets.
     unfinished = {p for p in victim_partitions if at_kill[p] < per_partition}
     assert unfinished, "the victim had finished its partitions before it was killed"
-    taken_over = _first_reads_after(survivors, victim_partitions, killed_at)
-    assert {p: offset for p, (_, offset) in taken_over.items()} == {
+    assert {p: offset for p, (_, offset) in loss.taken_over.items()} == {
         p: at_kill[p] for p in unfinished
     }
-    rebalance_s = min(t for t, _ in taken_over.values()) - killed_at
-    print(f"rebalance after member loss: {rebalance_s:.2f}s (session timeout 2s)")
-    assert rebalance_s < 10
+    print(f"rebalance after member loss: {loss.rebalance_s:.2f}s (session timeout 2s)")
+    assert loss.rebalance_s < 10
 
     # Nothing lost; read twice only what the victim read but had not committed.
-    seen = _read_counts(members)
+    seen = read_counts(members)
     assert set(seen) == {(p, o) for p in range(partitions) for o in range(per_partition)}
     twice = {key for key, n in seen.items() if n > 1}
     assert twice <= {(p, at_kill[p]) for p in victim_partitions}, twice
@@ -224,7 +95,9 @@ def test_static_member_restart_gets_its_partitions_back_without_rebalance(
     create_topic(shared.bootstrap, topic, 4)
     session = ("--session-ms", "10000")
     members += [
-        Member(shared, topic, group, tmp_path / f"s{i}.log", *session, "--instance", f"s{i}")
+        Member(
+            shared.bootstrap, topic, group, tmp_path / f"s{i}.log", *session, "--instance", f"s{i}"
+        )
         for i in range(2)
     ]
     assert wait_until(lambda: all(len(m.assignment()) == 2 for m in members), 30)
@@ -284,7 +157,7 @@ def _two_kafka_python_members(
             30,
         )
         assert split, "the group never split the topic between its members"
-        _fill(bootstrap, topic, 4, total // 4)
+        fill(bootstrap, topic, 4, total // 4)
         assert wait_until(lambda: sum(map(len, received)) >= total, 30)
         time.sleep(0.5)  # anything read twice would arrive now
     finally:
@@ -333,7 +206,7 @@ async def _two_aiokafka_members(
         ):
             assert time.monotonic() < deadline, "the group never split the topic"
             await asyncio.sleep(0.1)
-        await asyncio.to_thread(_fill, bootstrap, topic, 4, total // 4)
+        await asyncio.to_thread(fill, bootstrap, topic, 4, total // 4)
         while sum(map(len, received)) < total:
             assert time.monotonic() < deadline + 30
             await asyncio.sleep(0.1)
@@ -366,7 +239,7 @@ def test_group_splits_a_topic_without_reading_twice(shared: BrokerProcess, clien
 def test_group_admin_apis(shared: BrokerProcess) -> None:
     bootstrap, topic = shared.bootstrap, "admin-groups"
     create_topic(bootstrap, topic, 2)
-    _fill(bootstrap, topic, 2, 5)
+    fill(bootstrap, topic, 2, 5)
     python_admin = kafka.KafkaAdminClient(bootstrap_servers=bootstrap)
     tp0, tp1 = kafka.TopicPartition(topic, 0), kafka.TopicPartition(topic, 1)
     for group, base in (("simple-a", 1), ("simple-b", 3)):
@@ -449,3 +322,19 @@ def test_clients_cannot_produce_to_internal_topics(shared: BrokerProcess) -> Non
         response = client.request(request)
     (partition,) = response.responses[0].partition_responses
     assert partition.error_code == ErrorCode.invalid_topic_exception
+
+
+def test_a_group_lives_in_the_partition_kafka_computes(shared: BrokerProcess) -> None:
+    """Utils.abs("my-group".hashCode) % 50 = 12: its commits land in __consumer_offsets-12,
+    as in a Kafka log directory (masking the sign bit would give 36)."""
+    create_topic(shared.bootstrap, "placed")
+    committed(shared.bootstrap, "any-group", "placed", 1)  # the offsets topic exists
+    before = {p: watermarks(shared.bootstrap, "__consumer_offsets", p)[1] for p in (12, 36)}
+    consumer = Consumer({"bootstrap.servers": shared.bootstrap, "group.id": "my-group"})
+    try:
+        consumer.commit(offsets=[CTopicPartition("placed", 0, 0)], asynchronous=False)
+    finally:
+        consumer.close()
+    after = {p: watermarks(shared.bootstrap, "__consumer_offsets", p)[1] for p in (12, 36)}
+    assert after[12] > before[12] and after[36] == before[36]
+    assert committed(shared.bootstrap, "my-group", "placed", 1) == {0: 0}

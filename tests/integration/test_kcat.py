@@ -1,14 +1,13 @@
 """kcat against the broker: metadata (-L), produce (-P), consume (-C -e), offsets (-Q).
 
 kcat is librdkafka's command-line client, used the way people use it by hand; the
-Python clients check what it wrote and kcat reads what they wrote. Skipped when kcat
-is not installed.
+Python clients check what it wrote and kcat reads what they wrote. Without kcat the
+module is skipped, or fails under CI (support.tools).
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from collections.abc import Iterator
 from typing import Any
@@ -17,21 +16,22 @@ import pytest
 
 from support.broker import BrokerProcess
 from support.clients import Outgoing, consume, create_topic, now_ms, produce, running_broker
-
-KCAT = shutil.which("kcat") or shutil.which("kafkacat")
-pytestmark = pytest.mark.skipif(KCAT is None, reason="kcat is not installed")
+from support.tools import required_tool
 
 
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    required_tool("kcat", "kafkacat")  # before the broker: skip or fail at once
     with running_broker(tmp_path_factory.mktemp("kcat")) as broker:
         yield broker
 
 
 def kcat(broker: BrokerProcess, *args: str, stdin: bytes = b"") -> str:
-    assert KCAT is not None
     result = subprocess.run(
-        [KCAT, "-b", broker.bootstrap, *args], input=stdin, capture_output=True, timeout=30
+        [required_tool("kcat", "kafkacat"), "-b", broker.bootstrap, *args],
+        input=stdin,
+        capture_output=True,
+        timeout=30,
     )
     assert result.returncode == 0, result.stderr.decode(errors="replace")
     return result.stdout.decode()

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
 from support.broker import TIERCEL, BrokerProcess
+from support.wire import WireClient
 
 
 def _produce(bootstrap: str, topic: str, count: int) -> list[int]:
@@ -73,6 +77,9 @@ def test_sigint_is_a_clean_shutdown_too(broker: BrokerProcess) -> None:
         ("log.retention.hour=1", "log.retention.hours"),
         ("num.partitions=many", "num.partitions"),
         ("listeners=PLAINTEXT://127.0.0.1:notaport", "listeners"),
+        # Kafka settings Tiercel does not implement are refused, not silently ignored.
+        ("log.preallocate=true", "log.preallocate=true is not supported by Tiercel"),
+        ("socket.send.buffer.bytes=-2", "socket.send.buffer.bytes"),
     ],
 )
 def test_bad_config_stops_startup_naming_the_key(
@@ -106,3 +113,32 @@ def test_config_file_and_overrides(tmp_path: Path) -> None:
         assert (tmp_path / "data" / "meta.properties").exists()
     finally:
         broker.kill()
+
+
+def _server_side_buffers(port: int) -> tuple[int, int]:
+    """(SO_SNDBUF, SO_RCVBUF) of the broker's end of an established connection on
+    `port`, from `ss -tm` (its skmem tb and rb fields)."""
+    out = subprocess.run(
+        ["ss", "-tmnH", "state", "established", f"( sport = :{port} )"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=10,
+    ).stdout
+    match = re.search(r"rb(\d+),t\d+,tb(\d+)", out)
+    assert match is not None, out
+    return int(match.group(2)), int(match.group(1))
+
+
+def test_socket_buffer_sizes_apply_to_accepted_connections(
+    broker_factory: Callable[..., BrokerProcess],
+) -> None:
+    broker = broker_factory(
+        overrides={"socket.send.buffer.bytes": 40960, "socket.receive.buffer.bytes": 20480}
+    )
+    assert broker.port is not None
+    with WireClient(broker.bootstrap) as client:
+        # Answered, so the broker has accepted the connection and set its options.
+        client.request(ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+        # Linux keeps twice the size set (its bookkeeping overhead).
+        assert _server_side_buffers(broker.port) == (2 * 40960, 2 * 20480)

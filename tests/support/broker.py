@@ -4,6 +4,12 @@
 the listening port is read from the broker's own ``broker_started`` log line, so tests
 can ask for port 0 and still run in parallel. Processes are tracked by pid and always
 killed at teardown.
+
+Every `BrokerProcess` is also checked for signs of a bug in its log
+(`assert_no_unexpected_errors`, run by conftest after every test): what the broker prints
+when an exception nobody expected reached a catch-all, and what asyncio prints about a
+task or callback that raised. Each check reads only the lines written since the last
+one, so the test during which a broker logged the error is the one that fails.
 """
 
 from __future__ import annotations
@@ -14,12 +20,48 @@ import signal
 import subprocess
 import sys
 import time
+import weakref
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Final
 
 REPO = Path(__file__).resolve().parents[2]
 TIERCEL = Path(sys.executable).with_name("tiercel")
 _SLOW_CALLBACK = re.compile(r"Executing <.*> took (\d+\.\d+) seconds")
 _STARTED = re.compile(r"event=broker_started .*listeners=\S*PLAINTEXT://([^:,\s]+):(\d+)")
+# Printed only on a bug: server/error_mapping.py's unexpected_error (an exception that is
+# neither a Kafka error nor an OSError), KafkaApis' request_failed with
+# UNKNOWN_SERVER_ERROR (a handler raised), the connection's request_processing_failed,
+# the scheduler's background_task_failed; any traceback (the log formatter renders
+# exc_info inline); and asyncio's reports of exceptions no one handled.
+_SIGNS_OF_A_BUG: Final = re.compile(
+    r"event=(?:unexpected_error|request_processing_failed|background_task_failed)\b"
+    r"|event=request_failed\b.*\berror=unknown_server_error\b"
+    r"|Traceback \(most recent call last\)"
+    r"|exception was never retrieved"
+    r"|Exception in callback"
+    r"|Unhandled (?:error|exception)"
+    r"|Fatal (?:read |write )?error on"
+    r"|Task was destroyed but it is pending"
+)
+# Every BrokerProcess of this test session not yet garbage-collected.
+_BROKERS: Final[weakref.WeakSet[BrokerProcess]] = weakref.WeakSet()
+
+
+def unexpected_errors(log: str) -> list[str]:
+    """The lines of a broker log that show a bug (see ``_SIGNS_OF_A_BUG``)."""
+    return [line for line in log.splitlines() if _SIGNS_OF_A_BUG.search(line)]
+
+
+def assert_no_unexpected_errors(brokers: Iterable[BrokerProcess] | None = None) -> None:
+    """Fail if any of ``brokers`` (default: every one started in this session) logged a
+    sign of a bug since the last check."""
+    found = [
+        f"{broker.log_path}: {line}"
+        for broker in list(_BROKERS if brokers is None else brokers)
+        for line in broker.new_unexpected_errors()
+    ]
+    assert not found, "a broker logged an unexpected error:\n" + "\n".join(found)
 
 
 class BrokerProcess:
@@ -42,7 +84,11 @@ class BrokerProcess:
         self.log_path = data_dir / "broker.log"
         # Tests run brokers in asyncio debug mode (design.md §2); benchmarks turn it off.
         self.asyncio_debug = True
+        # Extra environment of the process (a fault-injecting LD_PRELOAD, say).
+        self.env: dict[str, str] = {}
         self._runs = 0
+        self._checked_bytes = 0  # how much of the log new_unexpected_errors has read
+        _BROKERS.add(self)
 
     @property
     def bootstrap(self) -> str:
@@ -69,7 +115,11 @@ class BrokerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._runs += 1
         # asyncio debug mode: the loop reports any callback that blocks it.
-        env = {**os.environ, "PYTHONASYNCIODEBUG": "1" if self.asyncio_debug else ""}
+        env = {
+            **os.environ,
+            **self.env,
+            "PYTHONASYNCIODEBUG": "1" if self.asyncio_debug else "",
+        }
         with open(self.log_path, "ab") as log:
             log.write(f"---- start #{self._runs} ----\n".encode())
             log.flush()
@@ -99,6 +149,17 @@ class BrokerProcess:
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def new_unexpected_errors(self) -> list[str]:
+        """Signs of a bug in the whole lines logged since the previous call."""
+        if not self.log_path.exists():
+            return []
+        with open(self.log_path, "rb") as log:
+            log.seek(self._checked_bytes)
+            data = log.read()
+        complete = data[: data.rfind(b"\n") + 1]
+        self._checked_bytes += len(complete)
+        return unexpected_errors(complete.decode(errors="replace"))
 
     def stop(self, timeout: float = 30.0) -> int:
         """SIGTERM and wait: the clean shutdown path. Returns the exit code."""

@@ -31,7 +31,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer
 from confluent_kafka import TopicPartition as CTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from support.broker import BrokerProcess
+from support.broker import BrokerProcess, assert_no_unexpected_errors
 
 CLIENTS: Final = ("confluent", "kafka-python", "aiokafka")
 CREATE_TIME: Final = 0
@@ -109,7 +109,8 @@ def running_broker(
     data_dir: Path, overrides: Mapping[str, object] | None = None
 ) -> Iterator[BrokerProcess]:
     """A broker for a whole test module (the conftest fixtures are per test), checked
-    at the end for a blocked event loop like the fixture's brokers."""
+    at the end for a blocked event loop like the fixture's brokers, and for errors it
+    logged after the module's last test (conftest checks the lines of each test)."""
     broker = BrokerProcess(data_dir, dict(overrides or {}))
     try:
         yield broker.start()
@@ -117,6 +118,7 @@ def running_broker(
         broker.kill()
     blocked = broker.slow_callbacks(LOOP_BLOCKED_S)
     assert not blocked, "event loop blocked:\n" + "\n".join(blocked)
+    assert_no_unexpected_errors([broker])
 
 
 def create_topic(

@@ -61,9 +61,9 @@ from support.zookeeper import ZooKeeperServer
 CLUSTER_CONFIG_DIR: Final = REPO / "config" / "cluster"
 EXAMPLE_BROKERS: Final = 3
 # Short enough for failures to be noticed within a test, long enough for a loaded
-# 2-core machine not to expire sessions or shrink ISRs spuriously.
+# 2-core machine not to shrink ISRs spuriously (zookeeper.session.timeout.ms is the
+# config files' 6 s).
 TEST_OVERRIDES: Final[Mapping[str, object]] = {
-    "zookeeper.session.timeout.ms": 6000,
     "replica.lag.time.max.ms": 5000,
     # 50 partitions times three replicas is a lot of replication for a test cluster.
     "offsets.topic.num.partitions": 5,
@@ -367,6 +367,12 @@ class ClusterProcess:
         except NoNodeError:
             return set()
         return {int(child) for child in children}
+
+    def broker_epoch(self, node: int) -> int | None:
+        """The czxid of broker ``node``'s registration (Kafka's broker epoch), None when
+        it is not registered."""
+        found = self._get(f"/brokers/ids/{node}")
+        return None if found is None else int(found[1].czxid)
 
     def wait_for_brokers(self, nodes: Collection[int], timeout: float = 60.0) -> None:
         wanted = set(nodes)

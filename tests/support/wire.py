@@ -17,13 +17,16 @@ can find the log line about exactly this connection.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import socket
 import struct
 import time
+from collections.abc import Iterator
 from typing import Any, Final
 
 from kio.index import load_response_schema
+from kio.schema.errors import ErrorCode
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
@@ -89,6 +92,22 @@ def decode_response(frame: bytes, api_key: int, api_version: int) -> tuple[int, 
     if pos + size != len(frame):
         raise AssertionError(f"response has {len(frame) - pos - size} trailing bytes")
     return correlation_id, entity
+
+
+def error_codes(entity: Any, path: str = "") -> Iterator[tuple[str, ErrorCode]]:
+    """Every ``ErrorCode`` field of a kio entity, nested entities and tuples of them
+    included, as (dotted path, code): a response's top-level code and each topic's,
+    partition's, member's ... code."""
+    for field in dataclasses.fields(entity):
+        value = getattr(entity, field.name)
+        where = f"{path}.{field.name}" if path else field.name
+        items = value if isinstance(value, tuple) else (value,)
+        for index, item in enumerate(items):
+            at = f"{where}[{index}]" if isinstance(value, tuple) else where
+            if isinstance(item, ErrorCode):
+                yield at, item
+            elif dataclasses.is_dataclass(item) and not isinstance(item, type):
+                yield from error_codes(item, at)
 
 
 class WireClient:

@@ -1,7 +1,7 @@
 """Reading a __consumer_offsets partition back into groups and offsets (Kafka's
 CoordinatorLoaderImpl / GroupMetadataManager.doLoadGroupsAndOffsets).
 
-The log is read on the event loop through ``Log.read`` in ``offsets.load.buffer.size``
+The log is read on the event loop through ``UnifiedLog.read`` in ``offsets.load.buffer.size``
 chunks of whole batches (a page-cache ``pread``); decompressing and decoding each chunk
 runs in the executor, and folding the decoded records into the latest state per key is a
 few dictionary operations back on the loop. Later records win; a tombstone removes its
@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 from tiercel.protocol.compression import decompress
 from tiercel.protocol.record_batch import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, iter_batches
 from tiercel.protocol.records import decode_records
@@ -38,10 +38,10 @@ from tiercel.server.coordinator.group.coordinator_records import (
 )
 from tiercel.server.coordinator.group.modern.consumer_group import LoadedConsumerGroup
 from tiercel.server.coordinator.group.offset_and_metadata import OffsetAndMetadata
-from tiercel.storage.log import Log
 from tiercel.storage.log_values import FetchIsolation
 from tiercel.storage.scheduler import Scheduler
 from tiercel.storage.topic_partition import TopicPartition
+from tiercel.storage.unified_log import UnifiedLog
 
 _log: Final = logging.getLogger("tiercel.group_coordinator")
 
@@ -175,7 +175,7 @@ class LoadedPartition:
 
 
 async def load_partition(
-    log: Log,
+    log: UnifiedLog,
     scheduler: Scheduler,
     buffer_size: int,
     still_wanted: Callable[[], bool],

@@ -24,7 +24,7 @@ import logging
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Final
 
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 from tiercel.protocol.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,

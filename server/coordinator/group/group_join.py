@@ -15,7 +15,7 @@ import logging
 from dataclasses import dataclass
 from typing import Final
 
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 from tiercel.protocol.errors import ErrorCode, KafkaError
 from tiercel.server.coordinator.group.group_config import GroupCoordinatorConfig
 from tiercel.server.coordinator.group.group_metadata import GroupMetadata, GroupState

@@ -10,7 +10,8 @@ COORDINATOR_LOAD_IN_PROGRESS meanwhile); when it stops leading, the partition's 
 are dropped from memory (their requests get NOT_COORDINATOR).
 
 The partition of a group is ``Utils.abs(groupId.hashCode) % partitions`` exactly as Kafka
-computes it, so clients, tools and Kafka itself agree on where each group lives.
+computes it (`coordinator_partition`), so clients, tools and Kafka itself agree on where
+each group lives.
 
 A group id names one group at a time, of one of two types: a classic group
 (`GroupMetadata`) or a KIP-848 consumer group (`ConsumerGroup`, whose own records the
@@ -27,10 +28,11 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final
 
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 from tiercel.protocol.compression import CompressionType
 from tiercel.protocol.errors import ErrorCode
 from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
+from tiercel.server.coordinator.coordinator_partition import partition_for
 from tiercel.server.coordinator.group.consumer_group_records import encode_consumer_group_key
 from tiercel.server.coordinator.group.coordinator_loader import LoadedPartition, load_partition
 from tiercel.server.coordinator.group.coordinator_records import (
@@ -107,20 +109,6 @@ def _kill_if_unused(group: Group) -> None:
 
 def now_ms() -> int:
     return int(time.time() * 1000)
-
-
-def java_string_hash(value: str) -> int:
-    """Java's String.hashCode: 31-based over UTF-16 code units, in int32 arithmetic."""
-    h = 0
-    units = value.encode("utf-16-be")
-    for i in range(0, len(units), 2):
-        h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def partition_for(group_id: str, partitions: int) -> int:
-    """Kafka's Utils.abs (n & 0x7fffffff, so Integer.MIN_VALUE maps to 0) of the hash."""
-    return (java_string_hash(group_id) & 0x7FFFFFFF) % partitions
 
 
 class GroupMetadataManager:

@@ -23,7 +23,7 @@ import logging
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Final
 
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 from tiercel.protocol.errors import ErrorCode
 from tiercel.server.coordinator.group.group_config import GroupCoordinatorConfig
 from tiercel.server.coordinator.group.group_metadata import GroupMetadata, GroupState

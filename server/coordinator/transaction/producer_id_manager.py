@@ -22,7 +22,7 @@ import logging
 from dataclasses import dataclass
 from typing import Final
 
-from tiercel.config.log_format import log_event
+from tiercel.config.logging_setup import log_event
 from tiercel.protocol.errors import CoordinatorLoadInProgressError, KafkaError
 from tiercel.server.metadata.store import (
     BadVersionError,

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from tiercel.config.broker_config import BrokerConfig, ConfigError, Listener
-from tiercel.config.definitions import BROKER_CONFIGS
+from tiercel.config.kafka_config import BROKER_CONFIGS
 from tiercel.config.log_config import topic_defaults
+from tiercel.config.topic_configs import TOPIC_CONFIGS
 
 HOUR_MS = 3_600_000
 
@@ -31,7 +35,7 @@ def test_defaults() -> None:
     assert b.num_recovery_threads_per_data_dir == 1
     assert b.offsets_topic_replication_factor == 3
     assert b.leader_imbalance_check_interval_seconds == 300
-    assert b.zookeeper_connection_timeout_ms == 18000
+    assert b.zookeeper_connection_timeout_ms == 6000
 
 
 def test_every_key_is_readable_with_get() -> None:
@@ -293,3 +297,51 @@ def test_listener_security_protocol_map_is_checked(protocol_map: str, message: s
                 "listener.security.protocol.map": protocol_map,
             }
         )
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ({"log.preallocate": "true"}, "log.preallocate=true is not supported by Tiercel"),
+        (
+            {"transactional.id.expiration.ms": 1000},
+            "transactional.id.expiration.ms=1000 is not supported by Tiercel",
+        ),
+    ],
+)
+def test_unsupported_keys_accept_only_their_default(
+    setting: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        BrokerConfig(setting)
+    name = next(iter(setting))
+    assert BrokerConfig({name: BROKER_CONFIGS[name].default}).explicit == {name}
+
+
+def test_every_key_is_read_by_the_broker_or_refused_unless_default() -> None:
+    """No setting accepted and silently ignored: each broker key is read by the server or
+    storage code (through its typed view or by name), supplies a topic default, or is
+    `unsupported`. Listener keys are read by BrokerConfig itself, into `listeners`."""
+    root = Path(__file__).resolve().parents[3]
+    sources = "\n".join(
+        p.read_text(encoding="utf-8")
+        for d in ("server", "storage")
+        for p in (root / d).rglob("*.py")
+    )
+    read_by_broker_config = {"listeners", "advertised.listeners", "listener.security.protocol.map"}
+    topic_synonyms = {s for d in TOPIC_CONFIGS.values() for s in d.synonyms}
+    for name, defn in BROKER_CONFIGS.items():
+        read = re.search(rf"\.{name.replace('.', '_')}\b|\"{re.escape(name)}\"", sources)
+        assert read or name in topic_synonyms | read_by_broker_config or defn.unsupported, (
+            f"{name} is accepted but nothing reads it"
+        )
+
+
+def test_topics_the_broker_creates_itself_fit_within_max_partitions() -> None:
+    assert BrokerConfig({}).max_partitions == 10000
+    with pytest.raises(ConfigError, match=r"num.partitions \(30\) is greater than max.partitions"):
+        BrokerConfig(
+            {"max.partitions": 20, "num.partitions": 30, "offsets.topic.num.partitions": 1}
+        )
+    with pytest.raises(ConfigError, match=r"offsets.topic.num.partitions \(50\) is greater"):
+        BrokerConfig({"max.partitions": 20})

@@ -6,27 +6,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tiercel.config.definitions import (
-    BROKER_CONFIGS,
+from tiercel.config.config_def import (
     LONG_MAX,
-    TOPIC_CONFIGS,
     ConfigDef,
     ConfigError,
     ConfigSource,
     ConfigType,
     Validator,
     at_least,
-    broker_synonyms,
-    canonical_broker_name,
-    closest,
     in_range,
     list_of,
     non_empty_distinct,
     one_of,
-    parse_value,
-    render_value,
-    resolve_topic_default,
 )
+from tiercel.config.config_values import closest, parse_value, render_value
+from tiercel.config.kafka_config import BROKER_CONFIGS, broker_synonyms, canonical_broker_name
+from tiercel.config.topic_configs import TOPIC_CONFIGS, resolve_topic_default
 
 
 def _def(t: ConfigType, validator: Validator | None = None) -> ConfigDef:

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from tiercel.config.broker_config import Listener
-from tiercel.config.definitions import BROKER_CONFIGS, ConfigError
+from tiercel.config.config_def import ConfigError
+from tiercel.config.kafka_config import BROKER_CONFIGS
 from tiercel.config.loader import load_broker_config, parse_override, render_example_yaml
 
 CONFIG_DIR = Path(__file__).resolve().parents[3] / "config"

@@ -7,13 +7,8 @@ import dataclasses
 import pytest
 
 from tiercel.config.broker_config import BrokerConfig
-from tiercel.config.definitions import (
-    BROKER_CONFIGS,
-    TOPIC_CONFIGS,
-    ConfigError,
-    ConfigSource,
-    ConfigType,
-)
+from tiercel.config.config_def import ConfigError, ConfigSource, ConfigType
+from tiercel.config.kafka_config import BROKER_CONFIGS
 from tiercel.config.log_config import (
     ConfigEntry,
     ConfigSynonym,
@@ -23,6 +18,7 @@ from tiercel.config.log_config import (
     topic_defaults,
     validate_topic_overrides,
 )
+from tiercel.config.topic_configs import TOPIC_CONFIGS
 
 DEFAULT = ConfigSource.DEFAULT_CONFIG
 STATIC = ConfigSource.STATIC_BROKER_CONFIG
@@ -44,13 +40,14 @@ def test_field_defaults_are_what_a_default_broker_gives() -> None:
 def test_from_overrides_layers_overrides_on_broker_defaults() -> None:
     broker = BrokerConfig({"log.retention.hours": 1, "log.segment.bytes": 1000})
     c = LogConfig.from_overrides(
-        broker, {"segment.bytes": "2048", "cleanup.policy": "compact,delete", "preallocate": "TRUE"}
+        broker,
+        {"segment.bytes": "2048", "cleanup.policy": "compact,delete", "flush.messages": "7"},
     )
     assert c.segment_bytes == 2048
     assert c.retention_ms == 3_600_000
     assert c.cleanup_policy == ("compact", "delete")
     assert c.compact and c.delete
-    assert c.preallocate is True
+    assert c.flush_messages == 7
 
 
 def test_compact_and_delete_follow_cleanup_policy() -> None:
@@ -95,11 +92,18 @@ def test_bad_override_values(key: str, value: str, message: str) -> None:
         LogConfig.from_overrides(BrokerConfig({}), {key: value})
 
 
+def test_unsupported_topic_values_are_refused_not_ignored() -> None:
+    assert validate_topic_overrides({"preallocate": "false"}) == {"preallocate": "false"}
+    with pytest.raises(ConfigError, match="preallocate=true is not supported by Tiercel") as e:
+        validate_topic_overrides({"preallocate": "TRUE"})
+    assert e.value.key == "preallocate"
+
+
 def test_validate_topic_overrides_normalises_values() -> None:
     assert validate_topic_overrides(
         {
             "cleanup.policy": " compact , delete ",
-            "preallocate": "TRUE",
+            "unclean.leader.election.enable": "TRUE",
             "retention.ms": "+0086400000",
             "min.cleanable.dirty.ratio": "0.50",
             "compression.type": " zstd",
@@ -107,7 +111,7 @@ def test_validate_topic_overrides_normalises_values() -> None:
         }
     ) == {
         "cleanup.policy": "compact,delete",
-        "preallocate": "true",
+        "unclean.leader.election.enable": "true",
         "retention.ms": "86400000",
         "min.cleanable.dirty.ratio": "0.5",
         "compression.type": "zstd",

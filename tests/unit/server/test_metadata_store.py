@@ -1,9 +1,10 @@
 """The MetadataStore contract, run against both stores: the local one and ZooKeeper's.
 
 ZooKeeper is the reference for these semantics, so every test here runs on both; what only
-one store does (the local file format, fsync coalescing; ZooKeeper reconnects and session
-expiry) is in test_local_store.py and test_zk_store.py. The ZooKeeper runs use the shared
-server of support.zookeeper, each test (and each hypothesis example) in a chroot of its own.
+one store does (the local file format, fsync coalescing; the ZooKeeper session through a
+stalled event loop) is in test_local_store.py and test_zk_store.py. The ZooKeeper runs use
+the shared server of support.zookeeper, each test (and each hypothesis example) in a
+chroot of its own.
 """
 
 from __future__ import annotations
@@ -241,6 +242,21 @@ async def test_recreate_resets_version(store: MetadataStore) -> None:
     await store.delete("/a")
     await store.create("/a")
     assert (await store.get("/a"))[1].version == 0
+
+
+async def test_czxid_tells_a_recreated_node_from_the_old_one(store: MetadataStore) -> None:
+    """A registration's czxid is Kafka's broker epoch: a set keeps it, a re-create (in
+    one multi too) makes it greater."""
+    await store.create("/a", ephemeral=True)
+    first = (await store.get("/a"))[1].czxid
+    await store.set("/a", b"1")
+    assert (await store.get("/a"))[1].czxid == first
+    await store.multi([DeleteOp("/a"), CreateOp("/a", b"", True)])
+    second = (await store.get("/a"))[1].czxid
+    assert second > first
+    await store.delete("/a")
+    await store.create("/a", ephemeral=True)
+    assert (await store.get("/a"))[1].czxid > second
 
 
 # --- multi ----------------------------------------------------------------------------------

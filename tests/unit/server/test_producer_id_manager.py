@@ -117,7 +117,6 @@ async def test_store_failures_are_retriable(store: LocalMetadataStore) -> None:
     store.get = broken_get  # type: ignore[method-assign]
     with pytest.raises(CoordinatorLoadInProgressError):
         await ProducerIdManager(1, store).generate_producer_id()
-    assert CoordinatorLoadInProgressError.retriable
 
 
 async def test_exhausting_every_id_is_an_error(store: LocalMetadataStore) -> None:

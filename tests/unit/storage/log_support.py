@@ -1,4 +1,4 @@
-"""Helpers shared by the Log / LogSegment / loader / manager tests: building, appending and
+"""Helpers shared by the UnifiedLog / LogSegment / loader / manager tests: building, appending and
 reading back batches, and opening a partition directory the way the LogManager does."""
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from tiercel.protocol.compression import CompressionType, decompress
 from tiercel.protocol.record_batch import RECORDS_OFFSET, TimestampType, read_header
 from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
 from tiercel.protocol.records import decode_records
-from tiercel.storage.log import Log
 from tiercel.storage.log_loader import load_partition_dir
 from tiercel.storage.log_segment import LogSegment
 from tiercel.storage.log_validator import validate_records
 from tiercel.storage.log_values import LogAppendInfo
 from tiercel.storage.scheduler import Scheduler
+from tiercel.storage.unified_log import UnifiedLog
 
 # Far enough in the past to be an old segment, recent enough for the default
 # message.timestamp.before.max.ms (unbounded) and after.max.ms.
@@ -62,7 +62,7 @@ def batch_bytes(
 
 
 def produce(
-    log: Log,
+    log: UnifiedLog,
     values: Sequence[bytes],
     timestamps: Sequence[int] | None = None,
     *,
@@ -111,7 +111,7 @@ def segment_records(segment: LogSegment) -> list[Stored]:
     return out
 
 
-def log_records(log: Log) -> list[Stored]:
+def log_records(log: UnifiedLog) -> list[Stored]:
     return [record for segment in log.segments for record in segment_records(segment)]
 
 
@@ -129,10 +129,10 @@ def open_log(
     recovery_point: int = 0,
     log_start_offset: int = 0,
     clean_shutdown: bool = True,
-) -> Log:
+) -> UnifiedLog:
     """Load (recovering as needed) and open a partition directory, as the LogManager does."""
     loaded = load_partition_dir(directory, config, recovery_point, log_start_offset, clean_shutdown)
-    return Log(
+    return UnifiedLog(
         loaded.directory,
         loaded.topic_partition,
         config,

@@ -103,12 +103,10 @@ def test_assign_rejects_negative_values(epoch: int, start: int) -> None:
 
 def test_accessors() -> None:
     empty = cache_with()
-    assert (empty.latest_epoch, empty.latest_entry, empty.earliest_entry) == (None, None, None)
+    assert empty.latest_epoch is None
     assert empty.previous_epoch() is None
     cache = cache_with((2, 30), (3, 50), (4, 70))
     assert cache.latest_epoch == 4
-    assert cache.latest_entry == EpochEntry(4, 70)
-    assert cache.earliest_entry == EpochEntry(2, 30)
     assert cache.previous_epoch() == 3
     assert cache_with((2, 30)).previous_epoch() is None
 
@@ -248,16 +246,6 @@ def test_without_a_checkpoint_flush_writes_nothing() -> None:
     cache = cache_with((1, 10))
     assert cache.flush() is False
     assert not cache.is_dirty
-
-
-def test_with_checkpoint_moves_entries_without_reading(tmp_path: Path) -> None:
-    old = cache_with((1, 10), (2, 20), path=tmp_path / "a")
-    moved = old.with_checkpoint(LeaderEpochCheckpointFile(tmp_path / "b"))
-    assert moved.entries == old.entries
-    assert moved.is_dirty
-    moved.flush()
-    assert (tmp_path / "b").read_bytes() == b"0\n2\n1 10\n2 20\n"
-    assert not (tmp_path / "a").exists()
 
 
 # -- model-based property test ------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Log: offsets and epochs on append, reads, rolling, timestamp lookups, truncation,
+"""UnifiedLog: offsets and epochs on append, reads, rolling, timestamp lookups, truncation,
 retention, flushing, and a model-based property over appends/rolls/truncations/reopens."""
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ from tiercel.protocol.record_batch import TimestampType, is_crc_valid, read_head
 from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
 from tiercel.storage.epoch_entry import EpochEntry
 from tiercel.storage.file_names import DELETED_FILE_SUFFIX, filename_prefix_from_offset
-from tiercel.storage.log import Log
 from tiercel.storage.log_validator import assign_offsets, validate_records
 from tiercel.storage.log_values import FetchIsolation, LogOffsetMetadata
 from tiercel.storage.scheduler import Scheduler
+from tiercel.storage.unified_log import UnifiedLog
 
 LOG_END = FetchIsolation.LOG_END
 HW = FetchIsolation.HIGH_WATERMARK
@@ -45,7 +45,7 @@ def value(i: int, size: int = 30) -> bytes:
     return (b"%05d" % i) * (size // 5)
 
 
-def fill(log: Log, batches: int, per_batch: int = 2, epoch_every: int = 0) -> None:
+def fill(log: UnifiedLog, batches: int, per_batch: int = 2, epoch_every: int = 0) -> None:
     """Append `batches` batches of `per_batch` records; record n has timestamp BASE_TS + n."""
     for _ in range(batches):
         start = log.log_end_offset
@@ -54,11 +54,11 @@ def fill(log: Log, batches: int, per_batch: int = 2, epoch_every: int = 0) -> No
         produce(log, [value(o) for o in offsets], [BASE_TS + o for o in offsets], epoch=epoch)
 
 
-def make_log(tmp_path: Path, scheduler: Scheduler, **overrides: object) -> Log:
+def make_log(tmp_path: Path, scheduler: Scheduler, **overrides: object) -> UnifiedLog:
     return open_log(partition_dir(tmp_path), small_config(**overrides), scheduler)
 
 
-def segment_names(log: Log) -> list[str]:
+def segment_names(log: UnifiedLog) -> list[str]:
     return sorted(n for n in os.listdir(log.dir) if n.endswith(".log"))
 
 
@@ -374,7 +374,7 @@ async def test_fetch_max_timestamp_of_empty_log(tmp_path: Path, scheduler: Sched
 # -- truncation -----------------------------------------------------------------------------
 
 
-def assert_consistent(log: Log) -> None:
+def assert_consistent(log: UnifiedLog) -> None:
     """Everything derivable from the segments agrees with the log's own state."""
     stored = log_records(log)
     end = log.log_end_offset
@@ -684,7 +684,7 @@ class Model:
         self.end += len(batch)
 
     def truncate(self, offset: int) -> None:
-        """Log.truncate_to: whole batches go, from the one holding `offset`; at or below
+        """UnifiedLog.truncate_to: whole batches go, from the one holding `offset`; at or below
         the log start, everything goes and the log restarts at `offset`."""
         if offset <= self.start:
             self.batches, self.start, self.end = [], offset, offset
@@ -722,13 +722,13 @@ async def run_scenario(directory: str, ops: list[tuple[object, ...]]) -> None:
 
 
 async def apply(
-    log: Log,
+    log: UnifiedLog,
     model: Model,
     op: tuple[object, ...],
     directory: str,
     config: LogConfig,
     scheduler: Scheduler,
-) -> Log:
+) -> UnifiedLog:
     kind = op[0]
     if kind == "append":
         _, count, ts, codec, size = op
@@ -781,7 +781,7 @@ async def apply(
     return log
 
 
-def crash_with_torn_tail(log: Log, model: Model, torn: int) -> None:
+def crash_with_torn_tail(log: UnifiedLog, model: Model, torn: int) -> None:
     active = log.active_segment
     lost = [
         b.header.base_offset
@@ -795,7 +795,7 @@ def crash_with_torn_tail(log: Log, model: Model, torn: int) -> None:
         model.lose_from(lost[0])
 
 
-def check_against_model(log: Log, model: Model) -> None:
+def check_against_model(log: UnifiedLog, model: Model) -> None:
     assert log.log_start_offset <= log.high_watermark <= log.log_end_offset
     assert log.recovery_point <= log.log_end_offset
     assert log.log_end_offset == model.end
@@ -816,7 +816,7 @@ def check_against_model(log: Log, model: Model) -> None:
         assert decode_all(bytes(data.records))[0].offset <= model.start
 
 
-async def check_timestamps(log: Log, model: Model) -> None:
+async def check_timestamps(log: UnifiedLog, model: Model) -> None:
     visible = [r for r in model.records if r[0] >= model.start]
     for target in (BASE_TS, BASE_TS + 250, BASE_TS + 503):
         found = await log.fetch_offset_by_timestamp(target)

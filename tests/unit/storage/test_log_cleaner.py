@@ -29,13 +29,12 @@ from log_support import (
 )
 
 from tiercel.config.broker_config import BrokerConfig
-from tiercel.config.definitions import ConfigError
+from tiercel.config.config_def import ConfigError
 from tiercel.config.log_config import LogConfig
 from tiercel.protocol.compression import CompressionType
 from tiercel.protocol.record_batch import NO_TIMESTAMP, TimestampType, is_crc_valid, read_header
 from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
 from tiercel.storage.checkpoint_file import CLEANER_OFFSET_CHECKPOINT_FILENAME, OffsetCheckpointFile
-from tiercel.storage.log import Log
 from tiercel.storage.log_cleaner import CleanerConfig, CleanResult, LogCleaner
 from tiercel.storage.log_cleaner_manager import (
     LogToClean,
@@ -50,6 +49,7 @@ from tiercel.storage.log_values import AppendBatch, FetchIsolation, LogAppendInf
 from tiercel.storage.offset_map import ENTRY_OVERHEAD, OffsetMap
 from tiercel.storage.scheduler import Scheduler
 from tiercel.storage.topic_partition import TopicPartition
+from tiercel.storage.unified_log import UnifiedLog
 
 TP = TopicPartition("t", 0)
 NOW = BASE_TS + 10_000_000
@@ -64,7 +64,7 @@ def compacted(**overrides: object) -> LogConfig:
 
 
 def put(
-    log: Log,
+    log: UnifiedLog,
     entries: Sequence[Entry],
     *,
     timestamp: int = BASE_TS,
@@ -82,7 +82,7 @@ def put(
     return info
 
 
-def batches(log: Log) -> list[tuple[BatchPosition, bytes]]:
+def batches(log: UnifiedLog) -> list[tuple[BatchPosition, bytes]]:
     return [(b, s.read_batch(b)) for s in log.segments for b in s.batches_from(0)]
 
 
@@ -93,7 +93,7 @@ def latest_by_key(records: Sequence[Stored]) -> dict[bytes | None, tuple[int, by
     return view
 
 
-def cleaner_for(scheduler: Scheduler, *logs: Log, **config: Any) -> LogCleaner:
+def cleaner_for(scheduler: Scheduler, *logs: UnifiedLog, **config: Any) -> LogCleaner:
     settings: dict[str, Any] = {"enable": False}
     settings.update(config)
     root = os.path.dirname(logs[0].dir)
@@ -104,7 +104,7 @@ def cleaner_for(scheduler: Scheduler, *logs: Log, **config: Any) -> LogCleaner:
 
 async def clean(
     cleaner: LogCleaner,
-    log: Log,
+    log: UnifiedLog,
     now: int = NOW,
     first_dirty: int | None = None,
     offset_map: OffsetMap | None = None,
@@ -119,7 +119,7 @@ async def clean(
     )
 
 
-def assert_well_formed(log: Log) -> None:
+def assert_well_formed(log: UnifiedLog) -> None:
     """Offsets strictly increase across the log, every batch's CRC holds, and every
     index entry points at a batch whose last offset it names."""
     last = -1
@@ -134,7 +134,7 @@ def assert_well_formed(log: Log) -> None:
             assert positions[entry.offset] == entry.position
 
 
-async def reopen(log: Log, scheduler: Scheduler) -> Log:
+async def reopen(log: UnifiedLog, scheduler: Scheduler) -> UnifiedLog:
     """Close cleanly and load the directory again, once the removals of ``.deleted``
     files (file.delete.delay.ms = 0) have run."""
     await log.close()
@@ -375,7 +375,7 @@ async def test_control_batches_are_kept_whole(log_dir: str, scheduler: Scheduler
 # -- which log, and how far ----------------------------------------------------------------
 
 
-def fill(log: Log, batches_: int, key_space: int = 3, value: bytes = b"v" * 40) -> None:
+def fill(log: UnifiedLog, batches_: int, key_space: int = 3, value: bytes = b"v" * 40) -> None:
     for i in range(batches_):
         put(log, [(b"k%d" % (i % key_space), value)])
 
@@ -887,7 +887,7 @@ async def run_model(directory: str, ops: list[tuple[Any, ...]]) -> None:
 
 
 async def model_round(
-    log: Log, cleaner: LogCleaner, model: Model, *, late: bool, small_map: bool
+    log: UnifiedLog, cleaner: LogCleaner, model: Model, *, late: bool, small_map: bool
 ) -> None:
     model.now += RETENTION if late else 1
     offsets = cleanable_offsets(log, model.first_dirty, model.now)
@@ -918,7 +918,7 @@ async def model_round(
             assert offset in model.horizons
 
 
-def assert_matches(log: Log, model: Model) -> None:
+def assert_matches(log: UnifiedLog, model: Model) -> None:
     stored = log_records(log)
     assert [r.offset for r in stored] == sorted(model.alive)
     assert all((r.key, r.value) == model.written[r.offset] for r in stored)

@@ -1,5 +1,5 @@
 """load_partition_dir: clean and unclean loads, torn tails, index rebuilds, epochs,
-leftovers; the log end offset always comes from the segments (seed 004)."""
+leftovers; the log end offset always comes from the segments (Kafka's LogLoader)."""
 
 from __future__ import annotations
 

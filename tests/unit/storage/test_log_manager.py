@@ -16,10 +16,11 @@ from log_support import BASE_TS, log_records, produce, small_config
 from tiercel.config.broker_config import BrokerConfig
 from tiercel.config.log_config import LogConfig
 from tiercel.protocol.errors import KafkaStorageError
-from tiercel.storage import log as log_module
+from tiercel.storage import local_log as log_module
 from tiercel.storage.checkpoint_file import OffsetCheckpointFile, PartitionMetadataFile
 from tiercel.storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
 from tiercel.storage.meta_properties import MetaProperties
+from tiercel.storage.offset_map import OffsetMap
 from tiercel.storage.scheduler import Scheduler
 from tiercel.storage.topic_partition import TopicPartition
 
@@ -314,4 +315,97 @@ async def test_periodic_retention_and_checkpoints(tmp_path: Path, scheduler: Sch
     assert log.log_start_offset == 60
     assert written() == [{TP0: 60}] * 3
     assert not (root / CLEAN_SHUTDOWN_FILE).exists()
+    await lm.shutdown()
+
+
+# -- truncation --------------------------------------------------------------------------
+
+
+async def test_a_truncation_checkpoints_the_recovery_point_at_once(
+    tmp_path: Path, scheduler: Scheduler
+) -> None:
+    """Kafka's LogManager.truncateTo writes the log dir's recovery points at once: a
+    crash before the next periodic checkpoint must not leave the old, higher recovery
+    point, or recovery skips the segment rewritten since the truncation."""
+    root = tmp_path / "a"
+    lm = manager([root], scheduler)
+    await lm.startup(None)
+    log = lm.get_or_create_log(TP0, CONFIG, None)
+    fill(log, 30)
+    log.update_high_watermark(60)
+    await log.flush()
+    await lm.checkpoint_recovery_points()
+    assert checkpoint(root / "recovery-point-offset-checkpoint") == {TP0: 60}
+    second = log.segments[1].base_offset
+    cut = second + 2
+    # A follower diverging from its new leader truncates, then re-replicates across a roll.
+    assert log.truncate_to(cut)
+    fill(log, 10)
+    rewritten = log.segments[1]
+    assert rewritten.base_offset == second and len(log.segments) > 2
+    valid_size = rewritten.size
+    for _ in range(100):
+        if checkpoint(root / "recovery-point-offset-checkpoint") != {TP0: 60}:
+            break
+        await asyncio.sleep(0.01)
+    # The crash: the next start gets what is on disk now, with no periodic checkpoint.
+    crashed = tmp_path / "crashed"
+    shutil.copytree(root, crashed)
+    await lm.shutdown()
+    assert checkpoint(crashed / "recovery-point-offset-checkpoint")[TP0] <= cut
+    # The rewritten segment's unsynced tail was torn by the crash ...
+    with open(crashed / "orders-0" / os.path.basename(rewritten.log_path), "ab") as f:
+        f.write(b"\x00" * 8 + b"\x00\x00\x10\x00" + b"torn")
+    lm = manager([crashed], scheduler)
+    await lm.startup(None)
+    loaded = lm.get_log(TP0)
+    assert loaded is not None
+    # ... and recovery, starting at or below the truncation point, cut it off.
+    assert loaded.segments[1].size == valid_size
+    assert [r.offset for r in log_records(loaded)] == list(range(loaded.log_end_offset))
+    await lm.shutdown()
+
+
+async def test_a_truncation_moves_the_cleaner_checkpoint_back(
+    tmp_path: Path, scheduler: Scheduler
+) -> None:
+    """Kafka's LogCleanerManager.maybeTruncateCheckpoint, called by LogManager.truncateTo:
+    the first dirty offset goes back to the new active segment's base offset."""
+    compacted = small_config(cleanup_policy=("compact",))
+    lm = manager([tmp_path / "a"], scheduler, config_for=lambda topic: compacted)
+    await lm.startup(None)
+    log = lm.get_or_create_log(TP0, compacted, None)
+    fill(log, 30)
+    log.update_high_watermark(log.log_end_offset)
+    log.roll()
+    assert await lm.cleaner.clean_filthiest_log(OffsetMap(1 << 20))
+    assert lm.cleaner.checkpoints[TP0] == 60
+    log.truncate_to(21)
+    assert lm.cleaner.checkpoints[TP0] == log.active_segment.base_offset <= 21
+    await lm.shutdown()
+
+
+async def test_log_start_offset_checkpoint_reloads_both_start_offsets(
+    tmp_path: Path, scheduler: Scheduler
+) -> None:
+    """``log-start-offset-checkpoint`` holds the log start offset; without a remote tier
+    the local log start offset is reloaded equal to it."""
+    root = tmp_path / "a"
+    lm = manager([root], scheduler)
+    await lm.startup(None)
+    log = lm.get_or_create_log(TP0, CONFIG, None)
+    fill(log, 30)
+    log.update_high_watermark(60)
+    start = log.segments[1].base_offset + 2  # DeleteRecords, inside the second segment
+    log.maybe_increment_log_start_offset(start)
+    assert lm.cleanup_logs() == 1
+    await lm.checkpoint_log_start_offsets()
+    assert checkpoint(root / "log-start-offset-checkpoint") == {TP0: start}
+    await lm.shutdown()
+    lm = manager([root], scheduler)
+    await lm.startup(None)
+    loaded = lm.get_log(TP0)
+    assert loaded is not None
+    assert loaded.log_start_offset == loaded.local_log_start_offset == start
+    assert loaded.segments[0].base_offset < start
     await lm.shutdown()

@@ -12,11 +12,11 @@ from log_support import small_config
 
 from tiercel.config.broker_config import BrokerConfig
 from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
-from tiercel.storage.log import Log
 from tiercel.storage.log_manager import LogManager
 from tiercel.storage.log_validator import validate_records
 from tiercel.storage.scheduler import Scheduler
 from tiercel.storage.topic_partition import TopicPartition
+from tiercel.storage.unified_log import UnifiedLog
 
 CONFIG = small_config(segment_bytes=1 << 20)
 TP = TopicPartition("idempotent", 0)
@@ -27,7 +27,7 @@ def manager(path: Path, scheduler: Scheduler, **settings: object) -> LogManager:
     return LogManager(config, scheduler, lambda topic: CONFIG)
 
 
-def send(log: Log, producer_id: int, seq: int, timestamp: int) -> int:
+def send(log: UnifiedLog, producer_id: int, seq: int, timestamp: int) -> int:
     data = build_record_batch(
         [SimpleRecord(b"k", b"v", timestamp=timestamp)],
         producer_id=producer_id,

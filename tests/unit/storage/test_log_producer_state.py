@@ -1,4 +1,4 @@
-"""The Log and the idempotent producer: duplicates answered with their first offsets and
+"""The UnifiedLog and the idempotent producer: duplicates answered with their first offsets and
 never written twice, errors that write nothing, snapshots at rolls and clean shutdown,
 retention, truncation, and the state rebuilt after a clean stop or a crash; plus a
 hypothesis model of clients that send, retry, skip, fence and restart."""
@@ -28,10 +28,10 @@ from tiercel.protocol.errors import (
 from tiercel.protocol.record_batch import read_header
 from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
 from tiercel.storage.file_names import producer_snapshot_file
-from tiercel.storage.log import Log
 from tiercel.storage.log_validator import assign_offsets, validate_records
 from tiercel.storage.log_values import LogAppendInfo
 from tiercel.storage.scheduler import Scheduler
+from tiercel.storage.unified_log import UnifiedLog
 
 NOW = int(time.time() * 1000)
 BIG = small_config(segment_bytes=1 << 20)
@@ -47,7 +47,7 @@ def batch(producer_id: int, epoch: int, seq: int, count: int = 1) -> bytes:
     )
 
 
-def send(log: Log, producer_id: int, epoch: int, seq: int, count: int = 1) -> LogAppendInfo:
+def send(log: UnifiedLog, producer_id: int, epoch: int, seq: int, count: int = 1) -> LogAppendInfo:
     validated = validate_records(batch(producer_id, epoch, seq, count), log.config, NOW)
     return log.append_as_leader(validated, 0, NOW)
 
@@ -56,7 +56,7 @@ def offsets(info: LogAppendInfo) -> tuple[int, int]:
     return info.first_offset, info.last_offset
 
 
-def stored_batches(log: Log) -> list[tuple[int, int, int, int]]:
+def stored_batches(log: UnifiedLog) -> list[tuple[int, int, int, int]]:
     """(producer id, epoch, base sequence, base offset) of every batch in the log."""
     out = []
     for segment in log.segments:
@@ -66,7 +66,7 @@ def stored_batches(log: Log) -> list[tuple[int, int, int, int]]:
     return out
 
 
-def snapshot_files(log: Log) -> list[int]:
+def snapshot_files(log: UnifiedLog) -> list[int]:
     return sorted(int(n.split(".")[0]) for n in os.listdir(log.dir) if n.endswith(".snapshot"))
 
 
@@ -75,7 +75,9 @@ async def settle(scheduler: Scheduler) -> None:
     await scheduler.drain()
 
 
-async def reopen(log: Log, scheduler: Scheduler, config: LogConfig, clean: bool) -> Log:
+async def reopen(
+    log: UnifiedLog, scheduler: Scheduler, config: LogConfig, clean: bool
+) -> UnifiedLog:
     """Stop the log (cleanly, or as a crash would: nothing more is written) and load it."""
     if clean:
         await log.close()
@@ -375,14 +377,16 @@ OPS = st.lists(
 )
 
 
-def expect_error(log: Log, error: type[KafkaError], *args: int) -> None:
+def expect_error(log: UnifiedLog, error: type[KafkaError], *args: int) -> None:
     end = log.log_end_offset
     with pytest.raises(error):
         send(log, *args)
     assert log.log_end_offset == end
 
 
-async def apply(log: Log, model: Model, op: tuple[object, ...], scheduler: Scheduler) -> Log:
+async def apply(
+    log: UnifiedLog, model: Model, op: tuple[object, ...], scheduler: Scheduler
+) -> UnifiedLog:
     kind, a, b = op
     if kind == "roll":
         log.roll()
@@ -451,5 +455,5 @@ def test_idempotent_clients_match_a_model(
         asyncio.run(scenario(root))
 
 
-def _segment_bytes(log: Log) -> list[bytes]:
+def _segment_bytes(log: UnifiedLog) -> list[bytes]:
     return [os.pread(s.fd, s.size, 0) for s in log.segments]

@@ -11,11 +11,19 @@ from pathlib import Path
 import pytest
 from controller_support import Cluster, eventually, tp
 
+from tiercel.config.broker_config import Listener
 from tiercel.protocol.errors import ErrorCode, KafkaError
-from tiercel.server.controller.controller import ElectionType
 from tiercel.server.controller.controller_store import ControllerMovedError, ControllerStore
+from tiercel.server.controller.replica_leader_election import ElectionType
 from tiercel.server.metadata import zk_data as zk
-from tiercel.server.metadata.store import MetadataStoreError, Op, OpResult, Stat
+from tiercel.server.metadata.store import (
+    CreateOp,
+    DeleteOp,
+    MetadataStoreError,
+    Op,
+    OpResult,
+    Stat,
+)
 from tiercel.server.partition import PartitionState
 
 
@@ -98,6 +106,20 @@ async def test_a_lost_follower_leaves_the_isr(cluster: Cluster) -> None:
     await cluster.wait_state("t", lambda s: True)
     await cluster.deregister(3)
     state = await cluster.wait_state("t", lambda s: 3 not in s.isr)
+    assert (state.leader, state.leader_epoch, state.isr) == (1, 1, (1, 2))
+
+
+async def test_a_bounced_broker_is_handled_as_lost_then_new(cluster: Cluster) -> None:
+    """Its registration replaced in one step (the controller never sees it missing), as
+    by a restart within the session timeout: the new czxid (Kafka's broker epoch) tells
+    the controller, and its leaderships move with a new epoch (processBrokerChange)."""
+    await three_brokers(cluster)
+    await cluster.create_topic("t", {0: (3, 1, 2)})
+    await cluster.wait_state("t", lambda s: s.leader == 3)
+    registration = zk.BrokerRegistration(3, (Listener("PLAINTEXT", "127.0.0.1", 3),))
+    path = zk.broker_path(3)
+    await cluster.store.multi([DeleteOp(path), CreateOp(path, registration.encode(), True)])
+    state = await cluster.wait_state("t", lambda s: s.leader != 3)
     assert (state.leader, state.leader_epoch, state.isr) == (1, 1, (1, 2))
 
 

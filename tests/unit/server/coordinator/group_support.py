@@ -100,6 +100,7 @@ class FakeReplicaManager:
         }
         self.fail_with: KafkaError | None = None
         self.internal_flags: list[bool] = []
+        self.required_acks: list[int] = []
 
     async def append_records(
         self,
@@ -110,6 +111,7 @@ class FakeReplicaManager:
     ) -> dict[TopicPartition, ProduceResult]:
         await asyncio.sleep(0)  # a real append may yield to the loop
         self.internal_flags.append(internal_topics_allowed)
+        self.required_acks.append(required_acks)
         results = {}
         for tp, batch in entries.items():
             if self.fail_with is not None:

@@ -1,6 +1,6 @@
 """__consumer_offsets key and value schemas: byte-exact against hand-assembled bytes read
-off Kafka's OffsetCommitKey/Value and GroupMetadataKey/Value JSON schemas, round trips of
-every version, and Kafka's group-to-partition hash."""
+off Kafka's OffsetCommitKey/Value and GroupMetadataKey/Value JSON schemas, and round
+trips of every version."""
 
 from __future__ import annotations
 
@@ -23,7 +23,6 @@ from tiercel.server.coordinator.group.coordinator_records import (
     encode_key,
     encode_offset_commit_value,
 )
-from tiercel.server.coordinator.group.group_metadata_manager import java_string_hash, partition_for
 
 
 def h(text: str) -> bytes:
@@ -237,38 +236,3 @@ def test_group_metadata_values_round_trip(version: int, value: GroupMetadataValu
 def test_keys_round_trip(group: str, topic: str, partition: int) -> None:
     for key in (OffsetCommitKey(group, topic, partition), GroupMetadataKey(group)):
         assert decode_key(encode_key(key)) == key
-
-
-# -- the coordinator partition -----------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("group", "java_hash"),
-    [
-        ("", 0),
-        ("a", 97),
-        ("hello", 99162322),
-        ("Aa", 2112),
-        ("BB", 2112),
-        ("polygenelubricants", -(2**31)),  # Integer.MIN_VALUE: Utils.abs gives 0
-        ("\U0001f600", 0xD83D * 31 + 0xDE00),  # one code point, two UTF-16 units
-    ],
-)
-def test_java_string_hash(group: str, java_hash: int) -> None:
-    assert java_string_hash(group) == java_hash
-
-
-@settings(max_examples=100)
-@given(st.text(max_size=30))
-def test_java_string_hash_is_the_polynomial_over_utf16_units(text: str) -> None:
-    """s[0]*31^(n-1) + ... + s[n-1], in int32: Java's definition of String.hashCode."""
-    units = text.encode("utf-16-be")
-    codes = [int.from_bytes(units[i : i + 2], "big") for i in range(0, len(units), 2)]
-    total = sum(c * 31 ** (len(codes) - 1 - i) for i, c in enumerate(codes)) % 2**32
-    assert java_string_hash(text) == (total - 2**32 if total >= 2**31 else total)
-
-
-def test_partition_for_is_kafkas_abs_hash_modulo_partitions() -> None:
-    assert partition_for("polygenelubricants", 50) == 0
-    assert partition_for("hello", 50) == 99162322 % 50
-    assert partition_for("hello", 7) == 99162322 % 7

@@ -89,6 +89,7 @@ async def test_join_and_sync_give_each_member_its_assignment(
     assert group_records and group_records[-1] is not None  # the assignment is durable
     assert c.heartbeat("g", m2, None, generation) is ErrorCode.none
     assert all(replicas.internal_flags)  # coordinator writes may go to internal topics
+    assert set(replicas.required_acks) == {-1}  # the generation is durable on the ISR
 
 
 async def test_a_follower_rejoining_with_same_metadata_gets_the_current_generation(
@@ -312,10 +313,15 @@ async def test_offsets_commit_fetch_and_survive_a_reload(
     assert restarted.heartbeat("g", m1, None, generation) is ErrorCode.none
 
 
-async def test_simple_group_commits_without_membership(make_coordinator: MakeCoordinator) -> None:
+async def test_simple_group_commits_without_membership(
+    make_coordinator: MakeCoordinator, replicas: FakeReplicaManager
+) -> None:
     c = await make_coordinator()
     result = await c.commit_offsets("simple", "", None, -1, {T0: offset(7)}, 8)
     assert result == {T0: ErrorCode.none}
+    # Answered once written with acks=-1 (Kafka's appendForGroup): on the whole ISR, so
+    # that any replica a failover elects has it.
+    assert replicas.required_acks == [-1]
     assert c.manager.groups["simple"].is_(GroupState.EMPTY)
     with_generation = await c.commit_offsets("unknown", "m", None, 3, {T0: offset(1)}, 8)
     assert with_generation == {T0: ErrorCode.illegal_generation}

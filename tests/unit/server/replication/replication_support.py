@@ -1,6 +1,6 @@
 """A partition's replicas on several "brokers" in one process, for the replication tests.
 
-Each broker's replica is a real `Partition` over a real `Log` in its own directory; the
+Each broker's replica is a real `Partition` over a real `UnifiedLog` in its own directory; the
 partition state lives in `StateStore` (the conditional writes of the partition state
 znode, in memory); a follower's `ReplicaFetcher` talks to the leader's `Partition`
 through `InProcessLeader`, which answers as the leader's broker would (errors become
@@ -20,9 +20,10 @@ from typing import Any
 from tiercel.config.log_config import LogConfig
 from tiercel.protocol.errors import ErrorCode, KafkaError, NotLeaderOrFollowerError
 from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
+from tiercel.server.delayed_fetch import FetchRequestPartition, FetchResult
 from tiercel.server.metadata.metadata_cache import TopicMetadata
 from tiercel.server.partition import Partition, PartitionState, ReplicationContext
-from tiercel.server.replica_manager import FetchRequestPartition, FetchResult, ReplicaManager
+from tiercel.server.replica_manager import ReplicaManager
 from tiercel.server.replication.fetch_state import (
     EpochEndOffset,
     FetchPartition,
@@ -31,12 +32,12 @@ from tiercel.server.replication.fetch_state import (
 )
 from tiercel.server.replication.leader_end_point import LeaderEndPoint
 from tiercel.server.replication.replica_fetcher import ReplicaFetcher
-from tiercel.storage.log import Log
 from tiercel.storage.log_loader import load_partition_dir
 from tiercel.storage.log_validator import validate_records
 from tiercel.storage.log_values import FetchIsolation, LogAppendInfo
 from tiercel.storage.scheduler import Scheduler
 from tiercel.storage.topic_partition import TopicPartition
+from tiercel.storage.unified_log import UnifiedLog
 
 TP = TopicPartition("t", 0)
 TOPIC_ID = uuid.UUID("8f5b6a4e-33c1-4a83-9d69-0c3d1f3f8a11")
@@ -76,11 +77,11 @@ class StateStore:
         return self.state
 
 
-def open_log(directory: Path, scheduler: Scheduler, config: LogConfig = CONFIG) -> Log:
+def open_log(directory: Path, scheduler: Scheduler, config: LogConfig = CONFIG) -> UnifiedLog:
     """Open (or create) a partition directory as the LogManager does."""
     os.makedirs(directory, exist_ok=True)
     loaded = load_partition_dir(str(directory), config, 0, 0, True)
-    return Log(
+    return UnifiedLog(
         loaded.directory,
         loaded.topic_partition,
         config,
@@ -94,12 +95,12 @@ def open_log(directory: Path, scheduler: Scheduler, config: LogConfig = CONFIG) 
     )
 
 
-def log_bytes(log: Log) -> bytes:
+def log_bytes(log: UnifiedLog) -> bytes:
     """Every byte of the log's segments, in offset order."""
     return b"".join(os.pread(s.fd, s.size, 0) for s in log.segments)
 
 
-def epochs(log: Log) -> list[tuple[int, int]]:
+def epochs(log: UnifiedLog) -> list[tuple[int, int]]:
     return [(e.epoch, e.start_offset) for e in log.leader_epoch_cache.entries]
 
 
@@ -107,7 +108,7 @@ def batch(values: Sequence[bytes], timestamp: int = BASE_TS) -> bytes:
     return build_record_batch([SimpleRecord(b"k", v, timestamp=timestamp) for v in values])
 
 
-def append(log: Log, values: Sequence[bytes], epoch: int) -> LogAppendInfo:
+def append(log: UnifiedLog, values: Sequence[bytes], epoch: int) -> LogAppendInfo:
     """Write a batch as the leader of ``epoch`` did (-1: a batch without an epoch, as
     written before leader epochs existed)."""
     return log.append_as_leader(
@@ -335,7 +336,7 @@ class InProcessLeader:
 
     async def _list_offset(
         self, api: str, tp: TopicPartition, current_leader_epoch: int
-    ) -> tuple[ErrorCode, Log | None]:
+    ) -> tuple[ErrorCode, UnifiedLog | None]:
         await asyncio.sleep(0)
         leader = self._leader(api, tp)
         try:

@@ -1,5 +1,5 @@
 """ReplicaFetcher against a leader Partition in the same process: catching up, truncation
-by leader epoch (seeds 000 and 003, KIP-101/279), divergence found at fetch time,
+by leader epoch (KIP-101/279), divergence found at fetch time,
 out-of-range positions, and errors that hold partitions back without spinning."""
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ async def test_follower_catches_up_byte_for_byte_and_learns_the_hw_a_round_later
     c.elect(leader=1, leader_epoch=0)
     for i in range(5):
         c.produce(1, values(10, f"b{i}-"))
-    # Follower 2 is in the ISR with nothing yet: the HW waits for it (seed 002).
+    # Follower 2 is in the ISR with nothing yet: the HW waits for it (Kafka's
+    # Partition.maybeIncrementLeaderHW: the minimum log end offset of the ISR).
     assert (c[1].log.log_end_offset, c[1].log.high_watermark) == (50, 0)
     fetcher = c.fetcher(2)
 
@@ -51,7 +52,7 @@ async def test_follower_catches_up_byte_for_byte_and_learns_the_hw_a_round_later
     assert c[1].log.high_watermark == 0  # the leader learns the new LEO from the next fetch
     await fetcher.run_once()
     assert (c[1].log.high_watermark, c[2].log.high_watermark) == (50, 0)
-    await fetcher.run_once()  # seed 003: the follower's HW needs one more round
+    await fetcher.run_once()  # KIP-101: the follower's HW lags one round
     assert c[2].log.high_watermark == 50
     assert_identical(c, 1, 2)
     assert epochs(c[2].log) == [(0, 0)]
@@ -93,7 +94,7 @@ async def test_seed_000_follower_truncates_its_epoch_to_where_the_leader_ended_i
     c.elect(leader=1, leader_epoch=4, isr=(1,), members=(1,))
     c.produce(1, values(10, "e4-"))
     assert epochs(c[1].log) == [(1, 0), (2, 30), (3, 50), (4, 70)]
-    # Seed 000's example: asking for epoch 2 gets (2, 50).
+    # LeaderEpochFileCache.endOffsetFor: asking for epoch 2 gets (2, 50).
     assert c[1].last_offset_for_leader_epoch(4, 2) == (2, 50)
 
     c.elect(leader=1, leader_epoch=4, isr=(1,), members=(2,))
@@ -147,7 +148,7 @@ async def test_seed_003_restarts_truncate_by_epoch_and_keep_what_the_hw_would_lo
     c.produce(1, [b"m1"])
     await fetcher.run_once()
     await fetcher.run_once()
-    # Seed 003's picture: both have m0 and m1, A's HW is 2, B's still 1.
+    # KIP-101's scenario 1: both have m0 and m1, A's HW is 2, B's still 1.
     assert (c[1].log.high_watermark, c[2].log.log_end_offset, c[2].log.high_watermark) == (2, 2, 1)
 
     # B restarts: truncating to its HW would drop m1; it asks A for the end of epoch 0.

@@ -1,9 +1,10 @@
-"""Structured logging: one line per event, logfmt style, with levels.
+"""Logging set-up: structured lines, one per event, logfmt style, with levels.
 
     2026-11-21T15:04:05.123Z INFO tiercel.network event=invalid_request_size client=...
 
 `log_event` is the one way broker code logs an event: a stable event name plus fields,
-so operators can grep and parse the lines.
+so operators can grep and parse the lines; `configure_logging` installs the formatter
+(the broker's CLI calls it once at start-up).
 """
 
 from __future__ import annotations

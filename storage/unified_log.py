@@ -1,0 +1,596 @@
+"""UnifiedLog: one partition replica — its offsets, epochs and producers over its segments.
+
+Kafka 3.x's UnifiedLog: the segments themselves (append, roll, read, truncation, file
+removal) are the `LocalLog`'s; this class owns what spans tiers and what the replication
+protocol needs: ``log_start_offset`` (the first offset a reader can get, remote segments
+included once KIP-405's tier exists), ``local_log_start_offset`` (the first offset on
+local disk), the high watermark and the recovery point, the leader-epoch cache, the
+producer state and the retention decisions (`storage.log_retention`). Without a remote
+tier the two start offsets are equal. A partition directory also holds
+``leader-epoch-checkpoint`` and ``partition.metadata``.
+
+Contract: event-loop only. Appends and reads are page-cache ``writev``/``pread`` on the
+loop; every fsync, rename, deletion and checkpoint write goes through the `Scheduler`.
+
+Invariants:
+- log_start_offset <= local_log_start_offset <= high_watermark <= log_end_offset;
+- recovery_point <= log_end_offset, and everything below it is fsynced;
+- the epoch cache has no entry at or beyond the log end offset.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Final
+
+from tiercel.config.log_config import LogConfig
+from tiercel.config.logging_setup import log_event
+from tiercel.protocol.errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from tiercel.storage.leader_epoch_cache import LeaderEpochFileCache
+from tiercel.storage.local_log import LocalLog
+from tiercel.storage.log_dir_failure_channel import LogDirFailureChannel
+from tiercel.storage.log_retention import deletable_segments
+from tiercel.storage.log_segment import LogSegment
+from tiercel.storage.log_validator import ValidatedRecords, assign_offsets
+from tiercel.storage.log_values import (
+    AppendBatch,
+    FetchDataInfo,
+    FetchIsolation,
+    LogAppendInfo,
+    LogOffsetMetadata,
+    TimestampAndOffset,
+)
+from tiercel.storage.producer_append_info import (
+    AppendOrigin,
+    ProducerAppendInfo,
+    duplicate_append_info,
+)
+from tiercel.storage.producer_state import ProducerStateManager
+from tiercel.storage.producer_state_loader import rebuild_producer_state
+from tiercel.storage.replicated_records import (
+    follower_append_info,
+    replicated_batches,
+    segment_runs,
+)
+from tiercel.storage.scheduler import CoalescingWriter, Scheduler
+from tiercel.storage.snapshot_io import ExecutorSnapshotIo
+from tiercel.storage.timestamp_lookup import max_timestamp_and_offset, offset_by_timestamp
+from tiercel.storage.topic_partition import TopicPartition
+
+_log: Final = logging.getLogger("tiercel.log")
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class UnexpectedAppendOffsetError(Exception):
+    """A follower append whose first batch starts below the log end offset (Kafka's
+    UnexpectedAppendOffsetException): the caller decides whether it can recover."""
+
+    def __init__(self, message: str, first_offset: int, last_offset: int) -> None:
+        super().__init__(message)
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+
+
+class UnifiedLog:
+    def __init__(
+        self,
+        directory: str,
+        topic_partition: TopicPartition,
+        config: LogConfig,
+        segments: list[LogSegment],
+        log_start_offset: int,
+        recovery_point: int,
+        leader_epoch_cache: LeaderEpochFileCache,
+        scheduler: Scheduler,
+        topic_id: uuid.UUID | None = None,
+        producer_state: ProducerStateManager | None = None,
+        log_dir_failure_channel: LogDirFailureChannel | None = None,
+    ) -> None:
+        """Built by `load_log`, which recovers the segments and rebuilds the producer
+        state first; ``producer_state`` None is a new log's (no producer seen yet). I/O
+        errors take the log dir offline in ``log_dir_failure_channel`` (the broker's;
+        by default one of this log's own)."""
+        channel = log_dir_failure_channel or LogDirFailureChannel()
+        self.local_log = LocalLog(directory, topic_partition, config, segments, scheduler, channel)
+        self.dir = directory
+        self.parent_dir = self.local_log.parent_dir
+        self.topic_partition = topic_partition
+        self.topic_id = topic_id
+        self._scheduler = scheduler
+        self.leader_epoch_cache = leader_epoch_cache
+        # The cache snapshots its own entries when flushing, under its own lock. A log
+        # deleted meanwhile writes nothing: its directory name may already be reused.
+        self._epoch_checkpoint: CoalescingWriter[None] = CoalescingWriter(
+            scheduler,
+            lambda: None,
+            lambda _: self.deleted or self._write_epoch_checkpoint(),
+            f"{directory}/leader-epoch-checkpoint",
+        )
+        # Without a remote tier nothing below the first local segment can be read.
+        self.log_start_offset = max(log_start_offset, segments[0].base_offset)
+        self._local_log_start_offset = self.log_start_offset
+        self.recovery_point = min(recovery_point, self.log_end_offset)
+        self._high_watermark = LogOffsetMetadata(self.log_start_offset)
+        self.update_high_watermark(self.log_start_offset)
+        self._last_flush_ms = now_ms()
+        self._truncations = 0
+        # Told of every truncation: the LogManager checkpoints the lowered recovery point.
+        self.truncation_listener: Callable[[UnifiedLog], None] = lambda log: None
+        if producer_state is None:
+            producer_state = ProducerStateManager(topic_partition, directory)
+            producer_state.update_map_end_offset(self.log_end_offset)
+        self._snapshot_io = ExecutorSnapshotIo(
+            scheduler,
+            f"producer snapshot {topic_partition}",
+            lambda job: self.local_log.guarded("Error while writing a producer snapshot", job),
+        )
+        producer_state.set_io(self._snapshot_io)
+        self.producer_state = producer_state
+
+    def _write_epoch_checkpoint(self) -> bool:
+        with self.local_log.maybe_handle_io_exception("Error while writing an epoch checkpoint"):
+            return self.leader_epoch_cache.flush()
+
+    @property
+    def deleted(self) -> bool:
+        return self.local_log.deleted
+
+    # -- offsets -----------------------------------------------------------------------
+
+    @property
+    def config(self) -> LogConfig:
+        return self.local_log.config
+
+    def update_config(self, config: LogConfig) -> None:
+        self.local_log.config = config
+
+    @property
+    def local_log_start_offset(self) -> int:
+        """The first offset on local disk (ListOffsets -4, EARLIEST_LOCAL_TIMESTAMP);
+        the log start offset itself while there is no remote tier."""
+        return self._local_log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.local_log.log_end_offset
+
+    @property
+    def log_end_offset_metadata(self) -> LogOffsetMetadata:
+        return self.local_log.log_end_offset_metadata
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark.message_offset
+
+    @property
+    def high_watermark_metadata(self) -> LogOffsetMetadata:
+        """The HW with its segment position, computed on first use after a change."""
+        hw = self._high_watermark
+        if hw.message_offset_only:
+            hw = self.local_log.offset_metadata(hw.message_offset)
+            self._high_watermark = hw
+        return hw
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the HW, clamped to [log start, log end]; returns the value set."""
+        offset = min(max(offset, self.log_start_offset), self.log_end_offset)
+        if offset == self.log_end_offset:
+            self._high_watermark = self.log_end_offset_metadata
+        elif offset != self._high_watermark.message_offset:
+            self._high_watermark = LogOffsetMetadata(offset)
+        return offset
+
+    def maybe_increment_high_watermark(self, new_high_watermark: LogOffsetMetadata) -> bool:
+        """The leader's HW advance: only forward, never past the log end offset; keeps
+        the segment position ``new_high_watermark`` carries. True if it moved."""
+        offset = new_high_watermark.message_offset
+        if offset <= self._high_watermark.message_offset:
+            return False
+        if offset >= self.log_end_offset:
+            self._high_watermark = self.log_end_offset_metadata
+        else:
+            self._high_watermark = new_high_watermark
+        return True
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.local_log.active_segment
+
+    @property
+    def segments(self) -> Sequence[LogSegment]:
+        return self.local_log.segments
+
+    @property
+    def size(self) -> int:
+        return self.local_log.size
+
+    # -- append ------------------------------------------------------------------------
+
+    def append(self, batches: Sequence[AppendBatch]) -> None:
+        """Write batches whose offsets are already assigned (starting at the log end
+        offset: a follower's, or a replay), updating the producer state unchecked."""
+        if not batches:
+            return
+        updates, _ = self.producer_state.prepare_append(batches, AppendOrigin.REPLICATION)
+        self._append_batches(batches)
+        self._update_producer_state(updates, batches[-1].last_offset + 1)
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo | None:
+        """Append what the leader sent, as it is: its offsets (gaps allowed, where the
+        leader compacted) and its epochs, which the epoch cache takes from the batches
+        (Kafka's LeaderEpochFileCache.assign); the producer state replays them. Structure
+        and CRC are checked first (`replicated_batches`); None when no whole batch came.
+
+        UnexpectedAppendOffsetError when the first batch starts below the log end."""
+        batches = replicated_batches(records)
+        if not batches:
+            return None
+        first = batches[0]
+        if first.base_offset < self.log_end_offset:
+            raise UnexpectedAppendOffsetError(
+                f"first offset {first.base_offset} of an append to {self.topic_partition} is "
+                f"below its log end offset {self.log_end_offset}",
+                first.base_offset,
+                first.last_offset,
+            )
+        for run in segment_runs(batches, self.config.segment_bytes):
+            self.append(run)
+        return follower_append_info(batches, self.log_start_offset)
+
+    def _append_batches(self, batches: Sequence[AppendBatch]) -> None:
+        """Write ``batches``, rolling first when the active segment cannot take them."""
+        size = sum(batch.size for batch in batches)
+        last = batches[-1]
+        max_timestamp = max(batch.max_timestamp for batch in batches)
+        self._maybe_roll(size, max_timestamp, batches[0].base_offset, last.last_offset)
+        self.local_log.append(batches)
+        for batch in batches:
+            if batch.partition_leader_epoch >= 0:
+                self.maybe_assign_epoch_start_offset(
+                    batch.partition_leader_epoch, batch.base_offset
+                )
+
+    @property
+    def needs_flush(self) -> bool:
+        """``flush.messages`` unflushed records reached: fsync before acknowledging."""
+        return self.log_end_offset - self.recovery_point >= self.config.flush_messages
+
+    def append_as_leader(
+        self, validated: ValidatedRecords, leader_epoch: int, now_ms: int
+    ) -> LogAppendInfo:
+        """Assign offsets from the log end offset and stamp ``leader_epoch`` into the
+        validated batches, check them against the producer state, then append them.
+
+        A client's retry of one of a producer's last five batches is not written again:
+        the answer carries the offsets it was first written at (Kafka's duplicate)."""
+        batches, offset_of_max_timestamp, log_append_time = assign_offsets(
+            validated,
+            self.log_end_offset,
+            leader_epoch,
+            self.config.message_timestamp_type,
+            now_ms,
+        )
+        updates, duplicate = self.producer_state.prepare_append(batches, AppendOrigin.CLIENT)
+        if duplicate is not None:
+            return duplicate_append_info(duplicate, validated.size, self.log_start_offset)
+        self._append_batches(batches)
+        self._update_producer_state(updates, batches[-1].last_offset + 1)
+        return LogAppendInfo(
+            first_offset=batches[0].base_offset,
+            last_offset=batches[-1].last_offset,
+            max_timestamp=max(batch.max_timestamp for batch in batches),
+            offset_of_max_timestamp=offset_of_max_timestamp,
+            log_append_time=log_append_time,
+            log_start_offset=self.log_start_offset,
+            num_messages=batches[-1].last_offset - batches[0].base_offset + 1,
+            valid_bytes=sum(batch.size for batch in batches),
+        )
+
+    def _update_producer_state(self, updates: Sequence[ProducerAppendInfo], end: int) -> None:
+        for info in updates:
+            self.producer_state.update(info)
+        # Also without producers: a snapshot must say which offset it reflects.
+        self.producer_state.update_map_end_offset(end)
+
+    def maybe_assign_epoch_start_offset(self, epoch: int, start_offset: int) -> None:
+        if self.leader_epoch_cache.assign(epoch, start_offset):
+            self._epoch_checkpoint.request()
+
+    def _maybe_roll(
+        self, messages_size: int, max_timestamp: int, first_offset: int, max_offset: int
+    ) -> None:
+        """Roll when the active segment cannot take the append. The new segment starts
+        at the append's first offset, not the log end: a compacted leader's offsets
+        may jump past what 32-bit relative offsets reach (Kafka's maybeRoll)."""
+        segment = self.active_segment
+        config = self.config
+        roll_ms = config.max_segment_ms - self._roll_jitter(segment.base_offset)
+        if segment.should_roll(
+            messages_size, max_timestamp, max_offset, config.segment_bytes, roll_ms, now_ms()
+        ):
+            self.roll(first_offset)
+
+    def _roll_jitter(self, base_offset: int) -> int:
+        # A stable per-segment jitter so that many partitions do not roll in one instant.
+        jitter = self.config.segment_jitter_ms
+        return hash((str(self.topic_partition), base_offset)) % jitter if jitter > 0 else 0
+
+    def roll(self, expected_next_offset: int = 0) -> LogSegment:
+        """Start a new active segment at max(``expected_next_offset``, log end offset)
+        (no-op if the active one is empty and starts there) and flush the old one in the
+        background, then advance the recovery point."""
+        active = self.active_segment
+        segment = self.local_log.roll(expected_next_offset)
+        if segment is active:
+            return active
+        new_base = segment.base_offset
+        # A snapshot at every segment base: loading replays at most the segments after
+        # the latest one, and retention deletes a segment's snapshot with it.
+        self.producer_state.update_map_end_offset(new_base)
+        self.producer_state.take_snapshot()
+        log_event(
+            _log,
+            logging.INFO,
+            "segment_rolled",
+            partition=str(self.topic_partition),
+            base_offset=new_base,
+        )
+        self.schedule_flush(new_base)
+        return segment
+
+    # -- flush -------------------------------------------------------------------------
+
+    def schedule_flush(self, up_to: int | None = None) -> None:
+        self._scheduler.spawn(self.flush(up_to), name=f"flush {self.topic_partition}")
+
+    async def flush(self, up_to: int | None = None) -> None:
+        """fsync every segment holding offsets below ``up_to`` (default: the log end)
+        in the executor, then move the recovery point."""
+        target = self.log_end_offset if up_to is None else up_to
+        if target <= self.recovery_point or self.deleted:
+            return
+        truncations = self._truncations
+        await self.local_log.flush(self.recovery_point, target)
+        if self.leader_epoch_cache.is_dirty:
+            # Recovery only re-reads epochs from batches past the recovery point: the
+            # entries for everything below it must be on disk before it moves.
+            await self._epoch_checkpoint.flush()
+        self._last_flush_ms = now_ms()
+        # A truncation meanwhile may have replaced what was synced with unsynced data;
+        # a failure in the dir meanwhile may have lost pages this fsync did not report
+        # (Kafka never checkpoints an offline dir's recovery points).
+        if not self.deleted and truncations == self._truncations and not self.local_log.dir_offline:
+            self.recovery_point = max(self.recovery_point, min(target, self.log_end_offset))
+
+    @property
+    def time_since_last_flush_ms(self) -> int:
+        return now_ms() - self._last_flush_ms
+
+    async def flush_epoch_checkpoint(self) -> None:
+        await self._epoch_checkpoint.flush()
+
+    # -- read --------------------------------------------------------------------------
+
+    def read(
+        self,
+        start_offset: int,
+        max_length: int,
+        isolation: FetchIsolation,
+        min_one_message: bool,
+    ) -> FetchDataInfo:
+        """Bytes of whole batches from the one holding ``start_offset`` up to the bound
+        of ``isolation`` (log end, HW or LSO); OffsetOutOfRangeError outside the log."""
+        if start_offset < self.log_start_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {start_offset} is out of range for {self.topic_partition}: "
+                f"[{self.log_start_offset}, {self.log_end_offset}]"
+            )
+        if isolation is FetchIsolation.LOG_END:
+            max_offset = self.log_end_offset_metadata
+        else:
+            max_offset = self.high_watermark_metadata
+        return self.local_log.read(start_offset, max_length, max_offset, min_one_message)
+
+    def epoch_for_offset(self, offset: int) -> int | None:
+        return self.leader_epoch_cache.epoch_for_offset(offset)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) per the epoch cache: OffsetForLeaderEpoch's answer."""
+        return self.leader_epoch_cache.end_offset_for(epoch, self.log_end_offset)
+
+    async def fetch_offset_by_timestamp(self, target: int) -> TimestampAndOffset | None:
+        """The first record with timestamp >= ``target`` (ListOffsets by time)."""
+        found = await offset_by_timestamp(
+            self.segments, target, self.log_start_offset, self._scheduler, self._raise_if_deleted
+        )
+        return None if found is None else self._with_epoch(*found)
+
+    async def fetch_max_timestamp(self) -> TimestampAndOffset | None:
+        """The record carrying the largest timestamp (ListOffsets -3, KIP-734)."""
+        found = await max_timestamp_and_offset(
+            self.segments, self.log_start_offset, self._scheduler
+        )
+        return None if found is None else self._with_epoch(*found)
+
+    def _with_epoch(self, timestamp: int, offset: int) -> TimestampAndOffset:
+        return TimestampAndOffset(timestamp, offset, self.epoch_for_offset(offset))
+
+    def _raise_if_deleted(self) -> None:
+        if self.deleted:
+            raise UnknownTopicOrPartitionError(f"{self.topic_partition} was deleted")
+
+    # -- retention, log start offset and truncation --------------------------------------
+
+    def maybe_increment_log_start_offset(self, new_start: int) -> bool:
+        """Advance the log start offset (DeleteRecords, retention); segments wholly
+        below it are removed by the next retention pass."""
+        if new_start > self.high_watermark:
+            raise OffsetOutOfRangeError(
+                f"cannot move the log start offset of {self.topic_partition} to "
+                f"{new_start}, beyond the high watermark {self.high_watermark}"
+            )
+        if new_start <= self.log_start_offset:
+            return False
+        self._increment_log_start_offset(new_start)
+        return True
+
+    def _increment_log_start_offset(self, new_start: int) -> None:
+        # Without a remote tier the local start moves too (Kafka's, remote storage off).
+        self.log_start_offset = new_start
+        self._local_log_start_offset = new_start
+        self.leader_epoch_cache.truncate_from_start(new_start)
+        self._epoch_checkpoint.request()
+        self.producer_state.on_log_start_offset_incremented(new_start)
+
+    def delete_old_segments(self) -> int:
+        """Apply retention (time, size, log start offset); returns segments deleted."""
+        deletable = deletable_segments(
+            self.segments,
+            self.log_end_offset,
+            self.high_watermark,
+            self.log_start_offset,
+            self.config,
+            now_ms(),
+            self._is_segment_eligible_for_deletion,
+        )
+        if not deletable:
+            return 0
+        if len(deletable) == len(self.segments):
+            self.roll()
+        self._delete_segments(deletable, reason="retention")
+        return len(deletable)
+
+    def _is_segment_eligible_for_deletion(self, segment: LogSegment, next_base: int) -> bool:
+        """Whether retention may delete ``segment`` from local disk: the seam of Kafka's
+        isSegmentEligibleForDeletion, where KIP-405 lets only segments already copied to
+        the remote tier go. Without a remote tier every segment retention picks may."""
+        return True
+
+    def _delete_segments(self, segments: list[LogSegment], reason: str) -> None:
+        self.local_log.remove_oldest_segments(segments)
+        # What leaves the disk leaves the log while nothing is remote (Kafka's
+        # incrementStartOffset after deleteSegments).
+        new_start = self.local_log.first_segment_base_offset
+        if new_start > self.log_start_offset:
+            self._increment_log_start_offset(new_start)
+        for segment in segments:
+            self.producer_state.delete_snapshot(segment.base_offset)
+            log_event(
+                _log,
+                logging.INFO,
+                "segment_deleted",
+                partition=str(self.topic_partition),
+                base_offset=segment.base_offset,
+                size=segment.size,
+                reason=reason,
+            )
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove everything at and above ``offset`` (a follower diverging from its
+        leader, Kafka's ``UnifiedLog.truncateTo``); True if anything was removed.
+
+        The log end offset becomes ``offset`` itself, also when the records just below
+        it were compacted away; only when a batch straddles ``offset`` (Kafka never
+        truncates there: epoch and end offsets are batch boundaries) does the log end
+        where that batch began (`LocalLog.truncate_to`). At or beyond the log end
+        nothing is removed but the epoch cache still loses entries starting there: a
+        leader's epoch that never got a record (Kafka)."""
+        if offset >= self.log_end_offset:
+            entries = self.leader_epoch_cache.entries
+            self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+            if self.leader_epoch_cache.entries != entries:
+                self._epoch_checkpoint.request()
+            return False
+        self._truncations += 1
+        if offset <= self.log_start_offset:
+            self.truncate_fully_and_start_at(offset)
+            return True
+        truncation = self.local_log.truncate_to(offset)
+        # Cutting inside the batch that holds the log start offset ends the log below it;
+        # the start follows the end down (Kafka's min(target, log start)).
+        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+        self._local_log_start_offset = min(self._local_log_start_offset, self.log_end_offset)
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self._epoch_checkpoint.request()
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self.update_high_watermark(min(self.high_watermark, self.log_end_offset))
+        for segment in truncation.deleted_segments:
+            self.producer_state.delete_snapshot(segment.base_offset)
+        # On the loop, as Kafka does under its log lock: one small snapshot read and a
+        # header scan of at most the segment that was cut.
+        rebuild_producer_state(
+            self.producer_state,
+            self.segments,
+            self.log_start_offset,
+            self.log_end_offset,
+            False,
+            now_ms(),
+        )
+        log_event(
+            _log,
+            logging.INFO,
+            "log_truncated",
+            partition=str(self.topic_partition),
+            offset=offset,
+            bytes_removed=truncation.bytes_removed,
+            segments_removed=len(truncation.deleted_segments),
+        )
+        self.truncation_listener(self)
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop every segment and restart the log, empty, at ``offset``."""
+        self._truncations += 1
+        self.local_log.truncate_fully_and_start_at(offset)
+        self.log_start_offset = offset
+        self._local_log_start_offset = offset
+        self.recovery_point = offset
+        self.leader_epoch_cache.clear()
+        self._epoch_checkpoint.request()
+        self.producer_state.truncate_fully_and_start_at(offset)
+        rebuild_producer_state(self.producer_state, self.segments, offset, offset, False, now_ms())
+        self.update_high_watermark(offset)
+        self.truncation_listener(self)
+
+    @property
+    def truncations(self) -> int:
+        """How many truncations the log has seen: a cleaning compares it before its swap."""
+        return self._truncations
+
+    def replace_segments(
+        self, cleaned: LogSegment, old: Sequence[LogSegment], truncations: int
+    ) -> bool:
+        """Swap ``cleaned`` in for ``old`` (`LocalLog.replace_segments`). False, and
+        nothing changed, when the log changed meanwhile: deleted, truncated since
+        ``truncations``, or ``old`` no longer its segments."""
+        if self.deleted or truncations != self._truncations:
+            return False
+        if not self.local_log.replace_segments(cleaned, old):
+            return False
+        for segment in old[1:]:
+            # Kafka drops the producer snapshots of the segments gone, not replaced.
+            self.producer_state.delete_snapshot(segment.base_offset)
+        return True
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Flush everything, snapshot the producer state at the log end (so the next
+        start replays nothing) and close the files (clean shutdown)."""
+        await self.flush()
+        await self._epoch_checkpoint.flush()
+        self.producer_state.take_snapshot()
+        await self._snapshot_io.drain()
+        self.local_log.close()
+
+    def delete(self) -> None:
+        """Remove the partition directory (topic deletion, `LocalLog.delete`)."""
+        self.local_log.deleted = True  # before anything can fail under the renamed dir
+        self.producer_state.close()
+        self.local_log.delete()
