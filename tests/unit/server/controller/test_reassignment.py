@@ -54,13 +54,15 @@ async def test_a_partition_moves_to_its_target_replicas(cluster: Cluster) -> Non
     assert list(listed) == [tp("t")]
     assert (listed[tp("t")].adding, listed[tp("t")].removing) == ((3,), (1,))
     # Step B once the new replica joined the ISR: leadership leaves the removed leader
-    # (one new epoch), which leaves the ISR, and RS becomes the target.
+    # (one new epoch), which leaves the ISR, and RS becomes the target. As in Kafka's
+    # onPartitionReassignment (B3-B4 before B6) the state is written before the topic
+    # znode, so wait for the topic znode: a new leader alone does not mean RS = TRS yet.
     await cluster.set_isr("t", (1, 2, 3))
-    state = await cluster.wait_state("t", lambda s: s.leader != 1)
-    assert (state.leader, state.leader_epoch, state.isr) == (2, 2, (2, 3))
-    assignment = await cluster.assignment("t")
+    assignment = await _assignment_when(cluster, lambda a: a.partitions[0] == (2, 3))
     assert assignment.partitions == {0: (2, 3), 1: (3, 4)}
     assert (assignment.adding_replicas, assignment.removing_replicas) == ({}, {})
+    state = await cluster.state("t")
+    assert state is not None and (state.leader, state.leader_epoch, state.isr) == (2, 2, (2, 3))
     assert await controller.list_partition_reassignments(None) == {}
 
 
