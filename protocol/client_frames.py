@@ -26,7 +26,6 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from kio.serial import entity_reader
-from kio.serial.readers import read_unsigned_varint
 
 from tiercel.protocol.entities import (
     ChunkWriter,
@@ -35,6 +34,7 @@ from tiercel.protocol.entities import (
     request_class,
     response_class,
 )
+from tiercel.protocol.request_header import skip_tagged_fields
 
 __all__ = ["FrameError", "decode_response", "encode_request"]
 
@@ -97,13 +97,7 @@ def decode_response(
 
 
 def _skip_tagged_fields(view: memoryview, pos: int) -> int:
-    count, n = read_unsigned_varint(view, pos)
-    pos += n
-    for _ in range(count):
-        _tag, n = read_unsigned_varint(view, pos)
-        pos += n
-        length, n = read_unsigned_varint(view, pos)
-        pos += n + length
+    pos = skip_tagged_fields(view, pos)
     if pos > len(view):
         raise FrameError("response header tagged fields run past the end of the frame")
     return pos

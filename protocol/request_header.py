@@ -72,19 +72,29 @@ def parse_request_header(frame: bytes | bytearray | memoryview, flexible: bool) 
     elif client_id_len != -1:
         raise InvalidRequestHeaderError(f"invalid client_id length {client_id_len}")
     if flexible:
-        pos = _skip_tagged_fields(frame, pos)
+        pos = _skip_header_tagged_fields(frame, pos)
     return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
 
 
-def _skip_tagged_fields(frame: bytes | bytearray | memoryview, pos: int) -> int:
-    try:
-        count, n = read_unsigned_varint(frame, pos)
+def skip_tagged_fields(frame: bytes | bytearray | memoryview, pos: int) -> int:
+    """The position after the tagged-field section starting at `pos`: a count, then per field
+    a tag and a length-prefixed value, all unsigned varints (KIP-482). Unknown tags are
+    skipped, as Kafka's generated readers keep them aside. The result is past the end of
+    `frame` when a field's length says so: the caller checks; the varint reader's own
+    underflow errors propagate."""
+    count, n = read_unsigned_varint(frame, pos)
+    pos += n
+    for _ in range(count):
+        _tag, n = read_unsigned_varint(frame, pos)
         pos += n
-        for _ in range(count):
-            _tag, n = read_unsigned_varint(frame, pos)
-            pos += n
-            length, n = read_unsigned_varint(frame, pos)
-            pos += n + length
+        length, n = read_unsigned_varint(frame, pos)
+        pos += n + length
+    return pos
+
+
+def _skip_header_tagged_fields(frame: bytes | bytearray | memoryview, pos: int) -> int:
+    try:
+        pos = skip_tagged_fields(frame, pos)
     except Exception as e:  # kio's native reader raises its own underflow types
         raise InvalidRequestHeaderError(f"malformed header tagged fields: {e}") from e
     if pos > len(frame):

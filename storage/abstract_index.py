@@ -118,7 +118,7 @@ class AbstractIndex(ABC):
     ENTRY_SIZE: ClassVar[int]
     # array typecodes of the entry's fields, in file order; their sizes must sum to ENTRY_SIZE
     _TYPECODES: ClassVar[str]
-    # which field holds the relative offset
+    # which of the entry's two fields holds the relative offset
     _OFFSET_FIELD: ClassVar[int]
 
     def __init__(
@@ -143,6 +143,8 @@ class AbstractIndex(ABC):
         self._file_length = len(data)
         self._columns = _decode_columns(data, self.ENTRY_SIZE, self._TYPECODES)
         self._relative_offsets = self._columns[self._OFFSET_FIELD]
+        # the entry's other field: positions (OffsetIndex), timestamps (TimeIndex)
+        self._values = self._columns[1 - self._OFFSET_FIELD]
 
     def __repr__(self) -> str:
         return (

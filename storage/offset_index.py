@@ -12,13 +12,11 @@ and scans forward in the log from its position.
 
 from __future__ import annotations
 
-import os
 import struct
 from bisect import bisect_right
 from dataclasses import dataclass
 
 from tiercel.storage.abstract_index import (
-    DEFAULT_MAX_INDEX_SIZE,
     AbstractIndex,
     InvalidOffsetError,
     non_decreasing,
@@ -52,17 +50,6 @@ class OffsetIndex(AbstractIndex):
     _TYPECODES = "ii"
     _OFFSET_FIELD = 0
 
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        base_offset: int,
-        max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
-    ) -> None:
-        """Open the index file, creating it empty if missing, and load its entries (blocking
-        when the file is not empty). Call `sanity_check` before trusting a loaded file."""
-        super().__init__(path, base_offset, max_index_size)
-        self._positions = self._columns[1]
-
     @property
     def last_offset(self) -> int:
         """The offset of the last entry, or the base offset when there is none."""
@@ -88,16 +75,14 @@ class OffsetIndex(AbstractIndex):
             raise ValueError(f"Position {position} out of range for index {self._path}")
         self._write_entry(_ENTRY.pack(relative, position))
         self._relative_offsets.append(relative)
-        self._positions.append(position)
+        self._values.append(position)
 
     def lookup(self, target_offset: int) -> OffsetPosition:
         """The entry with the largest offset <= `target_offset`, or (base_offset, 0)."""
         slot = bisect_right(self._relative_offsets, target_offset - self._base_offset) - 1
         if slot < 0:
             return OffsetPosition(self._base_offset, 0)
-        return OffsetPosition(
-            self._base_offset + self._relative_offsets[slot], self._positions[slot]
-        )
+        return OffsetPosition(self._base_offset + self._relative_offsets[slot], self._values[slot])
 
     def entry(self, n: int) -> OffsetPosition:
         """The n-th entry (from 0); IndexError when there is no such entry."""
@@ -105,13 +90,13 @@ class OffsetIndex(AbstractIndex):
             raise IndexError(
                 f"Attempt to fetch entry {n} from index {self._path} of size {self.entries}"
             )
-        return OffsetPosition(self._base_offset + self._relative_offsets[n], self._positions[n])
+        return OffsetPosition(self._base_offset + self._relative_offsets[n], self._values[n])
 
     def _ordering_problem(self) -> str | None:
         if not strictly_increasing(self._relative_offsets):
             return "offsets are not strictly increasing"
-        if self._positions and self._positions[0] < 0:
+        if self._values and self._values[0] < 0:
             return "negative position"
-        if not non_decreasing(self._positions):
+        if not non_decreasing(self._values):
             return "positions decrease"
         return None

@@ -13,13 +13,11 @@ when the segment's max timestamp grew.
 
 from __future__ import annotations
 
-import os
 import struct
 from bisect import bisect_right
 from dataclasses import dataclass
 
 from tiercel.storage.abstract_index import (
-    DEFAULT_MAX_INDEX_SIZE,
     AbstractIndex,
     InvalidOffsetError,
     non_decreasing,
@@ -56,17 +54,6 @@ class TimeIndex(AbstractIndex):
     _TYPECODES = "qi"
     _OFFSET_FIELD = 1
 
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        base_offset: int,
-        max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
-    ) -> None:
-        """Open the index file, creating it empty if missing, and load its entries (blocking
-        when the file is not empty). Call `sanity_check` before trusting a loaded file."""
-        super().__init__(path, base_offset, max_index_size)
-        self._timestamps = self._columns[0]
-
     @property
     def is_full(self) -> bool:
         return self.entries >= self.max_entries - 1
@@ -74,9 +61,9 @@ class TimeIndex(AbstractIndex):
     @property
     def last_entry(self) -> TimestampOffset:
         """The last entry, or (NO_TIMESTAMP, base_offset) when there is none."""
-        if not self._timestamps:
+        if not self._values:
             return TimestampOffset(NO_TIMESTAMP, self._base_offset)
-        return TimestampOffset(self._timestamps[-1], self._base_offset + self._relative_offsets[-1])
+        return TimestampOffset(self._values[-1], self._base_offset + self._relative_offsets[-1])
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
         """Add (timestamp, offset) if `timestamp` is larger than the last entry's.
@@ -106,18 +93,16 @@ class TimeIndex(AbstractIndex):
             raise ValueError(f"Time index {self._path} has no room for another entry")
         relative = self.relative_offset(offset)
         self._write_entry(_ENTRY.pack(timestamp, relative))
-        self._timestamps.append(timestamp)
+        self._values.append(timestamp)
         self._relative_offsets.append(relative)
 
     def lookup(self, target_timestamp: int) -> TimestampOffset:
         """The entry with the largest timestamp <= `target_timestamp`, or
         (NO_TIMESTAMP, base_offset) when there is none."""
-        slot = bisect_right(self._timestamps, target_timestamp) - 1
+        slot = bisect_right(self._values, target_timestamp) - 1
         if slot < 0:
             return TimestampOffset(NO_TIMESTAMP, self._base_offset)
-        return TimestampOffset(
-            self._timestamps[slot], self._base_offset + self._relative_offsets[slot]
-        )
+        return TimestampOffset(self._values[slot], self._base_offset + self._relative_offsets[slot])
 
     def entry(self, n: int) -> TimestampOffset:
         """The n-th entry (from 0); IndexError when there is no such entry."""
@@ -125,10 +110,10 @@ class TimeIndex(AbstractIndex):
             raise IndexError(
                 f"Attempt to fetch entry {n} from time index {self._path} of size {self.entries}"
             )
-        return TimestampOffset(self._timestamps[n], self._base_offset + self._relative_offsets[n])
+        return TimestampOffset(self._values[n], self._base_offset + self._relative_offsets[n])
 
     def _ordering_problem(self) -> str | None:
-        if not strictly_increasing(self._timestamps):
+        if not strictly_increasing(self._values):
             return "timestamps are not strictly increasing"
         if not non_decreasing(self._relative_offsets):
             return "offsets decrease"

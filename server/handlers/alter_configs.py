@@ -4,6 +4,7 @@ Dynamic broker configs are not supported: broker resources get INVALID_REQUEST."
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final
 
 from tiercel.protocol.errors import (
@@ -21,7 +22,7 @@ MIN_VERSION: Final = 0
 MAX_VERSION: Final = 2
 
 
-def check_topic_resource(ctx: RequestContext, resource_type: int, name: str) -> None:
+def _check_topic_resource(ctx: RequestContext, resource_type: int, name: str) -> None:
     if resource_type != TOPIC_RESOURCE:
         raise InvalidRequestError(
             f"Only topic configs can be altered (resource type {TOPIC_RESOURCE}), "
@@ -31,7 +32,7 @@ def check_topic_resource(ctx: RequestContext, resource_type: int, name: str) -> 
         raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
 
 
-def response_entry(resource: Any, error: KafkaError | None) -> dict[str, Any]:
+def _response_entry(resource: Any, error: KafkaError | None) -> dict[str, Any]:
     return {
         "error_code": error.error_code if error else ErrorCode.none,
         "error_message": error.message if error else None,
@@ -40,17 +41,32 @@ def response_entry(resource: Any, error: KafkaError | None) -> dict[str, Any]:
     }
 
 
-async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def alter_topic_configs(
+    ctx: RequestContext,
+    request: Any,
+    api_name: str,
+    new_overrides: Callable[[Any], dict[str, str]],
+) -> dict[str, Any]:
+    """AlterConfigs and IncrementalAlterConfigs alike (Kafka's `ZkAdminManager.alterConfigs`
+    and `incrementalAlterConfigs` both end in `alterTopicConfigs`): per topic resource,
+    `new_overrides(resource)` gives the topic's whole new override map, which is validated
+    and, unless `validate_only`, stored. Each resource fails alone."""
     admin = ctx.broker.admin_manager
     responses = []
     for resource in request.resources:
         error: KafkaError | None = None
         try:
-            check_topic_resource(ctx, resource.resource_type, resource.resource_name)
-            overrides = admin.validated_overrides({c.name: c.value for c in resource.configs})
+            _check_topic_resource(ctx, resource.resource_type, resource.resource_name)
+            overrides = admin.validated_overrides(new_overrides(resource))
             if not request.validate_only:
                 await admin.set_topic_config(resource.resource_name, overrides)
         except Exception as e:
-            error = as_kafka_error(e, "alter_configs")
-        responses.append(response_entry(resource, error))
+            error = as_kafka_error(e, api_name)
+        responses.append(_response_entry(resource, error))
     return {"throttle_time": 0, "responses": responses}
+
+
+async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    return await alter_topic_configs(
+        ctx, request, "alter_configs", lambda resource: {c.name: c.value for c in resource.configs}
+    )

@@ -59,3 +59,22 @@ def timeout_ms(value: Any) -> int:
 
 async def wait_for_metadata(ctx: RequestContext, condition: Condition, timeout: int) -> bool:
     return await ctx.broker.metadata_cache.wait_until(condition, max(timeout, 0) / 1000)
+
+
+def alive_broker_nodes(ctx: RequestContext, id_field: str) -> list[dict[str, Any]]:
+    """The brokers with an endpoint on the request's listener, by id (Kafka's
+    `MetadataCache.getAliveBrokerNodes(listenerName)`), as response entries whose id field
+    is named `id_field` (Metadata's `node_id`, DescribeCluster's `broker_id`)."""
+    brokers = []
+    for broker_id, broker in sorted(ctx.broker.metadata_cache.brokers.items()):
+        endpoint = broker.endpoint(ctx.listener_name)
+        if endpoint is not None:
+            brokers.append(
+                {
+                    id_field: broker_id,
+                    "host": endpoint.host,
+                    "port": endpoint.port,
+                    "rack": broker.rack,
+                }
+            )
+    return brokers

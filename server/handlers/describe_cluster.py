@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from tiercel.protocol.errors import ErrorCode
-from tiercel.server.handlers.common import AUTHORIZED_OPERATIONS_OMITTED
+from tiercel.server.handlers.common import AUTHORIZED_OPERATIONS_OMITTED, alive_broker_nodes
 from tiercel.server.request_context import RequestContext
 
 API_KEY: Final = 60
@@ -27,18 +27,6 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
             "controller_id": -1,
             "brokers": [],
         }
-    brokers = []
-    for broker_id, broker in sorted(cache.brokers.items()):
-        endpoint = broker.endpoint(ctx.listener_name)
-        if endpoint is not None:
-            brokers.append(
-                {
-                    "broker_id": broker_id,
-                    "host": endpoint.host,
-                    "port": endpoint.port,
-                    "rack": broker.rack,
-                }
-            )
     return {
         "throttle_time": 0,
         "error_code": ErrorCode.none,
@@ -46,6 +34,6 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
         "endpoint_type": _BROKERS_ENDPOINT_TYPE,
         "cluster_id": cache.cluster_id,
         "controller_id": cache.controller_id,
-        "brokers": brokers,
+        "brokers": alive_broker_nodes(ctx, "broker_id"),
         "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
     }

@@ -6,9 +6,8 @@ from typing import Any, Final
 
 from tiercel.config.config_def import ConfigType
 from tiercel.config.topic_configs import TOPIC_CONFIGS
-from tiercel.protocol.errors import InvalidConfigError, InvalidRequestError, KafkaError
-from tiercel.server.error_mapping import as_kafka_error
-from tiercel.server.handlers.alter_configs import check_topic_resource, response_entry
+from tiercel.protocol.errors import InvalidConfigError, InvalidRequestError
+from tiercel.server.handlers.alter_configs import alter_topic_configs
 from tiercel.server.request_context import RequestContext
 
 API_KEY: Final = 44
@@ -56,19 +55,11 @@ def _default_list(name: str) -> str:
 
 
 async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
-    admin = ctx.broker.admin_manager
     cache = ctx.broker.metadata_cache
-    responses = []
-    for resource in request.resources:
-        error: KafkaError | None = None
-        try:
-            check_topic_resource(ctx, resource.resource_type, resource.resource_name)
-            topic = cache.topic(resource.resource_name)
-            current = topic.config_overrides if topic is not None else {}
-            overrides = admin.validated_overrides(_apply(current, resource.configs))
-            if not request.validate_only:
-                await admin.set_topic_config(resource.resource_name, overrides)
-        except Exception as e:
-            error = as_kafka_error(e, "incremental_alter_configs")
-        responses.append(response_entry(resource, error))
-    return {"throttle_time": 0, "responses": responses}
+
+    def new_overrides(resource: Any) -> dict[str, str]:
+        topic = cache.topic(resource.resource_name)
+        current = topic.config_overrides if topic is not None else {}
+        return _apply(current, resource.configs)
+
+    return await alter_topic_configs(ctx, request, "incremental_alter_configs", new_overrides)

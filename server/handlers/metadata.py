@@ -9,7 +9,11 @@ from tiercel.protocol.errors import ErrorCode, KafkaError
 from tiercel.server.admin_manager import NewTopic, validate_topic_name
 from tiercel.server.coordinator.group.group_config import GROUP_METADATA_TOPIC_NAME
 from tiercel.server.coordinator.group.offsets_topic import ensure_offsets_topic
-from tiercel.server.handlers.common import AUTHORIZED_OPERATIONS_OMITTED, INTERNAL_TOPICS
+from tiercel.server.handlers.common import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    INTERNAL_TOPICS,
+    alive_broker_nodes,
+)
 from tiercel.server.metadata.metadata_cache import MetadataCache, TopicMetadata
 from tiercel.server.request_context import RequestContext
 from tiercel.storage.topic_partition import TopicPartition
@@ -24,22 +28,6 @@ AUTO_CREATE_WAIT_MS: Final = 2000
 # Kafka's bits for READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS,
 # ALTER_CONFIGS: everything is allowed until authorization exists.
 ALL_TOPIC_OPERATIONS: Final = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
-
-
-def brokers_field(ctx: RequestContext) -> list[dict[str, Any]]:
-    brokers = []
-    for broker_id, broker in sorted(ctx.broker.metadata_cache.brokers.items()):
-        endpoint = broker.endpoint(ctx.listener_name)
-        if endpoint is not None:
-            brokers.append(
-                {
-                    "node_id": broker_id,
-                    "host": endpoint.host,
-                    "port": endpoint.port,
-                    "rack": broker.rack,
-                }
-            )
-    return brokers
 
 
 def partitions_field(cache: MetadataCache, topic: TopicMetadata) -> list[dict[str, Any]]:
@@ -158,7 +146,7 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
             topics.append(_topic_field(cache, topic, operations))
     return {
         "throttle_time": 0,
-        "brokers": brokers_field(ctx),
+        "brokers": alive_broker_nodes(ctx, "node_id"),
         "cluster_id": cache.cluster_id,
         "controller_id": cache.controller_id,
         "topics": topics,

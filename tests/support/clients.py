@@ -183,6 +183,17 @@ def _produce_confluent(
     return _checked(results)
 
 
+def _send_arguments(record: Outgoing) -> dict[str, Any]:
+    """`send`'s keyword arguments for one record; kafka-python and aiokafka name them alike."""
+    return {
+        "value": record.value,
+        "key": record.key,
+        "partition": record.partition,
+        "headers": list(record.headers),
+        "timestamp_ms": record.timestamp,
+    }
+
+
 def _produce_kafka_python(
     bootstrap: str, topic: str, records: Sequence[Outgoing], config: Mapping[str, Any]
 ) -> list[Delivered]:
@@ -190,17 +201,7 @@ def _produce_kafka_python(
         bootstrap_servers=bootstrap, acks="all", enable_idempotence=False, **config
     )
     try:
-        futures = [
-            producer.send(
-                topic,
-                value=record.value,
-                key=record.key,
-                partition=record.partition,
-                headers=list(record.headers),
-                timestamp_ms=record.timestamp,
-            )
-            for record in records
-        ]
+        futures = [producer.send(topic, **_send_arguments(record)) for record in records]
         producer.flush(20)
         metadata = [future.get(timeout=20) for future in futures]
     finally:
@@ -216,17 +217,7 @@ async def _produce_aiokafka(
     )
     await producer.start()
     try:
-        futures = [
-            await producer.send(
-                topic,
-                value=record.value,
-                key=record.key,
-                partition=record.partition,
-                headers=list(record.headers),
-                timestamp_ms=record.timestamp,
-            )
-            for record in records
-        ]
+        futures = [await producer.send(topic, **_send_arguments(record)) for record in records]
         metadata = await asyncio.wait_for(asyncio.gather(*futures), 20)
     finally:
         await producer.stop()
