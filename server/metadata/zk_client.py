@@ -39,6 +39,7 @@ __all__ = [
     "InlineHandler",
     "create_async",
     "loop_time",
+    "post_call",
     "post_result",
     "stop_client",
     "to_stat",
@@ -113,6 +114,13 @@ def post_result(loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], re
     """kazoo's completion callback (connection thread): settle `future` on the loop."""
     with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting
         loop.call_soon_threadsafe(_settle, future, result)
+
+
+def post_call(loop: asyncio.AbstractEventLoop, call: Any, result: Any) -> None:
+    """kazoo's completion callback (connection thread): run `call(result)` on the loop, in
+    the order the connection read the replies and events."""
+    with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting
+        loop.call_soon_threadsafe(call, result)
 
 
 def _settle(future: asyncio.Future[Any], result: Any) -> None:

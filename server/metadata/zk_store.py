@@ -67,7 +67,8 @@ from tiercel.server.metadata.zk_client import (
     to_stat,
     translate,
 )
-from tiercel.server.metadata.zk_watch import NodeState, NodeVersion, WatchKind, ZkWatch
+from tiercel.server.metadata.zk_watch import NodeState, WatchKind, ZkWatch
+from tiercel.server.metadata.zk_watch_read import WatchRead
 
 __all__ = ["ZooKeeperMetadataStore", "parse_connect_string"]
 
@@ -516,25 +517,13 @@ class ZooKeeperMetadataStore(MetadataStore):
         watch.cancel()
         self._watches.pop(watch, None)
 
-    async def arm(self, watch: ZkWatch) -> NodeState:
-        """One read that leaves a one-shot watch for `watch` (see zk_watch.WatchArmer)."""
-        zk_path = self._zk(watch.path)
-        deadline = time.monotonic() + self._request_timeout_s
-        watcher = watch.on_zk_event
-        if watch.kind is WatchKind.DATA:
-            zstat = await self._once(lambda c: c.exists_async(zk_path, watcher), deadline)
-            return None if zstat is None else NodeVersion(zstat.czxid, zstat.version)
-        while True:
-            try:
-                _, zstat = await self._once(
-                    lambda c: c.get_children_async(zk_path, watcher, include_data=True), deadline
-                )
-                return NodeVersion(zstat.czxid, zstat.cversion)
-            except kz.NoNodeError:
-                pass
-            # Missing: watch for its creation. If it was created meanwhile, list it again.
-            if await self._once(lambda c: c.exists_async(zk_path, watcher), deadline) is None:
-                return None
+    def arm(self, watch: ZkWatch) -> asyncio.Future[NodeState]:
+        """Send the read that leaves a one-shot watch for `watch` (see zk_watch.WatchArmer).
+
+        Sent at once, outside `_in_flight` (one read per watch at most), and settled in
+        the loop callback that receives the reply (see zk_watch_read).
+        """
+        return WatchRead(self._live_client(), self._zk(watch.path), watch).send()
 
 
 class _Handle:

@@ -98,8 +98,10 @@ def catch_up(kind: WatchKind, implied: NodeState, found: NodeState) -> list[Even
 class WatchArmer(Protocol):
     """What a ZkWatch needs of its store. Event-loop only."""
 
-    async def arm(self, watch: ZkWatch) -> NodeState:
-        """Read the node, leaving a one-shot watch that calls `watch.on_zk_event`; one try."""
+    def arm(self, watch: ZkWatch) -> asyncio.Future[NodeState]:
+        """Send, now, a read of the node that leaves a one-shot watch calling
+        `watch.on_zk_event`; the future settles in the loop callback that receives the reply
+        (one try)."""
 
     async def until_connected(self) -> None:
         """Return once the store is connected to ZooKeeper."""
@@ -109,11 +111,20 @@ class ZkWatch:
     """One registered watch (a WatchHandle).
 
     Invariants: `_known` is what the watcher has been told (or, before the first read, the
-    unset sentinel); triggers (a ZooKeeper event's type, or None for "re-read") are handled
-    one at a time, in arrival order, by one task: deliver the event if it follows from
-    `_known`, re-arm with a read, deliver what that read shows beyond the event. A read that
-    fails is retried once connected; the store also re-reads every watch after reconnecting.
-    No callback runs after `cancel()`.
+    unset sentinel); `_read` is the re-arming read in flight, `_retry` the wait before a
+    failed one is sent again (at most one of them is set). A trigger (a ZooKeeper event's
+    type, or None for "re-read") that arrives while neither is set is handled at once:
+    deliver the event if it follows from `_known`, send the re-arming read; when its reply
+    arrives, deliver what it shows beyond the event. Triggers that arrive meanwhile wait
+    and are handled in arrival order. The store also re-reads every watch after
+    reconnecting. No callback runs after `cancel()`.
+
+    Order across watches: the connection thread posts replies and events to the loop in
+    ZooKeeper's order (zk_client), and a reply's future runs its callbacks one loop turn
+    later; events also wait one turn (`_arrived`), so that triggers and replies are
+    handled, and their events delivered, in ZooKeeper's order (e.g. DataTree.createNode
+    fires the node's watch before its parent's child watch). A task per watch would
+    deliver in the order its steps get to run instead.
 
     Event-loop only, except `on_zk_event`, which kazoo calls on its connection thread.
     """
@@ -135,37 +146,87 @@ class ZkWatch:
         self._callback = callback
         self._active = True
         self._known: Any = self._UNSET
-        self._triggers: deque[str | None] = deque([None])
-        self._task: asyncio.Task[None] | None = None
+        self._waiting: deque[str | None] = deque()
+        self._read: asyncio.Future[NodeState] | None = None
+        self._retry: asyncio.Task[None] | None = None
         self.armed: asyncio.Future[None] = loop.create_future()
-        self._start_task()
+        self._send_read()
 
     def cancel(self) -> None:
         if not self._active:
             return
         self._active = False
-        if self._task is not None:
-            self._task.cancel()
+        if self._read is not None:
+            self._read.cancel()
+        if self._retry is not None:
+            self._retry.cancel()
         if not self.armed.done():
             self.armed.cancel()
 
     def on_zk_event(self, event: Any) -> None:
         """kazoo's watcher (connection thread): hand the event's type to the loop."""
         with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is listening
-            self._loop.call_soon_threadsafe(self.trigger, str(event.type))
+            self._loop.call_soon_threadsafe(self._arrived, str(event.type))
+
+    def _arrived(self, zk_event: str) -> None:
+        # One more turn, as a read's reply takes (see the class docstring).
+        self._loop.call_soon(self.trigger, zk_event)
 
     def trigger(self, zk_event: str | None) -> None:
-        """Queue a ZooKeeper event's type, or None to re-read (after a reconnect)."""
+        """Handle a ZooKeeper event's type, or None to re-read (after a reconnect)."""
         if not self._active or zk_event == "NONE":
             # NONE: the connection dropped and took the one-shot watch; the store
             # triggers a re-read once it is back.
             return
-        self._triggers.append(zk_event)
-        if self._task is None:
-            self._start_task()
+        if self._read is not None or self._retry is not None or self._known is self._UNSET:
+            self._waiting.append(zk_event)
+            return
+        self._handle(zk_event)
 
-    def _start_task(self) -> None:
-        self._task = self._loop.create_task(self._drain(), name=f"zk-watch {self.path}")
+    def _handle(self, zk_event: str | None) -> None:
+        if zk_event is not None:
+            delivered, self._known = follow(self.kind, self._known, zk_event)
+            if delivered is not None:
+                self._deliver_soon(delivered)
+        self._send_read()
+
+    def _send_read(self) -> None:
+        try:
+            read = self._armer.arm(self)
+        except Exception as e:
+            self._read_failed(e)
+            return
+        self._read = read
+        read.add_done_callback(self._on_read)
+
+    def _on_read(self, read: asyncio.Future[NodeState]) -> None:
+        if read is not self._read or not self._active:
+            return
+        self._read = None
+        error = read.exception()
+        if error is not None:
+            self._read_failed(error)
+            return
+        found = read.result()
+        if self._known is not self._UNSET:
+            for event_type in catch_up(self.kind, self._known, found):
+                self._deliver_soon(event_type)
+        self._known = found
+        if not self.armed.done():
+            self.armed.set_result(None)
+        if self._waiting:
+            self._handle(self._waiting.popleft())
+
+    def _read_failed(self, error: BaseException) -> None:
+        log_event(_log, logging.DEBUG, "zk_watch_rearm_failed", path=self.path, error=error)
+        self._retry = self._loop.create_task(self._send_later(), name=f"zk-watch {self.path}")
+
+    async def _send_later(self) -> None:
+        await asyncio.sleep(_REARM_BACKOFF_S)
+        await self._armer.until_connected()
+        self._retry = None
+        if self._active:
+            self._send_read()
 
     def _deliver_soon(self, event_type: EventType) -> None:
         self._loop.call_soon(self._deliver, WatchEvent(self.path, event_type))
@@ -174,31 +235,3 @@ class ZkWatch:
         # Checked at delivery so that no callback runs after cancel(), even one queued.
         if self._active:
             self._callback(event)
-
-    async def _drain(self) -> None:
-        try:
-            while self._triggers and self._active:
-                zk_event = self._triggers.popleft()
-                implied = self._known
-                if zk_event is not None and self._known is not self._UNSET:
-                    delivered, implied = follow(self.kind, self._known, zk_event)
-                    if delivered is not None:
-                        self._deliver_soon(delivered)
-                found = await self._rearm()
-                if implied is not self._UNSET:
-                    for event_type in catch_up(self.kind, implied, found):
-                        self._deliver_soon(event_type)
-                self._known = found
-                if not self.armed.done():
-                    self.armed.set_result(None)
-        finally:
-            self._task = None
-
-    async def _rearm(self) -> NodeState:
-        while True:
-            try:
-                return await self._armer.arm(self)
-            except Exception as e:
-                log_event(_log, logging.DEBUG, "zk_watch_rearm_failed", path=self.path, error=e)
-            await asyncio.sleep(_REARM_BACKOFF_S)
-            await self._armer.until_connected()
