@@ -94,8 +94,8 @@ class DelayedDeleteRecords:
         status.low_watermark = INVALID_LOW_WATERMARK
         status.acks_pending = False
 
-    def results(self, timeout_ms: int) -> dict[TopicPartition, DeleteRecordsPartitionStatus]:
-        """The answer: partitions still pending time out (Kafka's onExpiration)."""
+    def on_expiration(self, timeout_ms: int) -> None:
+        """The request is answered now: what is still pending timed out."""
         for tp, status in self._status.items():
             if status.acks_pending:
                 status.error = RequestTimedOutError(
@@ -103,4 +103,3 @@ class DelayedDeleteRecords:
                     f"{status.required_offset} within {timeout_ms} ms"
                 )
                 status.acks_pending = False
-        return dict(self._status)

@@ -57,6 +57,13 @@ class Purgatory:
         finally:
             self._remove(op)
 
+    async def try_complete_else_watch(
+        self, keys: Iterable[TopicPartition], try_complete: Callable[[], bool], timeout_s: float
+    ) -> bool:
+        """Kafka's tryCompleteElseWatch: True if ``try_complete()`` holds now or after a
+        change to one of ``keys`` within ``timeout_s``; False on timeout."""
+        return try_complete() or await self.wait(keys, try_complete, timeout_s)
+
     def check_and_complete(self, key: TopicPartition) -> int:
         """Re-check the operations watching ``key``; returns how many completed."""
         watchers = self._watchers.get(key)

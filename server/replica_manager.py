@@ -422,12 +422,11 @@ class ReplicaManager:
         return await self._scheduler.run_blocking(validate, data, config, now)
 
     async def _wait_for_replication(self, delayed: DelayedProduce, timeout_ms: int) -> None:
-        """acks=all: wait in the produce purgatory until every partition has settled
-        (Kafka's tryCompleteElseWatch); what is still pending then timed out."""
-        if not delayed.try_complete():
-            await self.produce_purgatory.wait(
-                delayed.statuses, delayed.try_complete, timeout_ms / 1000
-            )
+        """acks=all: wait in the produce purgatory until every partition has settled;
+        what is still pending then timed out."""
+        await self.produce_purgatory.try_complete_else_watch(
+            delayed.statuses, delayed.try_complete, timeout_ms / 1000
+        )
         delayed.on_expiration(timeout_ms)
 
     # -- delete records ----------------------------------------------------------------
@@ -444,11 +443,11 @@ class ReplicaManager:
             for tp, offset in offsets.items()
         }
         delayed = DelayedDeleteRecords(status, self.partitions.get)
-        if not delayed.try_complete():
-            await self.delete_records_purgatory.wait(
-                status, delayed.try_complete, timeout_ms / 1000
-            )
-        return delayed.results(timeout_ms)
+        await self.delete_records_purgatory.try_complete_else_watch(
+            status, delayed.try_complete, timeout_ms / 1000
+        )
+        delayed.on_expiration(timeout_ms)
+        return status
 
     # -- list offsets ------------------------------------------------------------------
 
