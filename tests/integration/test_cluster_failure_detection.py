@@ -78,8 +78,7 @@ def test_broker_stopped_for_half_the_timeout_is_not_declared_dead(
     cluster.pause(leader)
     time.sleep(PAUSE_S)
     cluster.resume(leader)
-    resumed_at = time.monotonic()
-    producer.wait_for(lambda t: any(at > resumed_at for at in t.ack_times.values()), 60)
+    _first_ack_after(producer, time.monotonic(), timeout=60)
     # Whatever ZooKeeper would do with an expired session it has done by now.
     time.sleep(ZOOKEEPER_TICK_MS / 1000 * 2)
     after = cluster.partition_state("stall", 0)
