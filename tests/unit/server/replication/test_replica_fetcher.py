@@ -73,7 +73,7 @@ async def test_follower_catches_up_byte_for_byte_and_learns_the_hw_a_round_later
     assert_identical(c, 1, 2)
 
 
-async def test_seed_000_follower_truncates_its_epoch_to_where_the_leader_ended_it(
+async def test_kip_279_follower_truncates_its_epoch_to_where_the_leader_ended_it(
     make_cluster: MakeCluster,
 ) -> None:
     c = make_cluster()
@@ -137,7 +137,7 @@ async def test_kip_279_follower_asks_again_for_epochs_the_leader_never_had(
     assert epochs(follower) == [(0, 0), (3, 12), (5, 25)]
 
 
-async def test_seed_003_restarts_truncate_by_epoch_and_keep_what_the_hw_would_lose(
+async def test_kip_101_restarts_truncate_by_epoch_and_keep_what_the_hw_would_lose(
     make_cluster: MakeCluster,
 ) -> None:
     c = make_cluster()  # A = 1, B = 2

@@ -31,7 +31,7 @@ def follower_view(c: LeaderEpochFileCache, log_end_offset: int) -> tuple[object,
     return own, log_end_offset
 
 
-def test_seed_000_example() -> None:
+def test_kip_279_epoch_end_offset_example() -> None:
     leader = cache([(2, 30), (3, 50), (4, 70)])
     answer = leader.end_offset_for(2, 80)
     assert answer == (2, 50)
