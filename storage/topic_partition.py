@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
-__all__ = ["TopicPartition"]
+__all__ = ["TopicIdPartition", "TopicPartition"]
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -21,3 +22,16 @@ class TopicPartition:
 
     def __str__(self) -> str:
         return f"{self.topic}-{self.partition}"
+
+
+@dataclass(frozen=True, slots=True)
+class TopicIdPartition:
+    """A partition with its topic's id (Kafka's `TopicIdPartition`): what the remote tier
+    keys by, so that a topic deleted and recreated under the same name never shares remote
+    data with its predecessor."""
+
+    topic_id: uuid.UUID
+    topic_partition: TopicPartition
+
+    def __str__(self) -> str:
+        return f"{self.topic_partition}:{self.topic_id}"

@@ -31,6 +31,7 @@ from tiercel.tiered.rsm.remote_storage_manager import (
     IndexType,
     RemoteLogSegmentId,
     RemoteLogSegmentMetadata,
+    RemoteLogSegmentState,
 )
 
 __all__ = [
@@ -160,6 +161,8 @@ def decode_manifest(data: bytes) -> SegmentManifest:
             int(document["event_timestamp_ms"]),
             int(document["segment_size_in_bytes"]),
             {int(epoch): int(start) for epoch, start in document["segment_leader_epochs"]},
+            # A manifest exists only once every object is written: the copy is complete.
+            state=RemoteLogSegmentState.COPY_SEGMENT_FINISHED,
         )
         objects = frozenset(str(suffix) for suffix in document["objects"])
     except (KeyError, TypeError, UnicodeDecodeError, json.JSONDecodeError) as e:

@@ -12,16 +12,18 @@ from __future__ import annotations
 import enum
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from tiercel.storage.topic_partition import TopicPartition
+from tiercel.storage.topic_partition import TopicIdPartition, TopicPartition
 
 __all__ = [
     "IndexType",
     "LogSegmentData",
     "RemoteLogSegmentId",
     "RemoteLogSegmentMetadata",
+    "RemoteLogSegmentMetadataUpdate",
+    "RemoteLogSegmentState",
     "RemoteResourceNotFoundError",
     "RemoteStorageError",
     "RemoteStorageManager",
@@ -49,6 +51,41 @@ class RemoteLogSegmentId:
     def generate(cls, topic_id: uuid.UUID, topic_partition: TopicPartition) -> RemoteLogSegmentId:
         return cls(topic_id, topic_partition, uuid.uuid4())
 
+    @property
+    def topic_id_partition(self) -> TopicIdPartition:
+        return TopicIdPartition(self.topic_id, self.topic_partition)
+
+
+class RemoteLogSegmentState(enum.IntEnum):
+    """Where a remote segment is in its life (Kafka's RemoteLogSegmentState, with its wire
+    ids). Only COPY_SEGMENT_FINISHED segments are served to readers."""
+
+    COPY_SEGMENT_STARTED = 0
+    COPY_SEGMENT_FINISHED = 1
+    DELETE_SEGMENT_STARTED = 2
+    DELETE_SEGMENT_FINISHED = 3
+
+    def is_valid_transition(self, target: RemoteLogSegmentState) -> bool:
+        """Kafka's RemoteLogSegmentState.isValidTransition: forward along
+        STARTED → FINISHED → DELETE_STARTED → DELETE_FINISHED, skipping FINISHED only
+        from COPY_SEGMENT_STARTED (an abandoned copy is deleted); a self transition is
+        valid, so retries and replays after a failover are harmless."""
+        return target == self or target in _SEGMENT_TRANSITIONS[self]
+
+
+_SEGMENT_TRANSITIONS: dict[RemoteLogSegmentState, frozenset[RemoteLogSegmentState]] = {
+    RemoteLogSegmentState.COPY_SEGMENT_STARTED: frozenset(
+        {RemoteLogSegmentState.COPY_SEGMENT_FINISHED, RemoteLogSegmentState.DELETE_SEGMENT_STARTED}
+    ),
+    RemoteLogSegmentState.COPY_SEGMENT_FINISHED: frozenset(
+        {RemoteLogSegmentState.DELETE_SEGMENT_STARTED}
+    ),
+    RemoteLogSegmentState.DELETE_SEGMENT_STARTED: frozenset(
+        {RemoteLogSegmentState.DELETE_SEGMENT_FINISHED}
+    ),
+    RemoteLogSegmentState.DELETE_SEGMENT_FINISHED: frozenset(),
+}
+
 
 @dataclass(frozen=True, slots=True)
 class RemoteLogSegmentMetadata:
@@ -56,7 +93,9 @@ class RemoteLogSegmentMetadata:
 
     Invariants: ``start_offset <= end_offset``; ``segment_leader_epochs`` maps each leader
     epoch with records in the segment to its first offset there, in increasing order, the
-    first at or below ``start_offset``."""
+    first at or below ``start_offset``. ``state`` and ``event_timestamp_ms`` change
+    through `RemoteLogSegmentMetadataUpdate`s (`create_with_updates`); the rest never
+    does. ``custom_metadata`` is what the RSM returned from the copy (KIP-917), opaque."""
 
     remote_log_segment_id: RemoteLogSegmentId
     start_offset: int
@@ -66,12 +105,53 @@ class RemoteLogSegmentMetadata:
     event_timestamp_ms: int
     segment_size_in_bytes: int
     segment_leader_epochs: Mapping[int, int] = field(default_factory=dict)
+    state: RemoteLogSegmentState = RemoteLogSegmentState.COPY_SEGMENT_STARTED
+    custom_metadata: bytes | None = None
 
     def __post_init__(self) -> None:
         if self.start_offset < 0 or self.end_offset < self.start_offset:
             raise ValueError(f"bad offsets [{self.start_offset}, {self.end_offset}]")
         if not self.segment_leader_epochs:
             raise ValueError("a segment has at least one leader epoch")
+
+    @property
+    def topic_id_partition(self) -> TopicIdPartition:
+        return self.remote_log_segment_id.topic_id_partition
+
+    def create_with_updates(
+        self, update: RemoteLogSegmentMetadataUpdate
+    ) -> RemoteLogSegmentMetadata:
+        """This segment after ``update`` (Kafka's createWithUpdates); ValueError if the
+        update is for another segment."""
+        if update.remote_log_segment_id != self.remote_log_segment_id:
+            raise ValueError(f"{update} is not an update of {self.remote_log_segment_id}")
+        return replace(
+            self,
+            state=update.state,
+            event_timestamp_ms=update.event_timestamp_ms,
+            broker_id=update.broker_id,
+            custom_metadata=(
+                update.custom_metadata
+                if update.custom_metadata is not None
+                else self.custom_metadata
+            ),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteLogSegmentMetadataUpdate:
+    """A state change of one remote segment (Kafka's RemoteLogSegmentMetadataUpdate)."""
+
+    remote_log_segment_id: RemoteLogSegmentId
+    event_timestamp_ms: int
+    state: RemoteLogSegmentState
+    broker_id: int
+    custom_metadata: bytes | None = None
+
+    def __post_init__(self) -> None:
+        if self.state == RemoteLogSegmentState.COPY_SEGMENT_STARTED:
+            # Kafka: a segment starts life through addRemoteLogSegmentMetadata, never an update.
+            raise ValueError("an update cannot take a segment to COPY_SEGMENT_STARTED")
 
 
 @dataclass(frozen=True, slots=True)

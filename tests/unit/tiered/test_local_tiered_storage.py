@@ -4,6 +4,7 @@ delete, and what a failed copy leaves."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import uuid
 from pathlib import Path
@@ -23,6 +24,7 @@ from tiercel.tiered.rsm.remote_storage_manager import (
     LogSegmentData,
     RemoteLogSegmentId,
     RemoteLogSegmentMetadata,
+    RemoteLogSegmentState,
     RemoteResourceNotFoundError,
     RemoteStorageError,
 )
@@ -92,7 +94,8 @@ def test_a_copy_writes_every_object_and_a_manifest(rsm: LocalTieredStorage, tmp_
     assert stored_keys(rsm) == {object_key(m, s) for s in [*suffixes, MANIFEST_SUFFIX]}
     assert all(parse_object_key(key) is not None for key in stored_keys(rsm))
     manifest = decode_manifest((Path(rsm.root) / object_key(m, MANIFEST_SUFFIX)).read_bytes())
-    assert (manifest.metadata, manifest.objects) == (m, frozenset(suffixes))
+    finished = dataclasses.replace(m, state=RemoteLogSegmentState.COPY_SEGMENT_FINISHED)
+    assert (manifest.metadata, manifest.objects) == (finished, frozenset(suffixes))
 
 
 def test_ranges_and_indexes_read_back(rsm: LocalTieredStorage, tmp_path: Path) -> None:

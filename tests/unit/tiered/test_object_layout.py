@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 
 import pytest
@@ -19,6 +20,7 @@ from tiercel.tiered.rsm.remote_storage_manager import (
     IndexType,
     RemoteLogSegmentId,
     RemoteLogSegmentMetadata,
+    RemoteLogSegmentState,
 )
 
 TOPIC_ID = uuid.UUID("6ba7b810-9dad-11d1-80b4-00c04fd430c8")
@@ -82,7 +84,9 @@ def test_the_manifest_round_trips() -> None:
     m = metadata()
     objects = frozenset({"log", "index", "timeindex", "leader-epoch-checkpoint"})
     manifest = decode_manifest(encode_manifest(m, objects))
-    assert manifest.metadata == m
+    assert manifest.metadata == dataclasses.replace(
+        m, state=RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+    )
     assert manifest.objects == objects
     assert manifest.has(IndexType.OFFSET) and not manifest.has(IndexType.TRANSACTION)
 

@@ -1,0 +1,1 @@
+"""The RemoteLogMetadataManager (KIP-405): the state of every remote segment."""

@@ -1,0 +1,175 @@
+"""One partition's remote segments, indexed by leader epoch (Kafka's RemoteLogMetadataCache
+and RemoteLogLeaderEpochState).
+
+Every segment is kept by id in whatever state it is. Per leader epoch, the
+COPY_SEGMENT_FINISHED segments are indexed by the first offset the epoch has in each, so
+that `remote_log_segment_metadata(epoch, offset)` is a floor lookup; segments of the epoch
+in any other state are "unreferenced" (a copy in progress, or being deleted), listed but
+never served. An epoch's highest offset is the largest end offset of that epoch in its
+finished segments. A finished segment that reaches a start offset already indexed for an
+epoch replaces the older one there (a new leader re-uploading after an unclean election);
+the older one becomes unreferenced until it is deleted.
+
+Not thread-safe: its owner calls it from the event loop.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from tiercel.tiered.rsm.remote_storage_manager import (
+    RemoteLogSegmentId,
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentMetadataUpdate,
+    RemoteLogSegmentState,
+    RemoteResourceNotFoundError,
+)
+
+__all__ = ["RemoteLogMetadataCache", "epoch_end_offsets"]
+
+
+def epoch_end_offsets(metadata: RemoteLogSegmentMetadata) -> Iterator[tuple[int, int, int]]:
+    """(epoch, first offset, last offset) of each leader epoch in the segment: an epoch
+    ends just before the next one starts, the last at the segment's end offset."""
+    entries = sorted(metadata.segment_leader_epochs.items())
+    for i, (epoch, start) in enumerate(entries):
+        end = entries[i + 1][1] - 1 if i + 1 < len(entries) else metadata.end_offset
+        yield epoch, start, end
+
+
+@dataclass(slots=True)
+class _LeaderEpochState:
+    """Kafka's RemoteLogLeaderEpochState. Invariant: ``starts`` is sorted and holds the
+    keys of ``offset_to_id``."""
+
+    offset_to_id: dict[int, RemoteLogSegmentId] = field(default_factory=dict)
+    starts: list[int] = field(default_factory=list)
+    unreferenced: set[RemoteLogSegmentId] = field(default_factory=set)
+    highest_log_offset: int | None = None
+
+    def copy_started(self, segment_id: RemoteLogSegmentId) -> None:
+        self.unreferenced.add(segment_id)
+
+    def copy_finished(self, start: int, segment_id: RemoteLogSegmentId, end: int) -> None:
+        replaced = self.offset_to_id.get(start)
+        if replaced is None:
+            bisect.insort(self.starts, start)
+        elif replaced != segment_id:
+            self.unreferenced.add(replaced)
+        self.offset_to_id[start] = segment_id
+        self.unreferenced.discard(segment_id)
+        if self.highest_log_offset is None or end > self.highest_log_offset:
+            self.highest_log_offset = end
+
+    def delete_started(self, start: int, segment_id: RemoteLogSegmentId) -> None:
+        if self.offset_to_id.get(start) == segment_id:
+            del self.offset_to_id[start]
+            self.starts.remove(start)
+        self.unreferenced.add(segment_id)
+
+    def delete_finished(self, segment_id: RemoteLogSegmentId) -> None:
+        self.unreferenced.discard(segment_id)
+
+    def floor_id(self, offset: int) -> RemoteLogSegmentId | None:
+        i = bisect.bisect_right(self.starts, offset)
+        return self.offset_to_id[self.starts[i - 1]] if i else None
+
+    def segment_ids(self) -> set[RemoteLogSegmentId]:
+        return set(self.offset_to_id.values()) | self.unreferenced
+
+    @property
+    def empty(self) -> bool:
+        return not self.offset_to_id and not self.unreferenced
+
+
+class RemoteLogMetadataCache:
+    """The remote segments of one partition (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._segments: dict[RemoteLogSegmentId, RemoteLogSegmentMetadata] = {}
+        self._epochs: dict[int, _LeaderEpochState] = {}
+
+    def add_copy_in_progress_segment(self, metadata: RemoteLogSegmentMetadata) -> None:
+        """A copy started (Kafka's addCopyInProgressSegment); replaying the same add is a
+        no-op."""
+        if metadata.state != RemoteLogSegmentState.COPY_SEGMENT_STARTED:
+            raise ValueError(f"a new segment is COPY_SEGMENT_STARTED, not {metadata.state.name}")
+        segment_id = metadata.remote_log_segment_id
+        existing = self._segments.get(segment_id)
+        if existing is not None and existing.state != RemoteLogSegmentState.COPY_SEGMENT_STARTED:
+            return  # a replay of the metadata topic: the later state stands
+        self._segments[segment_id] = metadata
+        for epoch in metadata.segment_leader_epochs:
+            self._epochs.setdefault(epoch, _LeaderEpochState()).copy_started(segment_id)
+
+    def update_remote_log_segment_metadata(self, update: RemoteLogSegmentMetadataUpdate) -> None:
+        """Apply a state change (Kafka's updateRemoteLogSegmentMetadata)."""
+        segment_id = update.remote_log_segment_id
+        existing = self._segments.get(segment_id)
+        if existing is None:
+            raise RemoteResourceNotFoundError(f"no remote segment {segment_id}")
+        if not existing.state.is_valid_transition(update.state):
+            raise ValueError(
+                f"remote segment {segment_id} cannot go from {existing.state.name} "
+                f"to {update.state.name}"
+            )
+        metadata = existing.create_with_updates(update)
+        if update.state == RemoteLogSegmentState.DELETE_SEGMENT_FINISHED:
+            del self._segments[segment_id]
+        else:
+            self._segments[segment_id] = metadata
+        for epoch, start, end in epoch_end_offsets(metadata):
+            state = self._epochs.setdefault(epoch, _LeaderEpochState())
+            match update.state:
+                case RemoteLogSegmentState.COPY_SEGMENT_FINISHED:
+                    state.copy_finished(start, segment_id, end)
+                case RemoteLogSegmentState.DELETE_SEGMENT_STARTED:
+                    state.delete_started(start, segment_id)
+                case RemoteLogSegmentState.DELETE_SEGMENT_FINISHED:
+                    state.delete_finished(segment_id)
+                    if state.empty:
+                        del self._epochs[epoch]
+
+    def remote_log_segment_metadata(
+        self, leader_epoch: int, offset: int
+    ) -> RemoteLogSegmentMetadata | None:
+        """The finished segment holding ``offset`` of ``leader_epoch``: the floor entry of
+        the epoch, if the epoch's records in it reach ``offset``."""
+        state = self._epochs.get(leader_epoch)
+        segment_id = state.floor_id(offset) if state is not None else None
+        if segment_id is None:
+            return None
+        metadata = self._segments[segment_id]
+        for epoch, _, end in epoch_end_offsets(metadata):
+            if epoch == leader_epoch:
+                return metadata if offset <= end else None
+        return None
+
+    def highest_offset_for_epoch(self, leader_epoch: int) -> int | None:
+        state = self._epochs.get(leader_epoch)
+        return state.highest_log_offset if state is not None else None
+
+    def list_remote_log_segments(
+        self, leader_epoch: int | None = None
+    ) -> list[RemoteLogSegmentMetadata]:
+        """Segments in any state, by start offset (then id, for a stable order)."""
+        if leader_epoch is None:
+            segments = list(self._segments.values())
+        else:
+            state = self._epochs.get(leader_epoch)
+            ids = state.segment_ids() if state is not None else set()
+            segments = [self._segments[i] for i in ids if i in self._segments]
+        return sorted(segments, key=lambda m: (m.start_offset, m.remote_log_segment_id.id))
+
+    def remote_log_size(self, leader_epoch: int) -> int:
+        state = self._epochs.get(leader_epoch)
+        if state is None:
+            return 0
+        return sum(
+            self._segments[i].segment_size_in_bytes for i in set(state.offset_to_id.values())
+        )
+
+    def __len__(self) -> int:
+        return len(self._segments)
