@@ -15,6 +15,8 @@ from typing import Final, Generic, TypeVar, overload
 from tiercel.config.config_def import ConfigError
 from tiercel.config.config_values import closest, parse_value, render_value
 from tiercel.config.kafka_config import BROKER_CONFIGS, canonical_broker_name
+from tiercel.config.remote_log_manager_configs import local_retention_problem
+from tiercel.config.remote_storage_props import RemoteStorageProps, split_remote_storage_props
 from tiercel.config.topic_configs import TOPIC_CONFIGS, resolve_topic_default
 
 __all__ = ["BrokerConfig", "ConfigError", "Listener"]
@@ -109,6 +111,7 @@ class BrokerConfig:
     """
 
     __slots__ = (
+        "_remote_storage_props",
         "_values",
         "advertised_listeners",
         "explicit",
@@ -117,7 +120,8 @@ class BrokerConfig:
     )
 
     def __init__(self, raw: Mapping[str, object]) -> None:
-        given = _parse_given(raw)
+        broker_keys, self._remote_storage_props = split_remote_storage_props(raw)
+        given = _parse_given(broker_keys)
         self.explicit: frozenset[str] = frozenset(given)
         self._values: dict[str, object] = {
             name: given.get(name, defn.default) for name, defn in BROKER_CONFIGS.items()
@@ -135,6 +139,7 @@ class BrokerConfig:
         _check_advertised(self.advertised_listeners)
         _check_inter_broker_listener(self._values, self.advertised_listeners)
         _check_topic_defaults(self._values)
+        _check_local_retention(self._values)
         _check_partition_limit(self._values)
 
     def get(self, name: str) -> object:
@@ -214,6 +219,23 @@ class BrokerConfig:
     controlled_shutdown_max_retries = _Key("controlled.shutdown.max.retries", int)
     controlled_shutdown_retry_backoff_ms = _Key("controlled.shutdown.retry.backoff.ms", int)
     unclean_leader_election_enable = _Key("unclean.leader.election.enable", bool)
+
+    remote_log_storage_system_enable = _Key("remote.log.storage.system.enable", bool)
+
+    @property
+    def remote_storage_props(self) -> RemoteStorageProps:
+        """The keys under the RSM and RLMM prefixes, prefix removed, by plugin."""
+        return self._remote_storage_props
+
+    def remote_storage_manager_props(self) -> Mapping[str, str]:
+        """What the RemoteStorageManager is configured with: the rsm.config. keys, prefix
+        removed (Kafka's RemoteLogManagerConfig.remoteStorageManagerProps)."""
+        return self._remote_storage_props.rsm
+
+    def remote_log_metadata_manager_props(self) -> Mapping[str, str]:
+        """The rlmm.config. keys, prefix removed (Kafka's remoteLogMetadataManagerProps);
+        checked against TopicBasedRemoteLogMetadataManagerConfig at construction."""
+        return self._remote_storage_props.rlmm
 
     @property
     def log_dirs(self) -> list[str]:
@@ -380,6 +402,24 @@ def _check_topic_defaults(values: Mapping[str, object]) -> None:
             f"log.cleaner.max.compaction.lag.ms ({max_lag})",
             "log.cleaner.min.compaction.lag.ms",
         )
+
+
+def _check_local_retention(values: Mapping[str, object]) -> None:
+    """With tiering on, the broker's local retention defaults may not exceed its total
+    retention ones (Kafka's LogConfig.validateBrokerLogConfigValues at LogManager start)."""
+    if not values["remote.log.storage.system.enable"]:
+        return
+    for local_key, topic_key, total_key in (
+        ("log.local.retention.ms", "retention.ms", "log.retention.ms"),
+        ("log.local.retention.bytes", "retention.bytes", "log.retention.bytes"),
+    ):
+        local, total = values[local_key], resolve_topic_default(topic_key, values)
+        assert isinstance(local, int) and isinstance(total, int)
+        message = local_retention_problem(local, total, total_key)
+        if message is not None:
+            raise ConfigError(
+                f"Invalid value {local} for configuration {local_key}: {message}", local_key
+            )
 
 
 def _check_partition_limit(values: Mapping[str, object]) -> None:

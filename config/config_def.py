@@ -23,12 +23,14 @@ __all__ = [
     "InRange",
     "ListOf",
     "NonEmptyDistinct",
+    "NonEmptyString",
     "OneOf",
     "Validator",
     "at_least",
     "in_range",
     "list_of",
     "non_empty_distinct",
+    "non_empty_string",
     "one_of",
 ]
 
@@ -48,8 +50,13 @@ class ConfigError(Exception):
 
 
 class ConfigType(IntEnum):
-    """Kafka's `ConfigDef.Type`, numbered as DescribeConfigs' config_type field."""
+    """Kafka's `ConfigDef.Type`, numbered as DescribeConfigs' config_type field.
 
+    UNKNOWN is for DescribeConfigs only: Kafka reports it for a key with no definition
+    (the prefixed keys passed through to the remote storage plugins); no ConfigDef has it.
+    """
+
+    UNKNOWN = 0
     BOOLEAN = 1
     STRING = 2
     INT = 3
@@ -156,6 +163,18 @@ class NonEmptyDistinct:
         return "non-empty list without duplicates"
 
 
+@dataclass(frozen=True, slots=True)
+class NonEmptyString:
+    """Kafka's ConfigDef.NonEmptyString: a string with something besides whitespace."""
+
+    def __call__(self, value: object) -> None:
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError("must not be empty")
+
+    def __str__(self) -> str:
+        return "non-empty string"
+
+
 def at_least(minimum: float) -> AtLeast:
     return AtLeast(minimum)
 
@@ -174,6 +193,10 @@ def list_of(element: Validator) -> ListOf:
 
 def non_empty_distinct() -> NonEmptyDistinct:
     return NonEmptyDistinct()
+
+
+def non_empty_string() -> NonEmptyString:
+    return NonEmptyString()
 
 
 def _number(x: float) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from tiercel.config.broker_config import BrokerConfig
 from tiercel.config.config_def import LONG_MAX, ConfigDef, ConfigError, ConfigSource, ConfigType
@@ -24,14 +24,31 @@ __all__ = [
     "LogConfig",
     "describe_broker_configs",
     "describe_topic_configs",
+    "field_name",
     "topic_defaults",
     "validate_topic_overrides",
 ]
 
 
+# Fields whose key's name is taken by the resolved value (Kafka's
+# LogConfig.localRetentionMs() answers retention.ms for -2, and callers want that).
+_FIELD_NAMES: Final = {
+    "local.retention.ms": "local_retention_ms_config",
+    "local.retention.bytes": "local_retention_bytes_config",
+}
+# Kafka's sentinel for local retention: "the same as the total retention".
+_USE_TOTAL_RETENTION: Final = -2
+
+
+def field_name(key: str) -> str:
+    """The LogConfig field of a topic key: the key with '.' replaced by '_', except the
+    two local retention keys, whose configured value is in `..._config`."""
+    return _FIELD_NAMES.get(key, key.replace(".", "_"))
+
+
 @dataclass(frozen=True, slots=True)
 class LogConfig:
-    """Typed values of every topic config key (the key with '.' replaced by '_').
+    """Typed values of every topic config key (see `field_name`).
 
     Invariant: each field holds a value its key's validator accepts. The field defaults
     are Kafka's topic defaults, so `LogConfig()` is what a broker with no settings gives a
@@ -61,6 +78,11 @@ class LogConfig:
     unclean_leader_election_enable: bool = False
     compression_type: str = "producer"
     preallocate: bool = False
+    remote_storage_enable: bool = False
+    local_retention_ms_config: int = _USE_TOTAL_RETENTION
+    local_retention_bytes_config: int = _USE_TOTAL_RETENTION
+    remote_log_copy_disable: bool = False
+    remote_log_delete_on_disable: bool = False
 
     @property
     def compact(self) -> bool:
@@ -69,6 +91,22 @@ class LogConfig:
     @property
     def delete(self) -> bool:
         return "delete" in self.cleanup_policy
+
+    @property
+    def local_retention_ms(self) -> int:
+        """How long tiered segments stay on local disk: local.retention.ms, or retention.ms
+        when it is -2 (Kafka's LogConfig.localRetentionMs)."""
+        if self.local_retention_ms_config == _USE_TOTAL_RETENTION:
+            return self.retention_ms
+        return self.local_retention_ms_config
+
+    @property
+    def local_retention_bytes(self) -> int:
+        """The local size a tiered partition keeps: local.retention.bytes, or
+        retention.bytes when it is -2 (Kafka's LogConfig.localRetentionBytes)."""
+        if self.local_retention_bytes_config == _USE_TOTAL_RETENTION:
+            return self.retention_bytes
+        return self.local_retention_bytes_config
 
     @property
     def max_segment_ms(self) -> int:
@@ -89,7 +127,7 @@ class LogConfig:
 
     @classmethod
     def _from_values(cls, values: Mapping[str, object]) -> LogConfig:
-        fields: dict[str, Any] = {name.replace(".", "_"): v for name, v in values.items()}
+        fields: dict[str, Any] = {field_name(name): v for name, v in values.items()}
         return cls(**fields)
 
 
@@ -156,7 +194,8 @@ class ConfigSynonym:
 @dataclass(frozen=True, slots=True)
 class ConfigEntry:
     """One key of a DescribeConfigs result. `value` is Kafka's string form (None when the
-    key is unset or sensitive); `source` is the first synonym's, or DEFAULT_CONFIG."""
+    key is unset or sensitive); `source` is the first synonym's, or DEFAULT_CONFIG;
+    `documentation` is None for a key with no definition."""
 
     name: str
     value: str | None
@@ -165,7 +204,7 @@ class ConfigEntry:
     sensitive: bool
     synonyms: tuple[ConfigSynonym, ...]
     config_type: ConfigType
-    documentation: str
+    documentation: str | None
 
     @property
     def is_default(self) -> bool:
@@ -182,8 +221,10 @@ def describe_topic_configs(broker: BrokerConfig, overrides: Mapping[str, str]) -
         defn = TOPIC_CONFIGS[name]
         sensitive = defn.type is ConfigType.PASSWORD
         value = None if sensitive else render_value(defn.type, values[name])
-        primary = defn.synonyms[0]
-        synonyms = _broker_synonyms(broker, primary, broker_synonyms(primary), sensitive)
+        synonyms = []
+        if defn.synonyms:
+            primary = defn.synonyms[0]
+            synonyms = _broker_synonyms(broker, primary, broker_synonyms(primary), sensitive)
         if name in overrides:
             synonyms.insert(0, ConfigSynonym(name, value, ConfigSource.TOPIC_CONFIG))
         entries.append(_entry(defn, value, synonyms, read_only=False))
@@ -191,8 +232,8 @@ def describe_topic_configs(broker: BrokerConfig, overrides: Mapping[str, str]) -
 
 
 def describe_broker_configs(broker: BrokerConfig) -> list[ConfigEntry]:
-    """Every broker key, sorted by name. All are read-only: Tiercel has no dynamic
-    broker configs."""
+    """Every broker key, sorted by name, then the plugin keys the config file sets. All
+    are read-only: Tiercel has no dynamic broker configs."""
     entries = []
     for name in sorted(BROKER_CONFIGS):
         defn = BROKER_CONFIGS[name]
@@ -200,7 +241,28 @@ def describe_broker_configs(broker: BrokerConfig) -> list[ConfigEntry]:
         value = None if sensitive else render_value(defn.type, broker.get(name))
         synonyms = _broker_synonyms(broker, name, broker_synonyms(name), sensitive)
         entries.append(_entry(defn, value, synonyms, read_only=True))
-    return entries
+    return entries + _plugin_entries(broker)
+
+
+def _plugin_entries(broker: BrokerConfig) -> list[ConfigEntry]:
+    """The rsm.config. / rlmm.config. keys, as Kafka's ConfigHelper lists originals it has
+    no definition for: type UNKNOWN and so sensitive (KafkaConfig.maybeSensitive), the
+    value withheld, since a plugin key may hold a credential."""
+    props = broker.remote_storage_props
+    names = [props.rsm_prefix + n for n in props.rsm] + [props.rlmm_prefix + n for n in props.rlmm]
+    return [
+        ConfigEntry(
+            name=name,
+            value=None,
+            source=ConfigSource.STATIC_BROKER_CONFIG,
+            read_only=True,
+            sensitive=True,
+            synonyms=(ConfigSynonym(name, None, ConfigSource.STATIC_BROKER_CONFIG),),
+            config_type=ConfigType.UNKNOWN,
+            documentation=None,
+        )
+        for name in sorted(names)
+    ]
 
 
 def _entry(

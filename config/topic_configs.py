@@ -2,7 +2,8 @@
 and checks, and how a topic key's default follows from the broker's synonyms.
 
 Each topic key names its broker synonyms (`ServerTopicConfigSynonyms`), in Kafka's order
-of precedence; the broker keys themselves are in `server_log_configs` and its siblings.
+of precedence, or none when the broker has no default for it; the broker keys themselves
+are in `server_log_configs` and its siblings.
 """
 
 from __future__ import annotations
@@ -70,6 +71,14 @@ TOPIC_CONFIGS: Final[Mapping[str, ConfigDef]] = {d.name: d for d in (
     ConfigDef("index.interval.bytes", _I, 4096, at_least(0),
               "Bytes of log between two entries of the offset index.",
               ("log.index.interval.bytes",)),
+    ConfigDef("local.retention.bytes", _L, -2, at_least(-2),
+              "With tiered storage, the size a partition may keep on local disk "
+              "(-2: as retention.bytes; -1: no limit).",
+              ("log.local.retention.bytes",)),
+    ConfigDef("local.retention.ms", _L, -2, at_least(-2),
+              "With tiered storage, how long segments stay on local disk "
+              "(-2: as retention.ms; -1: no limit).",
+              ("log.local.retention.ms",)),
     ConfigDef("max.compaction.lag.ms", _L, LONG_MAX, at_least(1),
               "Oldest age a record may reach before the log becomes eligible for compaction.",
               ("log.cleaner.max.compaction.lag.ms",)),
@@ -100,6 +109,17 @@ TOPIC_CONFIGS: Final[Mapping[str, ConfigDef]] = {d.name: d for d in (
               "Preallocate segment files at their full size when they are created; "
               "Tiercel supports only false.",
               ("log.preallocate",), unsupported=PREALLOCATE_UNSUPPORTED),
+    # The three remote.* keys have no broker synonym (Kafka's
+    # LogConfig.CONFIGS_WITH_NO_SERVER_DEFAULTS): each topic opts in or out itself.
+    ConfigDef("remote.log.copy.disable", _B, False, None,
+              "Stop copying this topic's segments to remote storage; what is there stays "
+              "readable until retention deletes it (KIP-950)."),
+    ConfigDef("remote.log.delete.on.disable", _B, False, None,
+              "Delete this topic's remote data when remote.storage.enable is turned off; "
+              "required to turn it off (KIP-950)."),
+    ConfigDef("remote.storage.enable", _B, False, None,
+              "Tier this topic: copy rolled segments to remote storage and keep locally only "
+              "what local.retention.ms / local.retention.bytes allow."),
     ConfigDef("retention.bytes", _L, -1, None,
               "Size a partition may reach before its oldest segments are deleted (-1: no limit).",
               ("log.retention.bytes",)),
@@ -135,7 +155,8 @@ _TO_MS: Final = {
 
 
 def resolve_topic_default(topic_name: str, broker_values: Mapping[str, object]) -> object:
-    """The default of a topic key: the value of its first broker synonym that is set.
+    """The default of a topic key: the value of its first broker synonym that is set, or
+    the key's own default when it has no broker synonym.
 
     `broker_values` maps every broker key to its typed value (None when unset). Synonyms
     counted in hours or minutes are converted to milliseconds and, as in Kafka, a negative

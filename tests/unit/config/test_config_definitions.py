@@ -29,7 +29,8 @@ def _def(t: ConfigType, validator: Validator | None = None) -> ConfigDef:
 
 
 def test_enum_numbers_are_kafkas_wire_values() -> None:
-    assert [t.value for t in ConfigType] == list(range(1, 10))
+    assert [t.value for t in ConfigType] == list(range(0, 10))
+    assert ConfigType(0) is ConfigType.UNKNOWN
     assert {s.name: s.value for s in ConfigSource} == {
         "UNKNOWN": 0,
         "TOPIC_CONFIG": 1,
@@ -225,8 +226,16 @@ def test_topic_synonyms_are_broker_keys_in_kafkas_order() -> None:
         "log.roll.jitter.ms",
         "log.roll.jitter.hours",
     )
+    # Kafka's LogConfig.CONFIGS_WITH_NO_SERVER_DEFAULTS (less the throttle lists).
+    no_server_default = {"remote.storage.enable", "remote.log.copy.disable",
+                         "remote.log.delete.on.disable"}  # fmt: skip
+    assert {n for n, d in TOPIC_CONFIGS.items() if not d.synonyms} == no_server_default
+    assert TOPIC_CONFIGS["local.retention.ms"].synonyms == ("log.local.retention.ms",)
+    assert TOPIC_CONFIGS["local.retention.bytes"].synonyms == ("log.local.retention.bytes",)
     for defn in TOPIC_CONFIGS.values():
-        assert defn.synonyms and all(s in BROKER_CONFIGS for s in defn.synonyms)
+        if not defn.synonyms:
+            continue
+        assert all(s in BROKER_CONFIGS for s in defn.synonyms)
         # DescribeConfigs finds the group from the first synonym, as Kafka does.
         assert broker_synonyms(defn.synonyms[0]) == defn.synonyms
         # The last synonym always has a default, so every topic key has a value.
@@ -283,4 +292,4 @@ def test_required_keys_are_defined_with_kafkas_defaults() -> None:
     }
     assert {k: BROKER_CONFIGS[k].default for k in expected} == expected
     assert BROKER_CONFIGS["offsets.topic.replication.factor"].type is ConfigType.SHORT
-    assert len(TOPIC_CONFIGS) == 23
+    assert len(TOPIC_CONFIGS) == 28

@@ -15,6 +15,7 @@ from tiercel.config.log_config import (
     LogConfig,
     describe_broker_configs,
     describe_topic_configs,
+    field_name,
     topic_defaults,
     validate_topic_overrides,
 )
@@ -27,13 +28,15 @@ TOPIC = ConfigSource.TOPIC_CONFIG
 
 def test_fields_mirror_the_topic_keys() -> None:
     names = {f.name for f in dataclasses.fields(LogConfig)}
-    assert names == {name.replace(".", "_") for name in TOPIC_CONFIGS}
+    assert names == {field_name(name) for name in TOPIC_CONFIGS}
+    assert field_name("retention.ms") == "retention_ms"
+    assert field_name("local.retention.ms") == "local_retention_ms_config"
 
 
 def test_field_defaults_are_what_a_default_broker_gives() -> None:
     assert LogConfig() == LogConfig.from_overrides(BrokerConfig({}), {})
     assert dataclasses.asdict(LogConfig()) == {
-        name.replace(".", "_"): d.default for name, d in TOPIC_CONFIGS.items()
+        field_name(name): d.default for name, d in TOPIC_CONFIGS.items()
     }
 
 
@@ -126,7 +129,7 @@ def test_validate_topic_overrides_refuses_null_and_unknown() -> None:
     with pytest.raises(ConfigError, match=r"did you mean segment\.bytes"):
         validate_topic_overrides({"segment.byte": "1"})
     with pytest.raises(ConfigError, match=r"did you mean retention\.ms"):
-        validate_topic_overrides({"log.retention.ms": "1"})
+        validate_topic_overrides({"retention.msec": "1"})
 
 
 def test_min_compaction_lag_may_not_exceed_max() -> None:
