@@ -19,7 +19,7 @@ from typing import Final
 
 from tiercel.config.broker_config import BrokerConfig
 from tiercel.config.config_def import ConfigError
-from tiercel.config.log_config import validate_topic_overrides
+from tiercel.config.log_config_validator import validate_topic_configs
 from tiercel.protocol.errors import (
     InvalidConfigError,
     InvalidPartitionsError,
@@ -123,7 +123,7 @@ class AdminManager:
         if self._cache.topic(topic.name) is not None:
             raise TopicExistsError(f"Topic '{topic.name}' already exists.")
         self._check_collision(topic.name)
-        overrides = self._validated_configs(topic.configs)
+        overrides = self.validated_overrides(topic.configs)
         brokers = self._cache.alive_broker_ids()
         if topic.assignments:
             if topic.num_partitions != -1 or topic.replication_factor != -1:
@@ -187,13 +187,6 @@ class AdminManager:
         for existing in self._cache.topics:
             if existing.replace(".", "_") == normalized:
                 raise InvalidTopicError(f"Topic '{name}' collides with existing topic: {existing}")
-
-    @staticmethod
-    def _validated_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
-        try:
-            return validate_topic_overrides(configs)
-        except ConfigError as e:
-            raise InvalidConfigError(e.message) from e
 
     def _validated_assignment(
         self, assignments: Mapping[int, Sequence[int]], brokers: Sequence[int], first: int
@@ -316,8 +309,16 @@ class AdminManager:
             new = assign_replicas(brokers, count - current, factor, first_partition=current)
         return stored.topic_id, stat.version, {**stored.partitions, **new}
 
-    def validated_overrides(self, configs: Mapping[str, str | None]) -> dict[str, str]:
-        return self._validated_configs(configs)
+    def validated_overrides(
+        self, configs: Mapping[str, str | None], existing: Mapping[str, str] | None = None
+    ) -> dict[str, str]:
+        """A topic's whole new override map, checked with this broker's defaults against
+        its `existing` overrides (none for a new topic) and made canonical; Kafka's
+        LogConfig.validate, as its controller applies it to every topic config change."""
+        try:
+            return validate_topic_configs(self._config, configs, existing)
+        except ConfigError as e:
+            raise InvalidConfigError(e.message) from e
 
     async def set_topic_config(self, name: str, overrides: dict[str, str]) -> None:
         if self._cache.topic(name) is None:

@@ -50,14 +50,17 @@ async def alter_topic_configs(
     """AlterConfigs and IncrementalAlterConfigs alike (Kafka's `ZkAdminManager.alterConfigs`
     and `incrementalAlterConfigs` both end in `alterTopicConfigs`): per topic resource,
     `new_overrides(resource)` gives the topic's whole new override map, which is validated
-    and, unless `validate_only`, stored. Each resource fails alone."""
+    against the current one (turning tiering off needs remote.log.delete.on.disable) and,
+    unless `validate_only`, stored. Each resource fails alone."""
     admin = ctx.broker.admin_manager
     responses = []
     for resource in request.resources:
         error: KafkaError | None = None
         try:
             _check_topic_resource(ctx, resource.resource_type, resource.resource_name)
-            overrides = admin.validated_overrides(new_overrides(resource))
+            topic = ctx.broker.metadata_cache.topic(resource.resource_name)
+            existing = topic.config_overrides if topic is not None else {}
+            overrides = admin.validated_overrides(new_overrides(resource), existing)
             if not request.validate_only:
                 await admin.set_topic_config(resource.resource_name, overrides)
         except Exception as e:
