@@ -12,7 +12,7 @@ exceeds its total retention does not start.
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -28,7 +28,8 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from support.broker import TIERCEL, BrokerProcess
-from support.clients import running_broker
+from support.clients import running_broker, wait_until
+from support.cluster import ClusterProcess
 
 NONE: Final = 0
 INVALID_CONFIG: Final = 40
@@ -68,10 +69,12 @@ def _error(future: Any) -> tuple[int, str]:
     return NONE, ""
 
 
-def _create(broker: BrokerProcess, name: str, config: dict[str, str]) -> tuple[int, str]:
+def _create(
+    broker: BrokerProcess, name: str, config: dict[str, str], replicas: int = 1
+) -> tuple[int, str]:
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    futures = admin.create_topics([NewTopic(name, 1, 1, config=config)], operation_timeout=10)
-    return _error(futures[name])
+    new = NewTopic(name, 1, replicas, config=config)
+    return _error(admin.create_topics([new], operation_timeout=10)[name])
 
 
 def _set(broker: BrokerProcess, name: str, configs: dict[str, str]) -> tuple[int, str]:
@@ -198,6 +201,38 @@ def test_the_broker_describes_its_tiered_storage_keys(tiering: BrokerProcess) ->
     e = entries["rsm.config.dir"]
     assert (e.value, e.is_sensitive, int(e.source)) == (None, True, STATIC_BROKER_CONFIG)
     assert "rlmm.config.remote.log.metadata.topic.replication.factor" in entries
+
+
+def test_the_rules_hold_in_a_zookeeper_cluster(
+    cluster_factory: Callable[..., ClusterProcess],
+) -> None:
+    """Requests to a broker that is not the controller are checked the same way, and the
+    accepted configuration reaches the other broker through ZooKeeper."""
+    cluster = cluster_factory(
+        size=2,
+        overrides={"remote.log.storage.system.enable": "true", "offsets.topic.num.partitions": 1},
+    )
+    controller = cluster.wait_for_controller()
+    other = cluster.brokers[2 if controller == 1 else 1]
+    code, message = _create(other, "c-tiered", {**TIERED, "local.retention.ms": "-1"}, 2)
+    assert (code, "must not be -1" in message) == (INVALID_CONFIG, True)
+    code, message = _create(other, "c-tiered", {**TIERED, "cleanup.policy": "compact"}, 2)
+    assert (code, "compacted topics" in message) == (INVALID_CONFIG, True)
+    assert _create(other, "c-tiered", {**TIERED, "local.retention.ms": "60000"}, 2) == (NONE, "")
+    code, message = _set(other, "c-tiered", {"remote.storage.enable": "false"})
+    assert (code, "remote.log.delete.on.disable=true" in message) == (INVALID_CONFIG, True)
+    described = cluster.brokers[controller]
+    resource = ConfigResource(ResourceType.TOPIC, "c-tiered")
+
+    def shown() -> bool:
+        try:
+            entries = _describe(described, resource)
+        except KafkaException:  # not in that broker's metadata cache yet
+            return False
+        values = (entries["local.retention.ms"].value, entries["remote.storage.enable"].value)
+        return values == ("60000", "true")
+
+    assert wait_until(shown, 20)
 
 
 @pytest.mark.parametrize(
