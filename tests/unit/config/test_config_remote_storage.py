@@ -14,6 +14,7 @@ from tiercel.config.config_def import LONG_MAX, ConfigSource, ConfigType
 from tiercel.config.kafka_config import BROKER_CONFIGS
 from tiercel.config.loader import load_broker_config
 from tiercel.config.log_config import (
+    ConfigEntry,
     ConfigSynonym,
     LogConfig,
     describe_broker_configs,
@@ -311,7 +312,7 @@ def test_log_config_resolves_local_retention_as_kafka() -> None:
     assert LogConfig.from_overrides(broker, {"local.retention.ms": "-1"}).local_retention_ms == -1
 
 
-def _entry(entries: list, name: str):  # type: ignore[no-untyped-def,type-arg]
+def _entry(entries: list[ConfigEntry], name: str) -> ConfigEntry:
     return next(e for e in entries if e.name == name)
 
 
