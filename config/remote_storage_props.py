@@ -14,7 +14,7 @@ RLMM prefix is refused at startup rather than ignored.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final
 
@@ -45,8 +45,8 @@ RLMM_CONFIGS: Final[Mapping[str, ConfigDef]] = {d.name: d for d in (
 # fmt: on
 
 
-def _frozen(mapping: Mapping[str, str] | None = None) -> Mapping[str, str]:
-    return MappingProxyType(dict(mapping or {}))
+def _frozen(mapping: Mapping[str, str]) -> Mapping[str, str]:
+    return MappingProxyType(dict(mapping))
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,10 +56,10 @@ class RemoteStorageProps:
     Invariant: `rlmm` holds only RLMM_CONFIGS keys with valid values. Immutable; any thread.
     """
 
-    rsm_prefix: str = "rsm.config."
-    rlmm_prefix: str = "rlmm.config."
-    rsm: Mapping[str, str] = field(default_factory=_frozen)
-    rlmm: Mapping[str, str] = field(default_factory=_frozen)
+    rsm_prefix: str
+    rlmm_prefix: str
+    rsm: Mapping[str, str]
+    rlmm: Mapping[str, str]
 
 
 @dataclass(frozen=True, slots=True)
