@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tiercel.storage.checkpoint_file import uuid_to_kafka_str
 from tiercel.storage.topic_partition import TopicPartition
 from tiercel.tiered.rsm.object_layout import (
     MANIFEST_SUFFIX,
@@ -180,3 +181,16 @@ class RemoteStorageManagerContract:
             for suffix in ["log", "index", "timeindex", "snapshot", "leader-epoch-checkpoint"]
         } | {object_key(orders, MANIFEST_SUFFIX)}
         assert list(rsm.store.list("nothing-here/")) == []
+
+    def test_listing_folders(self, rsm: ObjectStoreRemoteStorageManager, tmp_path: Path) -> None:
+        orders, orders_eu = metadata(topic="orders"), metadata(topic="orders-eu")
+        rsm.copy_log_segment_data(orders, segment_files(tmp_path / "a"))
+        rsm.copy_log_segment_data(orders_eu, segment_files(tmp_path / "b"))
+        topic_id = uuid_to_kafka_str(TOPIC_ID)
+        assert sorted(rsm.store.list_folders("")) == sorted(
+            [f"orders-eu-{topic_id}/", f"orders-{topic_id}/"]
+        )
+        assert list(rsm.store.list_folders("orders-e")) == [f"orders-eu-{topic_id}/"]
+        assert list(rsm.store.list_folders(f"orders-{topic_id}/")) == [f"orders-{topic_id}/3/"]
+        assert list(rsm.store.list_folders(f"orders-{topic_id}/3/")) == []
+        assert list(rsm.store.list_folders("nothing-here/")) == []

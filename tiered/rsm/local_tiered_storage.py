@@ -46,7 +46,6 @@ class LocalDirectoryStore:
 
     def __init__(self, root: str) -> None:
         self.root = os.path.abspath(root)
-        os.makedirs(self.root, exist_ok=True)
 
     def _path(self, key: str) -> str:
         return os.path.join(self.root, key)
@@ -96,12 +95,23 @@ class LocalDirectoryStore:
     def list(self, prefix: str) -> Iterator[str]:
         yield from self._walk("", prefix)
 
+    def list_folders(self, prefix: str) -> Iterator[str]:
+        folder, _, start = prefix.rpartition("/")
+        folder = f"{folder}/" if folder else ""
+        try:
+            entries = sorted(os.scandir(self._path(folder) if folder else self.root), key=_name)
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        for entry in entries:
+            if entry.name.startswith(start) and entry.is_dir(follow_symlinks=False):
+                yield f"{folder}{entry.name}/"
+
     def _walk(self, folder: str, prefix: str) -> Iterator[str]:
         """Keys under ``folder`` (a key prefix ending in ``/``, or empty) that start with
         ``prefix``, descending only into folders that may hold some."""
         try:
             entries = sorted(os.scandir(self._path(folder) if folder else self.root), key=_name)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return
         for entry in entries:
             key = folder + entry.name
@@ -120,6 +130,7 @@ class LocalTieredStorage(ObjectStoreRemoteStorageManager):
 
     def __init__(self, root: str) -> None:
         self.root = os.path.abspath(root)
+        os.makedirs(self.root, exist_ok=True)
         super().__init__(LocalDirectoryStore(self.root))
 
 

@@ -41,5 +41,10 @@ class ObjectStore(Protocol):
     def list(self, prefix: str) -> Iterator[str]:
         """Every key starting with ``prefix`` (any string, not only a folder)."""
 
+    def list_folders(self, prefix: str) -> Iterator[str]:
+        """The distinct ``<prefix><name>/`` that begin some key: the folders just below
+        the last ``/`` of ``prefix`` whose names start with what follows it (S3's
+        listing with a ``/`` delimiter)."""
+
     def close(self) -> None:
         """Release connections."""

@@ -201,6 +201,15 @@ class S3ObjectStore:
                 for entry in page.get("Contents", []):
                     yield entry["Key"][len(self.prefix) :]
 
+    def list_folders(self, prefix: str) -> Iterator[str]:
+        with _as_remote_errors(f"listing {self._where(prefix)}"):
+            pages = self._client.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix=self.prefix + prefix, Delimiter="/"
+            )
+            for page in pages:
+                for entry in page.get("CommonPrefixes", []):
+                    yield entry["Prefix"][len(self.prefix) :]
+
     def close(self) -> None:
         self._client.close()
 

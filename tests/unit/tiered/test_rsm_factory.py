@@ -109,7 +109,7 @@ def test_a_plugin_class_gets_the_properties(tmp_path: Path) -> None:
     rsm = create_remote_storage_manager("support.rsm_plugin:DirectoryRsm", configs, "/unused")
     assert isinstance(rsm, DirectoryRsm)
     assert dict(rsm.configs) == configs
-    assert (tmp_path / "plugged").is_dir()
+    assert rsm.store.root == str(tmp_path / "plugged")
 
 
 @pytest.mark.parametrize(
