@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -194,3 +195,19 @@ class RemoteStorageManagerContract:
         assert list(rsm.store.list_folders(f"orders-{topic_id}/")) == [f"orders-{topic_id}/3/"]
         assert list(rsm.store.list_folders(f"orders-{topic_id}/3/")) == []
         assert list(rsm.store.list_folders("nothing-here/")) == []
+
+    def test_threads_share_one_manager(
+        self, rsm: ObjectStoreRemoteStorageManager, tmp_path: Path
+    ) -> None:
+        # The RemoteLogManager's copier and reader pools call one manager from many threads.
+        segments = [metadata(start) for start in range(0, 800, 100)]
+        data = segment_files(tmp_path / "segment")
+
+        def copy_and_read(m: RemoteLogSegmentMetadata) -> bytes:
+            rsm.copy_log_segment_data(m, data)
+            return rsm.fetch_log_segment(m, 5, 14) + rsm.fetch_index(m, IndexType.OFFSET)
+
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            results = list(pool.map(copy_and_read, segments))
+        assert results == [bytes(range(5, 15)) + b"I" * 80] * len(segments)
+        assert len(stored(rsm)) == 6 * len(segments)
