@@ -17,6 +17,8 @@ import json
 import os
 import sys
 
+from tiercel.protocol.errors import InvalidTopicError
+from tiercel.server.admin_manager import validate_topic_name
 from tiercel.storage.checkpoint_file import kafka_str_to_uuid, uuid_to_kafka_str
 from tiercel.storage.topic_partition import TopicPartition
 from tiercel.tiered.rsm.local_tiered_storage import LocalDirectoryStore
@@ -25,6 +27,20 @@ from tiercel.tiered.rsm.remote_listing import RemoteSegmentListing, list_remote_
 from tiercel.tiered.rsm.remote_storage_manager import RemoteStorageError
 
 __all__ = ["add_remote_segments_parser", "run_remote_segments"]
+
+
+def _topic(text: str) -> str:
+    try:
+        validate_topic_name(text)  # nor does a name like "../x" lead out of the tier
+    except InvalidTopicError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
+
+
+def _partition(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"not a partition number: {text!r}")
+    return int(text)
 
 
 def _topic_id(text: str) -> str:
@@ -43,8 +59,8 @@ def add_remote_segments_parser(
         help="list a partition's remote segments from the object store",
         description="List one partition's remote segments from the object store alone.",
     )
-    parser.add_argument("--topic", required=True)
-    parser.add_argument("--partition", required=True, type=int)
+    parser.add_argument("--topic", required=True, type=_topic)
+    parser.add_argument("--partition", required=True, type=_partition)
     parser.add_argument(
         "--topic-id",
         type=_topic_id,

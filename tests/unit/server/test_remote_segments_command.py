@@ -117,6 +117,10 @@ def test_a_missing_directory_is_an_error(
         ["--topic", "t", "--partition", "0", "--dir", "d", "--s3-bucket", "b"],  # two
         ["--partition", "0", "--dir", "d"],
         ["--topic", "t", "--partition", "x", "--dir", "d"],
+        ["--topic", "t", "--partition", "-1", "--dir", "d"],
+        ["--topic", "", "--partition", "0", "--dir", "d"],
+        ["--topic", "..", "--partition", "0", "--dir", "d"],
+        ["--topic", "../etc", "--partition", "0", "--dir", "d"],
         ["--topic", "t", "--partition", "0", "--dir", "d", "--topic-id", "not-a-uuid"],
     ],
 )
