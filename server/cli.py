@@ -1,4 +1,5 @@
-"""The ``tiercel`` command: ``tiercel broker [CONFIG.yaml] [--override key=value]...``."""
+"""The ``tiercel`` command: ``tiercel broker [CONFIG.yaml] [--override key=value]...``, and
+``tiercel remote-segments ...`` (`remote_segments_command`)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,10 @@ from tiercel.config.loader import load_broker_config
 from tiercel.config.logging_setup import configure_logging, log_event
 from tiercel.server.broker_server import BrokerServer, install_signal_handlers
 from tiercel.server.kafka_apis import preload_schemas
+from tiercel.server.remote_segments_command import (
+    add_remote_segments_parser,
+    run_remote_segments,
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -34,6 +39,7 @@ def _parser() -> argparse.ArgumentParser:
     broker.add_argument(
         "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
     )
+    add_remote_segments_parser(commands)
     return parser
 
 
@@ -46,6 +52,8 @@ async def _run_broker(config: BrokerConfig) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "remote-segments":
+        return run_remote_segments(args)
     configure_logging(args.log_level)
     try:
         config = load_broker_config(args.config, args.override)

@@ -1,10 +1,11 @@
 """The local-directory RemoteStorageManager: the embedded default tier.
 
 Objects are files under one root directory, at the keys of `object_layout`. Every object
-is written to a temporary name, fsynced and renamed, and the manifest goes last, after
-the directory is synced: a crash leaves either a complete segment with its manifest or
-objects without one, which a later copy of the same segment overwrites and a deletion
-removes. Kafka's own test tier is ``LocalTieredStorage``; this one is meant for use.
+is written to a temporary name (ending ``.tmp``, never listed), fsynced, renamed and its
+directory synced, so the manifest, written last, is durable only after every other
+object is: a crash leaves either a complete segment with its manifest or objects without
+one, which a later copy of the same segment overwrites and a deletion removes. Kafka's
+own test tier is ``LocalTieredStorage``; this one is meant for use.
 
 Blocking, any thread: the RemoteLogManager's pools call it.
 """
@@ -15,27 +16,18 @@ import contextlib
 import os
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from typing import Final
 
-from tiercel.storage.checkpoint_file import atomic_write
-from tiercel.tiered.rsm.object_layout import (
-    LOG_SUFFIX,
-    MANIFEST_SUFFIX,
-    encode_manifest,
-    object_key,
-)
+from tiercel.tiered.rsm.object_store_rsm import ObjectStoreRemoteStorageManager
 from tiercel.tiered.rsm.remote_storage_manager import (
-    IndexType,
-    LogSegmentData,
-    RemoteLogSegmentMetadata,
     RemoteResourceNotFoundError,
     RemoteStorageError,
 )
 
-__all__ = ["LocalTieredStorage"]
+__all__ = ["LocalDirectoryStore", "LocalTieredStorage"]
 
-# Every object a segment may have, the manifest first: deletion removes it first.
-_ALL_SUFFIXES = (MANIFEST_SUFFIX, LOG_SUFFIX, *(t.value for t in IndexType))
+_TEMPORARY: Final = ".tmp"
 
 
 @contextlib.contextmanager
@@ -48,91 +40,112 @@ def _as_remote_errors(what: str) -> Iterator[None]:
         raise RemoteStorageError(f"{what}: {e}") from e
 
 
-class LocalTieredStorage:
-    """A RemoteStorageManager over the directory ``root`` (``rsm.config.dir``)."""
+class LocalDirectoryStore:
+    """An `ObjectStore` of files under ``root``: a key is a path relative to it.
+    Thread-safe: every write goes through a temporary file of its own."""
 
     def __init__(self, root: str) -> None:
         self.root = os.path.abspath(root)
-        os.makedirs(self.root, exist_ok=True)
 
-    def _path(self, metadata: RemoteLogSegmentMetadata, suffix: str) -> str:
-        return os.path.join(self.root, object_key(metadata, suffix))
+    def _path(self, key: str) -> str:
+        return os.path.join(self.root, key)
 
-    def copy_log_segment_data(
-        self, metadata: RemoteLogSegmentMetadata, data: LogSegmentData
-    ) -> None:
-        sources = {
-            LOG_SUFFIX: data.log_segment,
-            IndexType.OFFSET.value: data.offset_index,
-            IndexType.TIMESTAMP.value: data.time_index,
-            IndexType.TRANSACTION.value: data.transaction_index,
-            IndexType.PRODUCER_SNAPSHOT.value: data.producer_snapshot_index,
-        }
-        copied = {suffix: source for suffix, source in sources.items() if source is not None}
-        directory = os.path.dirname(self._path(metadata, LOG_SUFFIX))
-        with _as_remote_errors(f"copying {metadata.remote_log_segment_id}"):
-            os.makedirs(directory, exist_ok=True)
-            for suffix, source in copied.items():
-                _copy_durably(source, self._path(metadata, suffix))
-            epochs = self._path(metadata, IndexType.LEADER_EPOCH.value)
-            atomic_write(epochs, data.leader_epoch_index)
-            objects = frozenset([*copied, IndexType.LEADER_EPOCH.value])
-            # Last: the manifest's presence says every object above is in place.
-            atomic_write(self._path(metadata, MANIFEST_SUFFIX), encode_manifest(metadata, objects))
+    def put_file(self, key: str, path: str) -> None:
+        self._put(
+            key, f"copying {path} to {key}", lambda temporary: shutil.copyfile(path, temporary)
+        )
 
-    def fetch_log_segment(
-        self, metadata: RemoteLogSegmentMetadata, start_position: int, end_position: int | None
-    ) -> bytes:
-        if start_position < 0 or (end_position is not None and end_position < start_position):
-            raise ValueError(f"bad range [{start_position}, {end_position}]")
-        with (
-            _as_remote_errors(f"reading {metadata.remote_log_segment_id}"),
-            open(self._path(metadata, LOG_SUFFIX), "rb") as file,
-        ):
-            file.seek(start_position)
-            return file.read(-1 if end_position is None else end_position - start_position + 1)
+    def put_bytes(self, key: str, data: bytes) -> None:
+        self._put(key, f"writing {key}", lambda temporary: _write(temporary, data))
 
-    def fetch_index(self, metadata: RemoteLogSegmentMetadata, index_type: IndexType) -> bytes:
-        with (
-            _as_remote_errors(f"reading the {index_type.name} index of {metadata}"),
-            open(self._path(metadata, index_type.value), "rb") as file,
-        ):
-            return file.read()
+    def _put(self, key: str, what: str, write: Callable[[str], object]) -> None:
+        """``write`` a temporary file of this call's own, fsync it, rename it to ``key``'s
+        path and sync the directory."""
+        destination = self._path(key)
+        temporary = f"{destination}.{uuid.uuid4().hex}{_TEMPORARY}"
+        try:
+            with _as_remote_errors(what):
+                os.makedirs(os.path.dirname(destination), exist_ok=True)
+                write(temporary)
+                _fsync(temporary)
+                os.replace(temporary, destination)
+                _fsync(os.path.dirname(destination))
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(temporary)
 
-    def delete_log_segment_data(self, metadata: RemoteLogSegmentMetadata) -> None:
-        with _as_remote_errors(f"deleting {metadata.remote_log_segment_id}"):
-            for suffix in _ALL_SUFFIXES:
+    def get(self, key: str) -> bytes:
+        return self.get_range(key, 0, None)
+
+    def get_range(self, key: str, start: int, end: int | None) -> bytes:
+        with _as_remote_errors(f"reading {key}"), open(self._path(key), "rb") as file:
+            file.seek(start)
+            return file.read(-1 if end is None else end - start + 1)
+
+    def delete(self, keys: Sequence[str]) -> None:
+        directories = set()
+        with _as_remote_errors(f"deleting {', '.join(keys)}"):
+            for key in keys:
                 with contextlib.suppress(FileNotFoundError):
-                    os.remove(self._path(metadata, suffix))
-                if suffix == MANIFEST_SUFFIX:
-                    # The manifest's removal durable before any object goes.
-                    _sync_dir_if_present(os.path.dirname(self._path(metadata, suffix)))
+                    os.remove(self._path(key))
+                    directories.add(os.path.dirname(self._path(key)))
+            for directory in directories:
+                _fsync(directory)
+
+    def list(self, prefix: str) -> Iterator[str]:
+        yield from self._walk("", prefix)
+
+    def list_folders(self, prefix: str) -> Iterator[str]:
+        folder, _, start = prefix.rpartition("/")
+        folder = f"{folder}/" if folder else ""
+        try:
+            entries = sorted(os.scandir(self._path(folder) if folder else self.root), key=_name)
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        for entry in entries:
+            if entry.name.startswith(start) and entry.is_dir(follow_symlinks=False):
+                yield f"{folder}{entry.name}/"
+
+    def _walk(self, folder: str, prefix: str) -> Iterator[str]:
+        """Keys under ``folder`` (a key prefix ending in ``/``, or empty) that start with
+        ``prefix``, descending only into folders that may hold some."""
+        try:
+            entries = sorted(os.scandir(self._path(folder) if folder else self.root), key=_name)
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        for entry in entries:
+            key = folder + entry.name
+            if entry.is_dir(follow_symlinks=False):
+                if (key + "/").startswith(prefix) or prefix.startswith(key + "/"):
+                    yield from self._walk(key + "/", prefix)
+            elif key.startswith(prefix) and not key.endswith(_TEMPORARY):
+                yield key
 
     def close(self) -> None:
         """Nothing is held open between calls."""
 
 
-def _copy_durably(source: str, destination: str) -> None:
-    """``source`` copied to ``destination`` through a temporary name, fsynced."""
-    temporary = f"{destination}.{uuid.uuid4().hex}.tmp"
-    try:
-        shutil.copyfile(source, temporary)
-        fd = os.open(temporary, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(temporary, destination)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(temporary)
+class LocalTieredStorage(ObjectStoreRemoteStorageManager):
+    """A RemoteStorageManager over the directory ``root`` (``rsm.config.dir``)."""
+
+    def __init__(self, root: str) -> None:
+        self.root = os.path.abspath(root)
+        os.makedirs(self.root, exist_ok=True)
+        super().__init__(LocalDirectoryStore(self.root))
 
 
-def _sync_dir_if_present(directory: str) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except FileNotFoundError:
-        return
+def _name(entry: os.DirEntry[str]) -> str:
+    return entry.name
+
+
+def _write(path: str, data: bytes) -> None:
+    with open(path, "wb") as file:
+        file.write(data)
+
+
+def _fsync(path: str) -> None:
+    """fsync a file, or a directory (so that renames and removals in it are durable)."""
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:

@@ -1,76 +1,16 @@
 """LocalTieredStorage, the local-directory RemoteStorageManager, on real files: the
-objects it writes, the manifest last, ranges and indexes read back, idempotent copy and
-delete, and what a failed copy leaves."""
+RemoteStorageManager contract (support.rsm_contract), and what is particular to files."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
-import uuid
 from pathlib import Path
 
 import pytest
 
-from tiercel.storage.topic_partition import TopicPartition
+from support.rsm_contract import RemoteStorageManagerContract, metadata, segment_files
 from tiercel.tiered.rsm.local_tiered_storage import LocalTieredStorage
-from tiercel.tiered.rsm.object_layout import (
-    MANIFEST_SUFFIX,
-    decode_manifest,
-    object_key,
-    parse_object_key,
-)
-from tiercel.tiered.rsm.remote_storage_manager import (
-    IndexType,
-    LogSegmentData,
-    RemoteLogSegmentId,
-    RemoteLogSegmentMetadata,
-    RemoteLogSegmentState,
-    RemoteResourceNotFoundError,
-    RemoteStorageError,
-)
-
-TOPIC_ID = uuid.uuid4()
-EPOCHS = b"0\n1\n3 1200\n"
-
-
-def metadata(start: int = 1200) -> RemoteLogSegmentMetadata:
-    return RemoteLogSegmentMetadata(
-        RemoteLogSegmentId.generate(TOPIC_ID, TopicPartition("orders", 3)),
-        start_offset=start,
-        end_offset=start + 99,
-        max_timestamp_ms=1_700_000_000_000,
-        broker_id=1,
-        event_timestamp_ms=1_700_000_001_000,
-        segment_size_in_bytes=1000,
-        segment_leader_epochs={3: start},
-    )
-
-
-def segment_files(directory: Path, *, transactions: bool = False) -> LogSegmentData:
-    """A rolled segment's files: distinct bytes in each, so a mix-up shows."""
-    directory.mkdir(exist_ok=True)
-    files = {
-        "log": bytes(range(250)) * 4,
-        "index": b"I" * 80,
-        "timeindex": b"T" * 120,
-        "snapshot": b"S" * 30,
-    }
-    if transactions:
-        files["txnindex"] = b"X" * 40
-    for suffix, content in files.items():
-        (directory / f"00000000000000001200.{suffix}").write_bytes(content)
-
-    def path(suffix: str) -> str | None:
-        return str(directory / f"00000000000000001200.{suffix}") if suffix in files else None
-
-    return LogSegmentData(
-        str(directory / "00000000000000001200.log"),
-        str(directory / "00000000000000001200.index"),
-        str(directory / "00000000000000001200.timeindex"),
-        path("txnindex"),
-        path("snapshot"),
-        EPOCHS,
-    )
+from tiercel.tiered.rsm.remote_storage_manager import RemoteStorageError
 
 
 @pytest.fixture
@@ -78,90 +18,34 @@ def rsm(tmp_path: Path) -> LocalTieredStorage:
     return LocalTieredStorage(str(tmp_path / "remote"))
 
 
-def stored_keys(rsm: LocalTieredStorage) -> set[str]:
+class TestLocalTieredStorageContract(RemoteStorageManagerContract):
+    pass
+
+
+def files_under(root: str) -> set[str]:
     return {
-        os.path.relpath(os.path.join(d, f), rsm.root)
-        for d, _, files in os.walk(rsm.root)
-        for f in files
+        os.path.relpath(os.path.join(d, f), root) for d, _, files in os.walk(root) for f in files
     }
 
 
-def test_a_copy_writes_every_object_and_a_manifest(rsm: LocalTieredStorage, tmp_path: Path) -> None:
-    m = metadata()
+def test_objects_are_files_at_their_keys(rsm: LocalTieredStorage, tmp_path: Path) -> None:
+    rsm.copy_log_segment_data(metadata(), segment_files(tmp_path / "segment"))
+    assert files_under(rsm.root) == set(rsm.store.list(""))
+    assert len(files_under(rsm.root)) == 6
+
+
+def test_a_failed_copy_leaves_no_temporary_file(rsm: LocalTieredStorage, tmp_path: Path) -> None:
     data = segment_files(tmp_path / "segment")
-    rsm.copy_log_segment_data(m, data)
-    suffixes = {"log", "index", "timeindex", "snapshot", "leader-epoch-checkpoint"}
-    assert stored_keys(rsm) == {object_key(m, s) for s in [*suffixes, MANIFEST_SUFFIX]}
-    assert all(parse_object_key(key) is not None for key in stored_keys(rsm))
-    manifest = decode_manifest((Path(rsm.root) / object_key(m, MANIFEST_SUFFIX)).read_bytes())
-    finished = dataclasses.replace(m, state=RemoteLogSegmentState.COPY_SEGMENT_FINISHED)
-    assert (manifest.metadata, manifest.objects) == (finished, frozenset(suffixes))
+    os.remove(data.time_index)
+    with pytest.raises(RemoteStorageError):
+        rsm.copy_log_segment_data(metadata(), data)
+    assert files_under(rsm.root)  # the log went up before the time index failed
+    assert not [key for key in files_under(rsm.root) if key.endswith(".tmp")]
 
 
-def test_ranges_and_indexes_read_back(rsm: LocalTieredStorage, tmp_path: Path) -> None:
-    m = metadata()
-    data = segment_files(tmp_path / "segment", transactions=True)
-    rsm.copy_log_segment_data(m, data)
-    log = Path(data.log_segment).read_bytes()
-    assert rsm.fetch_log_segment(m, 0, None) == log
-    assert rsm.fetch_log_segment(m, 10, 19) == log[10:20]  # the end position is inclusive
-    assert rsm.fetch_log_segment(m, 990, 5000) == log[990:]
-    assert rsm.fetch_index(m, IndexType.OFFSET) == b"I" * 80
-    assert rsm.fetch_index(m, IndexType.TIMESTAMP) == b"T" * 120
-    assert rsm.fetch_index(m, IndexType.TRANSACTION) == b"X" * 40
-    assert rsm.fetch_index(m, IndexType.PRODUCER_SNAPSHOT) == b"S" * 30
-    assert rsm.fetch_index(m, IndexType.LEADER_EPOCH) == EPOCHS
-    with pytest.raises(ValueError):
-        rsm.fetch_log_segment(m, 20, 19)
-
-
-def test_a_missing_transaction_index_is_not_found(rsm: LocalTieredStorage, tmp_path: Path) -> None:
+def test_temporary_files_are_not_listed(rsm: LocalTieredStorage, tmp_path: Path) -> None:
     m = metadata()
     rsm.copy_log_segment_data(m, segment_files(tmp_path / "segment"))
-    with pytest.raises(RemoteResourceNotFoundError):
-        rsm.fetch_index(m, IndexType.TRANSACTION)
-
-
-def test_a_copy_again_changes_nothing(rsm: LocalTieredStorage, tmp_path: Path) -> None:
-    m = metadata()
-    data = segment_files(tmp_path / "segment")
-    rsm.copy_log_segment_data(m, data)
-    before = {key: (Path(rsm.root) / key).read_bytes() for key in stored_keys(rsm)}
-    rsm.copy_log_segment_data(m, data)
-    assert {key: (Path(rsm.root) / key).read_bytes() for key in stored_keys(rsm)} == before
-
-
-def test_a_failed_copy_leaves_no_manifest(rsm: LocalTieredStorage, tmp_path: Path) -> None:
-    m = metadata()
-    data = segment_files(tmp_path / "segment")
-    os.remove(data.time_index)  # the segment went away under the copy
-    with pytest.raises(RemoteStorageError):
-        rsm.copy_log_segment_data(m, data)
-    assert object_key(m, MANIFEST_SUFFIX) not in stored_keys(rsm)
-    assert not [key for key in stored_keys(rsm) if key.endswith(".tmp")]
-
-
-def test_delete_removes_everything_and_may_be_repeated(
-    rsm: LocalTieredStorage, tmp_path: Path
-) -> None:
-    kept, deleted = metadata(0), metadata(1200)
-    rsm.copy_log_segment_data(kept, segment_files(tmp_path / "kept"))
-    rsm.copy_log_segment_data(deleted, segment_files(tmp_path / "deleted", transactions=True))
-    rsm.delete_log_segment_data(deleted)
-    rsm.delete_log_segment_data(deleted)
-    rsm.delete_log_segment_data(metadata(5000))  # never copied
-    parsed = [parse_object_key(key) for key in stored_keys(rsm)]
-    assert {p.start_offset if p else None for p in parsed} == {0}
-    with pytest.raises(RemoteResourceNotFoundError):
-        rsm.fetch_log_segment(deleted, 0, None)
-    assert rsm.fetch_log_segment(kept, 0, 9) == bytes(range(10))
-
-
-def test_two_uploads_of_the_same_offsets_share_no_object(
-    rsm: LocalTieredStorage, tmp_path: Path
-) -> None:
-    first, second = metadata(), metadata()  # a new leader uploads the same offsets again
-    rsm.copy_log_segment_data(first, segment_files(tmp_path / "segment"))
-    rsm.copy_log_segment_data(second, segment_files(tmp_path / "segment"))
-    rsm.delete_log_segment_data(first)
-    assert rsm.fetch_index(second, IndexType.OFFSET) == b"I" * 80
+    log = next(key for key in rsm.store.list("") if key.endswith(".log"))
+    Path(rsm.root, log + ".0123.tmp").write_bytes(b"half")  # a copy cut short by a crash
+    assert not [key for key in rsm.store.list("") if key.endswith(".tmp")]
