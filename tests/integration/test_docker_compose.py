@@ -34,6 +34,8 @@ from support.broker import REPO, BrokerProcess
 from support.cluster import cluster_config
 from support.tools import required_tool
 from tiercel.config.loader import load_broker_config
+from tiercel.tiered.rsm.factory import create_remote_storage_manager
+from tiercel.tiered.rsm.s3_remote_storage import S3RemoteStorageManager
 
 DOCKER = REPO / "docker"
 COMPOSE_FILE = DOCKER / "docker-compose.yml"
@@ -81,11 +83,23 @@ def test_docker_compose_accepts_the_file() -> None:
     assert result.returncode == 0, result.stderr
 
 
-def test_zookeeper_and_three_brokers(compose: dict[str, Any]) -> None:
+def test_zookeeper_an_object_store_and_three_brokers(compose: dict[str, Any]) -> None:
     services = compose["services"]
-    assert sorted(services) == ["tiercel-1", "tiercel-2", "tiercel-3", "zookeeper"]
+    assert sorted(services) == [
+        "minio",
+        "minio-init",
+        "tiercel-1",
+        "tiercel-2",
+        "tiercel-3",
+        "zookeeper",
+    ]
     assert services["zookeeper"]["image"] == "zookeeper:3.8"
     assert "healthcheck" in services["zookeeper"]
+    assert "healthcheck" in services["minio"]
+    assert services["minio-init"]["depends_on"] == {"minio": {"condition": "service_healthy"}}
+    # The bucket the brokers tier to is the one minio-init creates.
+    bucket = _environment(_broker(compose, 1))["TIERCEL_CFG_RSM_CONFIG_S3_BUCKET"]
+    assert f"mb --ignore-existing tiercel/{bucket}" in services["minio-init"]["entrypoint"][-1]
 
 
 @pytest.mark.parametrize("node", NODES)
@@ -93,7 +107,10 @@ def test_each_broker_service(compose: dict[str, Any], node: int) -> None:
     service = _broker(compose, node)
     assert (DOCKER / service["build"]["context"]).resolve() == REPO
     assert (REPO / service["build"]["dockerfile"]).resolve() == DOCKERFILE
-    assert service["depends_on"] == {"zookeeper": {"condition": "service_healthy"}}
+    assert service["depends_on"] == {
+        "zookeeper": {"condition": "service_healthy"},
+        "minio-init": {"condition": "service_completed_successfully"},
+    }
     assert service["healthcheck"]["test"] == [
         "CMD",
         "tiercel-healthcheck",
@@ -170,6 +187,18 @@ def test_each_broker_configuration_loads_as_the_container_runs_it(
         f"EXTERNAL://localhost:909{node}",
     }
     assert config.get("inter.broker.listener.name") == "INTERNAL"
+    # Tiering to the compose file's object store: the S3 RemoteStorageManager accepts its
+    # rsm.config. properties (building it opens no connection).
+    assert config.get("remote.log.storage.system.enable") is True
+    rsm = create_remote_storage_manager(
+        str(config.get("remote.log.storage.manager.class.name")),
+        config.remote_storage_manager_props(),
+        "/unused",
+    )
+    try:
+        assert isinstance(rsm, S3RemoteStorageManager)
+    finally:
+        rsm.close()
 
 
 def test_healthcheck_passes_for_a_serving_broker_only(
