@@ -43,6 +43,7 @@ from tiercel.server.metadata.store import (
     NoNodeError,
     SetOp,
 )
+from tiercel.storage.checkpoint_file import random_kafka_uuid
 
 MAX_TOPIC_NAME_LENGTH: Final = 249
 # Conditional writes of a topic's node that lose to concurrent ones before giving up.
@@ -151,7 +152,7 @@ class AdminManager:
                 )
             self._check_partition_limit(partitions, pending_partitions)
             assignment = assign_replicas(brokers, partitions, factor)
-        return CreatedTopic(uuid.uuid4(), assignment, overrides)
+        return CreatedTopic(random_kafka_uuid(), assignment, overrides)
 
     async def create_topic(self, name: str, planned: CreatedTopic) -> None:
         """Write config then assignment in one transaction (Kafka writes the config

@@ -318,6 +318,16 @@ def uuid_to_kafka_str(value: uuid.UUID) -> str:
     return base64.urlsafe_b64encode(value.bytes).rstrip(b"=").decode("ascii")
 
 
+def random_kafka_uuid() -> uuid.UUID:
+    """Kafka's `Uuid.randomUuid()`: random, never the zero Uuid nor the metadata topic's
+    id (1), and never one whose string starts with '-', which command lines (kafka-topics
+    --topic-id, tiercel remote-segments --topic-id) would read as an option."""
+    while True:
+        value = uuid.uuid4()
+        if value.int > 1 and not uuid_to_kafka_str(value).startswith("-"):
+            return value
+
+
 def kafka_str_to_uuid(text: str) -> uuid.UUID:
     """Kafka's `Uuid.fromString()`; ValueError unless `text` is 16 bytes in URL-safe base64."""
     if not _KAFKA_UUID.fullmatch(text):

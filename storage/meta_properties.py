@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import os
 import time
-import uuid
 from dataclasses import dataclass
 
-from tiercel.storage.checkpoint_file import atomic_write, uuid_to_kafka_str
+from tiercel.storage.checkpoint_file import atomic_write, random_kafka_uuid, uuid_to_kafka_str
 
 FILE_NAME = "meta.properties"
 
@@ -32,7 +31,7 @@ class MetaProperties:
 
     @staticmethod
     def generate_cluster_id() -> str:
-        return uuid_to_kafka_str(uuid.uuid4())
+        return uuid_to_kafka_str(random_kafka_uuid())
 
     @classmethod
     def read(cls, log_dir: str) -> MetaProperties | None:
@@ -61,7 +60,7 @@ class MetaProperties:
             "#\n"
             f"#{time.strftime('%a %b %d %H:%M:%S UTC %Y', time.gmtime())}\n"
             f"cluster.id={self.cluster_id}\n"
-            f"directory.id={uuid_to_kafka_str(uuid.uuid4())}\n"
+            f"directory.id={uuid_to_kafka_str(random_kafka_uuid())}\n"
             f"node.id={self.node_id}\n"
             "version=1\n"
         )

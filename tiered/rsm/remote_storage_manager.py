@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
+from tiercel.storage.checkpoint_file import random_kafka_uuid
 from tiercel.storage.topic_partition import TopicIdPartition, TopicPartition
 
 __all__ = [
@@ -49,7 +50,7 @@ class RemoteLogSegmentId:
 
     @classmethod
     def generate(cls, topic_id: uuid.UUID, topic_partition: TopicPartition) -> RemoteLogSegmentId:
-        return cls(topic_id, topic_partition, uuid.uuid4())
+        return cls(topic_id, topic_partition, random_kafka_uuid())
 
     @property
     def topic_id_partition(self) -> TopicIdPartition:

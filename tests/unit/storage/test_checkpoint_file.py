@@ -15,6 +15,7 @@ from tiercel.storage.checkpoint_file import (
     PartitionMetadataFile,
     atomic_write,
     kafka_str_to_uuid,
+    random_kafka_uuid,
     uuid_to_kafka_str,
 )
 from tiercel.storage.epoch_entry import EpochEntry
@@ -232,3 +233,13 @@ def test_partition_metadata_accepts_newer_versions(tmp_path: Path) -> None:
     path = tmp_path / "partition.metadata"
     path.write_bytes(b"version: 1\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ\nextra: 1\n")
     assert PartitionMetadataFile(path).read() == uuid.UUID(int=1)
+
+
+def test_random_kafka_uuid_skips_what_kafka_skips(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Kafka's Uuid.randomUuid: never the zero or metadata-topic id, never a string that
+    # starts with '-' (URL-safe base64's 62nd digit: a first byte of 0xF8-0xFB).
+    dash = uuid.UUID(bytes=b"\xf8" + bytes(15))
+    candidates = iter([uuid.UUID(int=0), uuid.UUID(int=1), dash, uuid.UUID(int=2)])
+    monkeypatch.setattr(uuid, "uuid4", lambda: next(candidates))
+    assert uuid_to_kafka_str(dash).startswith("-")
+    assert random_kafka_uuid() == uuid.UUID(int=2)

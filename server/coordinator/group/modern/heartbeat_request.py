@@ -5,8 +5,6 @@ member's (its epoch: FENCED_MEMBER_EPOCH).
 
 from __future__ import annotations
 
-import base64
-import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -22,6 +20,7 @@ from tiercel.server.coordinator.group.modern.member import (
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     ConsumerGroupMember,
 )
+from tiercel.storage.checkpoint_file import random_kafka_uuid, uuid_to_kafka_str
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,10 +61,7 @@ class HeartbeatResult:
 
 def new_member_id() -> str:
     """A random id in Kafka's Uuid form (URL-safe base64, never starting with '-')."""
-    while True:
-        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
-        if not text.startswith("-"):
-            return text
+    return uuid_to_kafka_str(random_kafka_uuid())
 
 
 def validate_request(request: HeartbeatRequest, assignors: Iterable[str]) -> None:
