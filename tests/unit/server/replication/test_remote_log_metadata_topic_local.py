@@ -60,7 +60,12 @@ async def test_writes_go_through_the_local_log_and_come_back_through_fetch(
     cache = MetadataCache(1, "cluster")
     cache.put_topic(metadata)
     topic = BrokerRemoteLogMetadataTopic(
-        1, broker.rm, cache, None, _no_remote_leader, CONFIG  # type: ignore[arg-type]
+        1,
+        broker.rm,
+        cache,
+        None,
+        _no_remote_leader,
+        CONFIG,  # type: ignore[arg-type]
     )
     manager = TopicBasedRemoteLogMetadataManager(topic, CONFIG, str(tmp_path / "snapshots"))
     manager.start()
