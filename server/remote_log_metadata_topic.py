@@ -82,7 +82,9 @@ _FETCH_KEY: Final = 1
 _FETCH_VERSIONS: Final = (12, 17)
 _TOPIC_IDS_VERSION: Final = 13
 _CONSUMER_REPLICA_ID: Final = -1
-_FETCH_MAX_BYTES: Final = 1 << 20
+# Decoding and applying a record costs ~25 us on the event loop: 64 KiB (some 700
+# records) keeps each fetch's processing near 15 ms, as a catch-up of a long topic runs.
+_FETCH_MAX_BYTES: Final = 64 << 10
 _ACKS_ALL: Final = -1
 
 

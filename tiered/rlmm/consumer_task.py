@@ -239,9 +239,10 @@ class ConsumerTask:
                 self._start_fetches(loop.time())
                 await self._wait_for_work(loop.time())
                 for metadata_partition, fetch in list(self._fetches.items()):
-                    if fetch.done():
+                    if fetch.done() and self._fetches.get(metadata_partition) is fetch:
                         del self._fetches[metadata_partition]
                         self._complete(metadata_partition, fetch, loop.time())
+                        await asyncio.sleep(0)  # one fetch's records at a time on the loop
         finally:
             for fetch in self._fetches.values():
                 fetch.cancel()
