@@ -315,28 +315,31 @@ class BrokerRemoteLogMetadataTopic:
         return self._config.topic_num_partitions
 
     async def ensure_topic(self) -> None:
+        """As Kafka's RLMM: the topic must exist with the configured partition count;
+        leaders may come later (produce and fetch wait for them)."""
         config = self._config
-        configs = {"retention.ms": str(config.topic_retention_ms), "cleanup.policy": "delete"}
-        try:
-            ready = await ensure_internal_topic(
-                self._admin,
-                self._cache,
-                REMOTE_LOG_METADATA_TOPIC_NAME,
-                config.topic_num_partitions,
-                config.topic_replication_factor,
-                configs,
-                self._request_timeout_ms / 1000,
-            )
-        except KafkaError as e:
-            raise RemoteStorageError(f"creating {REMOTE_LOG_METADATA_TOPIC_NAME}: {e}") from e
+        if self._cache.topic(REMOTE_LOG_METADATA_TOPIC_NAME) is None:
+            configs = {"retention.ms": str(config.topic_retention_ms), "cleanup.policy": "delete"}
+            try:
+                await ensure_internal_topic(
+                    self._admin,
+                    self._cache,
+                    REMOTE_LOG_METADATA_TOPIC_NAME,
+                    config.topic_num_partitions,
+                    config.topic_replication_factor,
+                    configs,
+                    self._request_timeout_ms / 1000,
+                )
+            except KafkaError as e:
+                raise RemoteStorageError(f"creating {REMOTE_LOG_METADATA_TOPIC_NAME}: {e}") from e
         topic = self._cache.topic(REMOTE_LOG_METADATA_TOPIC_NAME)
-        if topic is not None and topic.partition_count != config.topic_num_partitions:
+        if topic is None:
+            raise RemoteStorageError(f"{REMOTE_LOG_METADATA_TOPIC_NAME} is not in the metadata yet")
+        if topic.partition_count != config.topic_num_partitions:
             raise MetadataTopicMismatchError(
                 f"{REMOTE_LOG_METADATA_TOPIC_NAME} has {topic.partition_count} partitions, "
                 f"remote.log.metadata.topic.num.partitions is {config.topic_num_partitions}"
             )
-        if not ready:
-            raise RemoteStorageError(f"{REMOTE_LOG_METADATA_TOPIC_NAME} has no leaders yet")
 
     async def produce(self, metadata_partition: int, value: bytes) -> int:
         batch = build_record_batch([SimpleRecord(None, value, timestamp=int(time.time() * 1000))])
@@ -422,11 +425,14 @@ class BrokerRemoteLogMetadataTopic:
     async def _request(
         self, client: RequestClient, api_key: int, versions: tuple[int, int], body: dict[str, Any]
     ) -> tuple[int, Any]:
-        """The answer; `_Retriable` when the connection failed (the client closed it)."""
+        """The answer; `_Retriable` when the connection failed (the client closed it),
+        RemoteStorageError when the broker cannot answer this API."""
         try:
             return await client.request(api_key, versions, body)
         except (OSError, TimeoutError, ValueError) as e:  # ValueError: a bad frame
             raise _Retriable(f"broker {client.target_id}: {e!r}") from e
+        except KafkaError as e:  # no common version
+            raise RemoteStorageError(f"broker {client.target_id}: {e}") from e
 
     async def _back_off(
         self, what: str, metadata_partition: int, attempt: int, e: Exception

@@ -125,8 +125,7 @@ class ConsumerTask:
         metadata_partition = self._partitioner.metadata_partition(partition)
         snapshot = self._snapshots.get(metadata_partition)
         view = snapshot.partitions.pop(partition, None) if snapshot is not None else None
-        if snapshot is not None and view is not None:
-            self._load_view(partition, view)
+        if snapshot is not None and view is not None and self._load_view(partition, view):
             applied_offset = snapshot.consumed_offset
         else:
             self._store.drop_partition(partition)
@@ -142,9 +141,22 @@ class ConsumerTask:
             # fetch issued after this assignment.
             self._restart(metadata_partition, state, min(state.position, start))
 
-    def _load_view(self, partition: TopicIdPartition, view: PartitionView) -> None:
-        segments = [s.to_metadata(partition) for s in view.segments]
-        self._store.load_partition(partition, segments, view.delete)
+    def _load_view(self, partition: TopicIdPartition, view: PartitionView) -> bool:
+        """Whether the snapshot's view loaded; if it does not rebuild, the partition is
+        read from the start instead."""
+        try:
+            segments = [s.to_metadata(partition) for s in view.segments]
+            self._store.load_partition(partition, segments, view.delete)
+        except Exception as e:
+            log_event(
+                _log,
+                logging.WARNING,
+                "rlmm_snapshot_view_ignored",
+                partition=str(partition),
+                reason=repr(e),
+            )
+            return False
+        return True
 
     def _restart(self, metadata_partition: int, state: _MetadataPartition, position: int) -> None:
         state.position = position

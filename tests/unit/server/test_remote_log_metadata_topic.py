@@ -336,3 +336,9 @@ async def test_an_existing_topic_with_another_partition_count_is_refused() -> No
     topic, _ = _topic(_cache(leader=2, partitions=3), {})
     with pytest.raises(MetadataTopicMismatchError, match="3 partitions"):
         await topic.ensure_topic()
+
+
+async def test_an_existing_topic_without_leaders_is_enough_to_start() -> None:
+    cache = _cache(leader=-1)
+    topic, _ = _topic(cache, {})
+    await topic.ensure_topic()  # produce and fetch wait for leaders, as Kafka's clients do

@@ -20,9 +20,17 @@ from tiercel.tiered.rlmm.remote_log_metadata_manager import (
     RemotePartitionDeleteState,
 )
 from tiercel.tiered.rlmm.remote_log_metadata_serde import deserialize, serialize
-from tiercel.tiered.rlmm.remote_log_metadata_snapshot_file import snapshot_path
+from tiercel.tiered.rlmm.remote_log_metadata_snapshot_file import (
+    MetadataPartitionSnapshot,
+    PartitionView,
+    snapshot_path,
+    write_snapshot,
+)
 from tiercel.tiered.rlmm.remote_log_metadata_topic_partitioner import (
     RemoteLogMetadataTopicPartitioner,
+)
+from tiercel.tiered.rlmm.remote_log_segment_metadata_snapshot import (
+    RemoteLogSegmentMetadataSnapshot,
 )
 from tiercel.tiered.rlmm.topic_based_remote_log_metadata_manager import (
     TopicBasedRemoteLogMetadataManager,
@@ -398,3 +406,21 @@ async def test_a_snapshot_without_the_partition_reads_from_the_start(
     restarted = await _leader(new_manager, TP_SAME_METADATA, name="after", snapshot_dir=snapshots)
 
     assert restarted.list_remote_log_segments(TP_SAME_METADATA) == [other_segment]
+
+
+async def test_a_snapshot_view_that_does_not_rebuild_is_read_again(
+    tmp_path: os.PathLike[str], topic: InProcessMetadataTopic, new_manager: ManagerFactory
+) -> None:
+    snapshots = os.fspath(tmp_path)
+    writer = await _leader(new_manager, TP, name="writer")
+    segment = _segment(TP, 0, 9)
+    await writer.add_remote_log_segment_metadata(segment)
+    # Intact bytes, impossible content: a segment without leader epochs.
+    broken = RemoteLogSegmentMetadataSnapshot(uuid.uuid4(), 0, 9, 9, 1, 0, 10, {})
+    write_snapshot(snapshots, MetadataPartitionSnapshot(MP, 0, {TP: PartitionView([broken])}))
+
+    restarted = await _leader(new_manager, TP, name="after", snapshot_dir=snapshots)
+
+    asked = [offset for name, mp, offset in topic.fetches if name == "after" and mp == MP]
+    assert asked[0] == 0
+    assert restarted.list_remote_log_segments(TP) == [segment]
