@@ -83,6 +83,9 @@ class TopicBasedRemoteLogMetadataManager:
         self._closing = False
         self._tasks: list[asyncio.Task[None]] = []
         self._written: dict[int, tuple[int, frozenset[TopicIdPartition]]] = {}
+        # The snapshot write in an executor thread, if any: cancelling the task that
+        # awaits it does not stop the thread, and two writes must not share a file.
+        self._writing: asyncio.Future[None] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -93,7 +96,10 @@ class TopicBasedRemoteLogMetadataManager:
     async def _initialize(self) -> None:
         snapshots: dict[int, MetadataPartitionSnapshot] = {}
         if self._snapshot_dir is not None:
-            snapshots = await asyncio.to_thread(read_snapshots, self._snapshot_dir)
+            try:
+                snapshots = await asyncio.to_thread(read_snapshots, self._snapshot_dir)
+            except OSError as e:  # an unreadable directory: read every partition in full
+                log_event(_log, logging.WARNING, "rlmm_snapshots_unreadable", reason=repr(e))
         try:
             await self._ensure_topic()
         except Exception as e:
@@ -149,6 +155,9 @@ class TopicBasedRemoteLogMetadataManager:
         for task in self._tasks:
             with contextlib.suppress(BaseException):
                 await task
+        if self._writing is not None:
+            with contextlib.suppress(Exception):
+                await self._writing
         if self._consumer is not None:
             await self._consumer.close()
             if self._snapshot_dir is not None:
@@ -173,8 +182,11 @@ class TopicBasedRemoteLogMetadataManager:
             key = (snapshot.consumed_offset, frozenset(snapshot.partitions))
             if self._written.get(metadata_partition) == key:
                 continue
+            self._writing = asyncio.ensure_future(
+                asyncio.to_thread(write_snapshot, directory, snapshot)
+            )
             try:
-                await asyncio.to_thread(write_snapshot, directory, snapshot)
+                await asyncio.shield(self._writing)
             except OSError as e:
                 log_event(
                     _log,

@@ -23,6 +23,7 @@ from tiercel.tiered.rlmm.remote_log_metadata_serde import deserialize, serialize
 from tiercel.tiered.rlmm.remote_log_metadata_snapshot_file import (
     MetadataPartitionSnapshot,
     PartitionView,
+    read_snapshots,
     snapshot_path,
     write_snapshot,
 )
@@ -424,3 +425,22 @@ async def test_a_snapshot_view_that_does_not_rebuild_is_read_again(
     asked = [offset for name, mp, offset in topic.fetches if name == "after" and mp == MP]
     assert asked[0] == 0
     assert restarted.list_remote_log_segments(TP) == [segment]
+
+
+async def test_snapshots_are_written_periodically(
+    tmp_path: os.PathLike[str], topic: InProcessMetadataTopic, new_manager: ManagerFactory
+) -> None:
+    snapshots = os.fspath(tmp_path)
+    often = TopicBasedRemoteLogMetadataManagerConfig(
+        topic_num_partitions=PARTITIONS, fetch_max_wait_ms=50, snapshot_interval_ms=20
+    )
+    manager = await _leader(new_manager, TP, snapshot_dir=snapshots, config=often)
+    await manager.add_remote_log_segment_metadata(_segment(TP, 0, 9))
+    await manager.add_remote_log_segment_metadata(_segment(TP, 10, 19))
+
+    def consumed() -> int | None:
+        found = read_snapshots(snapshots).get(MP)
+        return None if found is None else found.consumed_offset
+
+    await _eventually(lambda: consumed() == 1)
+    assert len(read_snapshots(snapshots)[MP].partitions[TP].segments) == 2
