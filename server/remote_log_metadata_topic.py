@@ -429,7 +429,9 @@ class BrokerRemoteLogMetadataTopic:
         RemoteStorageError when the broker cannot answer this API."""
         try:
             return await client.request(api_key, versions, body)
-        except (OSError, TimeoutError, ValueError) as e:  # ValueError: a bad frame
+        # EOFError: the connection closed mid-response (IncompleteReadError); ValueError:
+        # a frame that does not decode.
+        except (OSError, EOFError, TimeoutError, ValueError) as e:
             raise _Retriable(f"broker {client.target_id}: {e!r}") from e
         except KafkaError as e:  # no common version
             raise RemoteStorageError(f"broker {client.target_id}: {e}") from e

@@ -342,3 +342,10 @@ async def test_an_existing_topic_without_leaders_is_enough_to_start() -> None:
     cache = _cache(leader=-1)
     topic, _ = _topic(cache, {})
     await topic.ensure_topic()  # produce and fetch wait for leaders, as Kafka's clients do
+
+
+async def test_a_connection_closed_mid_response_is_retried() -> None:
+    # What BrokerClient raises when the leader dies between request and response.
+    eof = asyncio.IncompleteReadError(b"", 4)
+    topic, _ = _topic(_cache(leader=2), {2: [eof, _produce_response(ErrorCode.none, 5)]})
+    assert await topic.produce(1, b"x") == 5
