@@ -56,6 +56,7 @@ __all__ = [
     "decode_snapshot",
     "encode_snapshot",
     "read_snapshots",
+    "snapshot_path",
     "write_snapshot",
 ]
 
