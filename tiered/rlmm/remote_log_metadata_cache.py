@@ -8,7 +8,9 @@ in any other state are "unreferenced" (a copy in progress, or being deleted), li
 never served. An epoch's highest offset is the largest end offset of that epoch in its
 finished segments. A finished segment that reaches a start offset already indexed for an
 epoch replaces the older one there (a new leader re-uploading after an unclean election);
-the older one becomes unreferenced until it is deleted.
+the older one becomes unreferenced until it is deleted. Which one an epoch serves thus
+depends on the order segments finished in, so the cache remembers it: a snapshot
+replays finished segments in that order (`segments_in_replay_order`).
 
 Not thread-safe: its owner calls it from the event loop.
 """
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tiercel.tiered.rsm.remote_storage_manager import (
     RemoteLogSegmentId,
@@ -90,6 +92,8 @@ class RemoteLogMetadataCache:
     def __init__(self) -> None:
         self._segments: dict[RemoteLogSegmentId, RemoteLogSegmentMetadata] = {}
         self._epochs: dict[int, _LeaderEpochState] = {}
+        # COPY_SEGMENT_FINISHED segments in the order they finished (dicts keep it).
+        self._finished: dict[RemoteLogSegmentId, None] = {}
 
     def add_copy_in_progress_segment(self, metadata: RemoteLogSegmentMetadata) -> None:
         """A copy started (Kafka's addCopyInProgressSegment); replaying the same add is a
@@ -120,6 +124,10 @@ class RemoteLogMetadataCache:
             del self._segments[segment_id]
         else:
             self._segments[segment_id] = metadata
+        if update.state == RemoteLogSegmentState.COPY_SEGMENT_FINISHED:
+            self._finished.setdefault(segment_id)
+        else:
+            self._finished.pop(segment_id, None)
         for epoch, start, end in epoch_end_offsets(metadata):
             state = self._epochs.setdefault(epoch, _LeaderEpochState())
             match update.state:
@@ -131,6 +139,10 @@ class RemoteLogMetadataCache:
                     state.delete_finished(segment_id)
                     if state.empty:
                         del self._epochs[epoch]
+
+    def segment_metadata(self, segment_id: RemoteLogSegmentId) -> RemoteLogSegmentMetadata | None:
+        """The segment in whatever state it is, if known."""
+        return self._segments.get(segment_id)
 
     def remote_log_segment_metadata(
         self, leader_epoch: int, offset: int
@@ -162,6 +174,31 @@ class RemoteLogMetadataCache:
             ids = state.segment_ids() if state is not None else set()
             segments = [self._segments[i] for i in ids if i in self._segments]
         return sorted(segments, key=lambda m: (m.start_offset, m.remote_log_segment_id.id))
+
+    def segments_in_replay_order(self) -> list[RemoteLogSegmentMetadata]:
+        """Every segment, in an order that rebuilds this cache when replayed through
+        `restore`: those not COPY_SEGMENT_FINISHED first (their order does not matter),
+        then the finished ones in the order they finished."""
+        others = [m for i, m in self._segments.items() if i not in self._finished]
+        return others + [self._segments[i] for i in self._finished]
+
+    def restore(self, metadata: RemoteLogSegmentMetadata) -> None:
+        """Add a segment from a snapshot: as a copy started, then moved to its state.
+        A DELETE_SEGMENT_STARTED segment does not count towards its epochs' highest
+        offsets, as in Kafka's snapshot loading (its copy may never have finished)."""
+        self.add_copy_in_progress_segment(
+            replace(metadata, state=RemoteLogSegmentState.COPY_SEGMENT_STARTED)
+        )
+        if metadata.state != RemoteLogSegmentState.COPY_SEGMENT_STARTED:
+            self.update_remote_log_segment_metadata(
+                RemoteLogSegmentMetadataUpdate(
+                    metadata.remote_log_segment_id,
+                    metadata.event_timestamp_ms,
+                    metadata.state,
+                    metadata.broker_id,
+                    metadata.custom_metadata,
+                )
+            )
 
     def remote_log_size(self, leader_epoch: int) -> int:
         state = self._epochs.get(leader_epoch)

@@ -37,6 +37,21 @@ class RemotePartitionMetadataStore:
         self._caches.pop(partition, None)
         self._deletes.pop(partition, None)
 
+    def load_partition(
+        self,
+        partition: TopicIdPartition,
+        segments: list[RemoteLogSegmentMetadata],
+        delete: RemotePartitionDeleteMetadata | None,
+    ) -> None:
+        """Replace the partition's view with one read from a snapshot: ``segments`` in
+        `RemoteLogMetadataCache.segments_in_replay_order`."""
+        self.drop_partition(partition)
+        cache = self._caches[partition] = RemoteLogMetadataCache()
+        for metadata in segments:
+            cache.restore(metadata)
+        if delete is not None:
+            self._deletes[partition] = delete
+
     def handle_remote_log_segment_metadata(self, metadata: RemoteLogSegmentMetadata) -> None:
         self.maybe_load_partition(metadata.topic_id_partition)
         self._caches[metadata.topic_id_partition].add_copy_in_progress_segment(metadata)
@@ -78,6 +93,11 @@ class RemotePartitionMetadataStore:
     ) -> RemotePartitionDeleteState | None:
         metadata = self._deletes.get(partition)
         return metadata.state if metadata is not None else None
+
+    def remote_partition_delete_metadata(
+        self, partition: TopicIdPartition
+    ) -> RemotePartitionDeleteMetadata | None:
+        return self._deletes.get(partition)
 
     def partitions(self) -> list[TopicIdPartition]:
         return list(self._caches)

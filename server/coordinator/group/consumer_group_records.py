@@ -3,9 +3,9 @@
 A key's int16 version is the record type (Kafka's group-coordinator JSON schemas). Keys
 use the classic encoding (int16-length strings); every value is version 0 in the
 flexible encoding (compact strings and arrays, tagged fields after every struct; see
-`record_codec`). Unknown tagged fields are skipped when reading, so values written by a
-newer Kafka (for instance the ClassicMemberMetadata tag of a member that joined with the
-classic protocol, or a group's metadata hash) still load.
+`protocol.message_codec`). Unknown tagged fields are skipped when reading, so values
+written by a newer Kafka (for instance the ClassicMemberMetadata tag of a member that
+joined with the classic protocol, or a group's metadata hash) still load.
 
     key  3  ConsumerGroupMetadataKey                 group string
     key  4  ConsumerGroupPartitionMetadataKey        group string
@@ -47,8 +47,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from tiercel.server.coordinator.group.record_codec import (
-    CoordinatorRecordError,
+from tiercel.protocol.message_codec import (
+    MessageFormatError,
     RecordReader,
     RecordWriter,
     record_version,
@@ -384,11 +384,11 @@ def _read_value_body(reader: RecordReader, kind: type[ConsumerGroupValue]) -> Co
 def decode_consumer_group_value(
     key: ConsumerGroupKey, buf: bytes | memoryview
 ) -> ConsumerGroupValue:
-    """The value of a record with ``key``; raises CoordinatorRecordError on an unknown
+    """The value of a record with ``key``; raises MessageFormatError on an unknown
     version or bytes that do not parse."""
     version = record_version(buf)
     if version != _VALUE_VERSION:
-        raise CoordinatorRecordError(f"unknown {type(key).__name__} value version {version}")
+        raise MessageFormatError(f"unknown {type(key).__name__} value version {version}")
     reader = RecordReader(buf, 2, flexible=True)
     value = _read_value_body(reader, value_type_for(key))
     reader.tagged_fields()

@@ -31,8 +31,9 @@ bytes).
         v4  v3 in the flexible encoding (tagged fields after each member and the value)
 
 A tombstone is a key with a null value: the offset or group it names is deleted, and log
-compaction later drops both. The primitives are in `record_codec`; the key types of KIP-848
-consumer groups (3-8, 16) are in `consumer_group_records` (here they are UnknownKey).
+compaction later drops both. The primitives are in `protocol.message_codec`; the key
+types of KIP-848 consumer groups (3-8, 16) are in `consumer_group_records` (here they
+are UnknownKey).
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from tiercel.server.coordinator.group.record_codec import (
-    CoordinatorRecordError,
+from tiercel.protocol.message_codec import (
+    MessageFormatError,
     RecordReader,
     RecordWriter,
     record_version,
@@ -52,10 +53,10 @@ __all__ = [
     "GROUP_METADATA_VALUE_VERSION",
     "NO_EXPIRE_TIMESTAMP",
     "OFFSET_COMMIT_KEY_VERSION",
-    "CoordinatorRecordError",
     "GroupMetadataKey",
     "GroupMetadataValue",
     "MemberMetadataValue",
+    "MessageFormatError",
     "OffsetCommitKey",
     "OffsetCommitValue",
     "UnknownKey",
@@ -172,7 +173,7 @@ def encode_offset_commit_value(value: OffsetCommitValue, version: int | None = N
     if version is None:
         version = offset_commit_value_version(value)
     if not 0 <= version <= _MAX_OFFSET_COMMIT_VALUE_VERSION:
-        raise CoordinatorRecordError(f"unknown offset commit value version {version}")
+        raise MessageFormatError(f"unknown offset commit value version {version}")
     writer = RecordWriter(version, flexible=version >= _FIRST_FLEXIBLE_VERSION)
     writer.int64(value.offset)
     if version >= 3:
@@ -188,7 +189,7 @@ def encode_offset_commit_value(value: OffsetCommitValue, version: int | None = N
 def decode_offset_commit_value(buf: bytes | memoryview) -> OffsetCommitValue:
     version = record_version(buf)
     if not 0 <= version <= _MAX_OFFSET_COMMIT_VALUE_VERSION:
-        raise CoordinatorRecordError(f"unknown offset commit value version {version}")
+        raise MessageFormatError(f"unknown offset commit value version {version}")
     reader = RecordReader(buf, 2, flexible=version >= _FIRST_FLEXIBLE_VERSION)
     offset = reader.int64()
     leader_epoch = reader.int32() if version >= 3 else -1
@@ -207,7 +208,7 @@ def encode_group_metadata_value(
     value: GroupMetadataValue, version: int = GROUP_METADATA_VALUE_VERSION
 ) -> bytes:
     if not 0 <= version <= _MAX_GROUP_METADATA_VALUE_VERSION:
-        raise CoordinatorRecordError(f"unknown group metadata value version {version}")
+        raise MessageFormatError(f"unknown group metadata value version {version}")
     writer = RecordWriter(version, flexible=version >= _FIRST_FLEXIBLE_VERSION)
     writer.string(value.protocol_type)
     writer.int32(value.generation)
@@ -235,7 +236,7 @@ def encode_group_metadata_value(
 def decode_group_metadata_value(buf: bytes | memoryview) -> GroupMetadataValue:
     version = record_version(buf)
     if not 0 <= version <= _MAX_GROUP_METADATA_VALUE_VERSION:
-        raise CoordinatorRecordError(f"unknown group metadata value version {version}")
+        raise MessageFormatError(f"unknown group metadata value version {version}")
     reader = RecordReader(buf, 2, flexible=version >= _FIRST_FLEXIBLE_VERSION)
     protocol_type = reader.string()
     generation = reader.int32()

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tiercel.protocol.message_codec import MessageFormatError
 from tiercel.server.coordinator.group.consumer_group_records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
@@ -41,7 +42,6 @@ from tiercel.server.coordinator.group.coordinator_records import (
     decode_key,
     encode_key,
 )
-from tiercel.server.coordinator.group.record_codec import CoordinatorRecordError
 
 TOPIC = uuid.UUID("0123456789abcdef0123456789abcdef")
 
@@ -246,5 +246,5 @@ def test_other_record_types_are_not_consumer_group_keys() -> None:
     ],
 )
 def test_corrupt_values_are_rejected(body: bytes) -> None:
-    with pytest.raises(CoordinatorRecordError):
+    with pytest.raises(MessageFormatError):
         decode_consumer_group_value(ConsumerGroupMetadataKey("g"), body)

@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tiercel.server.coordinator.group.coordinator_records import (
-    CoordinatorRecordError,
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadataValue,
+    MessageFormatError,
     OffsetCommitKey,
     OffsetCommitValue,
     UnknownKey,
@@ -59,9 +59,9 @@ def test_unknown_key_versions_are_reported_not_parsed() -> None:
 
 
 def test_truncated_or_overlong_keys_are_rejected() -> None:
-    with pytest.raises(CoordinatorRecordError):
+    with pytest.raises(MessageFormatError):
         decode_key(h("00 01 00 05 6162"))
-    with pytest.raises(CoordinatorRecordError):
+    with pytest.raises(MessageFormatError):
         decode_key(h("00 02 00 01 67 ff"))
 
 
@@ -98,13 +98,13 @@ def test_offset_commit_value_v4_is_flexible_and_skips_unknown_tags() -> None:
 
 
 def test_offset_commit_value_errors() -> None:
-    with pytest.raises(CoordinatorRecordError, match="version 5"):
+    with pytest.raises(MessageFormatError, match="version 5"):
         decode_offset_commit_value(h("00 05" + OFFSET_42))
-    with pytest.raises(CoordinatorRecordError):
+    with pytest.raises(MessageFormatError):
         decode_offset_commit_value(h("00 03" + OFFSET_42))
-    with pytest.raises(CoordinatorRecordError, match="null"):
+    with pytest.raises(MessageFormatError, match="null"):
         decode_offset_commit_value(h("00 03" + OFFSET_42 + "00 00 00 07ff ff" + COMMIT_TS))
-    with pytest.raises(CoordinatorRecordError, match="after the record"):
+    with pytest.raises(MessageFormatError, match="after the record"):
         decode_offset_commit_value(h("00 03" + OFFSET_42 + "00 00 00 0700 00" + COMMIT_TS + "00"))
 
 

@@ -1,6 +1,7 @@
-"""The primitive encoding shared by every __consumer_offsets key and value schema.
-
-Every key and value starts with an int16 version. Fields are big-endian. In the classic
+"""The primitive encoding of Kafka's generated messages, as the records of internal topics
+use it: __consumer_offsets keys and values (each starting with an int16 version) and the
+__remote_log_metadata values (whose header BytesApiMessageSerde writes as unsigned
+varints, so their writer starts empty). Fields are big-endian. In the classic
 ("non-flexible") encoding a STRING is an int16 length and UTF-8 bytes (-1 = null where
 nullable), BYTES an int32 length, an ARRAY an int32 count. In the "flexible" encoding
 COMPACT_STRING / COMPACT_BYTES / COMPACT_ARRAY carry an unsigned varint of length + 1
@@ -18,7 +19,7 @@ import struct
 import uuid
 from typing import Final
 
-__all__ = ["CoordinatorRecordError", "RecordReader", "RecordWriter", "record_version"]
+__all__ = ["MessageFormatError", "RecordReader", "RecordWriter", "record_version"]
 
 _INT8: Final = struct.Struct(">b")
 _INT16: Final = struct.Struct(">h")
@@ -28,22 +29,25 @@ _UUID_SIZE: Final = 16
 _MAX_STRING_BYTES: Final = 0x7FFF
 
 
-class CoordinatorRecordError(ValueError):
+class MessageFormatError(ValueError):
     """A key or value that does not parse under its schema (corrupt or unknown version)."""
 
 
 class RecordWriter:
-    """Appends fields to ``out``, which starts with the version. Not thread-safe: one
-    writer per record being encoded."""
+    """Appends fields to ``out``, which starts with the int16 ``version`` unless it is
+    None. Not thread-safe: one writer per record being encoded."""
 
     __slots__ = ("flexible", "out")
 
-    def __init__(self, version: int, flexible: bool) -> None:
-        self.out = bytearray(_INT16.pack(version))
+    def __init__(self, version: int | None, flexible: bool) -> None:
+        self.out = bytearray() if version is None else bytearray(_INT16.pack(version))
         self.flexible = flexible
 
     def int8(self, value: int) -> None:
         self.out += _INT8.pack(value)
+
+    def int16(self, value: int) -> None:
+        self.out += _INT16.pack(value)
 
     def int32(self, value: int) -> None:
         self.out += _INT32.pack(value)
@@ -54,7 +58,7 @@ class RecordWriter:
     def uuid(self, value: uuid.UUID) -> None:
         self.out += value.bytes
 
-    def _uvarint(self, value: int) -> None:
+    def uvarint(self, value: int) -> None:
         while value >= 0x80:
             self.out.append((value & 0x7F) | 0x80)
             value >>= 7
@@ -63,29 +67,37 @@ class RecordWriter:
     def string(self, value: str | None) -> None:
         if value is None:
             if self.flexible:
-                self._uvarint(0)
+                self.uvarint(0)
             else:
                 self.out += _INT16.pack(-1)
             return
         encoded = value.encode()
         if len(encoded) > _MAX_STRING_BYTES:
-            raise CoordinatorRecordError(f"string of {len(encoded)} bytes is longer than 32767")
+            raise MessageFormatError(f"string of {len(encoded)} bytes is longer than 32767")
         if self.flexible:
-            self._uvarint(len(encoded) + 1)
+            self.uvarint(len(encoded) + 1)
         else:
             self.out += _INT16.pack(len(encoded))
         self.out += encoded
 
     def bytes_(self, value: bytes) -> None:
         if self.flexible:
-            self._uvarint(len(value) + 1)
+            self.uvarint(len(value) + 1)
         else:
             self.out += _INT32.pack(len(value))
         self.out += value
 
+    def nullable_bytes(self, value: bytes | None) -> None:
+        if value is not None:
+            self.bytes_(value)
+        elif self.flexible:
+            self.uvarint(0)
+        else:
+            self.out += _INT32.pack(-1)
+
     def array_length(self, count: int) -> None:
         if self.flexible:
-            self._uvarint(count + 1)
+            self.uvarint(count + 1)
         else:
             self.out += _INT32.pack(count)
 
@@ -100,7 +112,7 @@ class RecordWriter:
 
     def tagged_fields(self) -> None:
         if self.flexible:
-            self._uvarint(0)
+            self.uvarint(0)
 
 
 class RecordReader:
@@ -117,13 +129,17 @@ class RecordReader:
     def _take(self, n: int) -> bytes:
         end = self.pos + n
         if n < 0 or end > len(self.buf):
-            raise CoordinatorRecordError(f"record ends early: {n} bytes wanted at {self.pos}")
+            raise MessageFormatError(f"record ends early: {n} bytes wanted at {self.pos}")
         data = bytes(self.buf[self.pos : end])
         self.pos = end
         return data
 
     def int8(self) -> int:
         value: int = _INT8.unpack(self._take(1))[0]
+        return value
+
+    def int16(self) -> int:
+        value: int = _INT16.unpack(self._take(2))[0]
         return value
 
     def int32(self) -> int:
@@ -137,7 +153,7 @@ class RecordReader:
     def uuid(self) -> uuid.UUID:
         return uuid.UUID(bytes=self._take(_UUID_SIZE))
 
-    def _uvarint(self) -> int:
+    def uvarint(self) -> int:
         value = shift = 0
         while True:
             byte = self._take(1)[0]
@@ -146,22 +162,22 @@ class RecordReader:
                 return value
             shift += 7
             if shift > 28:
-                raise CoordinatorRecordError("varint longer than 5 bytes")
+                raise MessageFormatError("varint longer than 5 bytes")
 
     def _length(self, nullable: bool, classic: struct.Struct) -> int:
         """The length that follows; -1 for null (only where ``nullable``)."""
         if self.flexible:
-            length = self._uvarint() - 1
+            length = self.uvarint() - 1
         else:
             length = classic.unpack(self._take(classic.size))[0]
         if length < -1 or (length == -1 and not nullable):
-            raise CoordinatorRecordError(f"invalid length {length} at {self.pos}")
+            raise MessageFormatError(f"invalid length {length} at {self.pos}")
         return length
 
     def string(self) -> str:
         value = self.nullable_string()
         if value is None:
-            raise CoordinatorRecordError("null where the schema wants a string")
+            raise MessageFormatError("null where the schema wants a string")
         return value
 
     def nullable_string(self) -> str | None:
@@ -171,10 +187,14 @@ class RecordReader:
         try:
             return self._take(length).decode()
         except UnicodeDecodeError as e:
-            raise CoordinatorRecordError(f"string is not UTF-8: {e}") from None
+            raise MessageFormatError(f"string is not UTF-8: {e}") from None
 
     def bytes_(self) -> bytes:
         return self._take(self._length(False, _INT32))
+
+    def nullable_bytes(self) -> bytes | None:
+        length = self._length(True, _INT32)
+        return None if length == -1 else self._take(length)
 
     def array_length(self) -> int:
         return self._length(False, _INT32)
@@ -190,18 +210,18 @@ class RecordReader:
         """Skip unknown tagged fields, as Kafka's readers do."""
         if not self.flexible:
             return
-        for _ in range(self._uvarint()):
-            self._uvarint()
-            self._take(self._uvarint())
+        for _ in range(self.uvarint()):
+            self.uvarint()
+            self._take(self.uvarint())
 
     def end(self) -> None:
         if self.pos != len(self.buf):
-            raise CoordinatorRecordError(f"{len(self.buf) - self.pos} bytes after the record")
+            raise MessageFormatError(f"{len(self.buf) - self.pos} bytes after the record")
 
 
 def record_version(buf: bytes | memoryview) -> int:
     """The int16 version every key and value starts with."""
     if len(buf) < _INT16.size:
-        raise CoordinatorRecordError("record shorter than its version prefix")
+        raise MessageFormatError("record shorter than its version prefix")
     version: int = _INT16.unpack_from(buf, 0)[0]
     return version
