@@ -16,6 +16,7 @@ from typing import Final
 from tiercel.config.cleaner_configs import CLEANER_CONFIGS
 from tiercel.config.config_def import ConfigDef
 from tiercel.config.group_coordinator_configs import GROUP_COORDINATOR_CONFIGS
+from tiercel.config.remote_log_manager_configs import REMOTE_LOG_MANAGER_CONFIGS
 from tiercel.config.replication_configs import REPLICATION_CONFIGS
 from tiercel.config.server_configs import SERVER_CONFIGS
 from tiercel.config.server_log_configs import SERVER_LOG_CONFIGS
@@ -36,6 +37,7 @@ BROKER_CONFIGS: Final[Mapping[str, ConfigDef]] = {
         REPLICATION_CONFIGS,
         GROUP_COORDINATOR_CONFIGS,
         TRANSACTION_CONFIGS,
+        REMOTE_LOG_MANAGER_CONFIGS,
     )
     for d in group
 }

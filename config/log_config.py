@@ -61,6 +61,19 @@ class LogConfig:
     unclean_leader_election_enable: bool = False
     compression_type: str = "producer"
     preallocate: bool = False
+    remote_storage_enable: bool = False
+    local_retention_ms: int = -2
+    local_retention_bytes: int = -2
+    remote_log_copy_disable: bool = False
+    remote_log_delete_on_disable: bool = False
+
+    def __post_init__(self) -> None:
+        # Kafka's LogConfig.localRetentionMs()/localRetentionBytes(): -2 stands for the
+        # total retention; resolved once, so readers never see -2.
+        if self.local_retention_ms == -2:
+            object.__setattr__(self, "local_retention_ms", self.retention_ms)
+        if self.local_retention_bytes == -2:
+            object.__setattr__(self, "local_retention_bytes", self.retention_bytes)
 
     @property
     def compact(self) -> bool:
@@ -120,7 +133,9 @@ def validate_topic_overrides(overrides: Mapping[str, str | None]) -> dict[str, s
 def _parse_override(name: str, raw: str | None) -> object:
     defn = TOPIC_CONFIGS.get(name)
     if defn is None:
-        suggestion = closest(name, TOPIC_CONFIGS)
+        # A broker key given as a topic key most likely means the topic key it defaults.
+        by_synonym = [d.name for d in TOPIC_CONFIGS.values() if name in d.synonyms]
+        suggestion = by_synonym[0] if by_synonym else closest(name, TOPIC_CONFIGS)
         hint = f"; did you mean {suggestion}?" if suggestion else ""
         raise ConfigError(f"Unknown topic config name: {name}{hint}", name)
     if raw is None:
@@ -182,8 +197,11 @@ def describe_topic_configs(broker: BrokerConfig, overrides: Mapping[str, str]) -
         defn = TOPIC_CONFIGS[name]
         sensitive = defn.type is ConfigType.PASSWORD
         value = None if sensitive else render_value(defn.type, values[name])
-        primary = defn.synonyms[0]
-        synonyms = _broker_synonyms(broker, primary, broker_synonyms(primary), sensitive)
+        synonyms = (
+            _broker_synonyms(broker, defn.synonyms[0], broker_synonyms(defn.synonyms[0]), sensitive)
+            if defn.synonyms
+            else []
+        )
         if name in overrides:
             synonyms.insert(0, ConfigSynonym(name, value, ConfigSource.TOPIC_CONFIG))
         entries.append(_entry(defn, value, synonyms, read_only=False))

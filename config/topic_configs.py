@@ -70,6 +70,14 @@ TOPIC_CONFIGS: Final[Mapping[str, ConfigDef]] = {d.name: d for d in (
     ConfigDef("index.interval.bytes", _I, 4096, at_least(0),
               "Bytes of log between two entries of the offset index.",
               ("log.index.interval.bytes",)),
+    ConfigDef("local.retention.bytes", _L, -2, at_least(-2),
+              "With remote.storage.enable, the local bytes a partition keeps of segments "
+              "already tiered (-2: retention.bytes).",
+              ("log.local.retention.bytes",)),
+    ConfigDef("local.retention.ms", _L, -2, at_least(-2),
+              "With remote.storage.enable, how long a tiered segment stays on local disk "
+              "(-2: retention.ms).",
+              ("log.local.retention.ms",)),
     ConfigDef("max.compaction.lag.ms", _L, LONG_MAX, at_least(1),
               "Oldest age a record may reach before the log becomes eligible for compaction.",
               ("log.cleaner.max.compaction.lag.ms",)),
@@ -100,6 +108,12 @@ TOPIC_CONFIGS: Final[Mapping[str, ConfigDef]] = {d.name: d for d in (
               "Preallocate segment files at their full size when they are created; "
               "Tiercel supports only false.",
               ("log.preallocate",), unsupported=PREALLOCATE_UNSUPPORTED),
+    ConfigDef("remote.log.copy.disable", _B, False, None,
+              "Stop copying segments of a tiered topic; remote data stays readable."),
+    ConfigDef("remote.log.delete.on.disable", _B, False, None,
+              "Delete the remote data when remote.storage.enable is turned off."),
+    ConfigDef("remote.storage.enable", _B, False, None,
+              "Copy the topic's rolled segments to the remote tier (KIP-405)."),
     ConfigDef("retention.bytes", _L, -1, None,
               "Size a partition may reach before its oldest segments are deleted (-1: no limit).",
               ("log.retention.bytes",)),

@@ -325,7 +325,7 @@ def test_every_key_is_read_by_the_broker_or_refused_unless_default() -> None:
     root = Path(__file__).resolve().parents[3]
     sources = "\n".join(
         p.read_text(encoding="utf-8")
-        for d in ("server", "storage")
+        for d in ("server", "storage", "tiered")
         for p in (root / d).rglob("*.py")
     )
     read_by_broker_config = {"listeners", "advertised.listeners", "listener.security.protocol.map"}

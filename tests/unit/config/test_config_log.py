@@ -32,9 +32,18 @@ def test_fields_mirror_the_topic_keys() -> None:
 
 def test_field_defaults_are_what_a_default_broker_gives() -> None:
     assert LogConfig() == LogConfig.from_overrides(BrokerConfig({}), {})
-    assert dataclasses.asdict(LogConfig()) == {
-        name.replace(".", "_"): d.default for name, d in TOPIC_CONFIGS.items()
-    }
+    resolved = {"local_retention_ms": 604800000, "local_retention_bytes": -1}
+    assert (
+        dataclasses.asdict(LogConfig())
+        == {name.replace(".", "_"): d.default for name, d in TOPIC_CONFIGS.items()} | resolved
+    )
+
+
+def test_local_retention_minus_two_is_the_total_retention() -> None:
+    config = LogConfig(retention_ms=1000, retention_bytes=500)
+    assert (config.local_retention_ms, config.local_retention_bytes) == (1000, 500)
+    config = LogConfig(retention_ms=1000, local_retention_ms=10, local_retention_bytes=-1)
+    assert (config.local_retention_ms, config.local_retention_bytes) == (10, -1)
 
 
 def test_from_overrides_layers_overrides_on_broker_defaults() -> None:
