@@ -52,6 +52,7 @@ from tiercel.server.metadata.store import (
 from tiercel.server.metadata.zk_store import ZooKeeperMetadataStore
 from tiercel.server.network.connection import Buffer, Connection
 from tiercel.server.network.socket_server import SocketServer
+from tiercel.server.remote_log_wiring import start_remote_log_manager
 from tiercel.server.replica_manager import ReplicaManager
 from tiercel.server.replication.alter_partition import ZkAlterPartitionManager
 from tiercel.server.request_context import BrokerServices
@@ -109,6 +110,7 @@ class BrokerServer:
             ZkAlterPartitionManager(self.store),
         )
         self.replica_manager.startup()
+        self.remote_log_wiring = start_remote_log_manager(config, self.replica_manager)
         group_config = GroupCoordinatorConfig.from_broker_config(config)
         self.group_coordinator = GroupCoordinator(
             group_config,
@@ -278,6 +280,8 @@ class BrokerServer:
             await ControlledShutdown(self.config, self.store, self.cache).run()
         await self.log_dir_failure_handler.shutdown()
         self.replica_manager.shutdown()
+        if self.remote_log_wiring is not None:
+            await self.remote_log_wiring.close()
         await self.group_coordinator.shutdown()
         self.cache.close()
         await self.socket_server.shutdown()

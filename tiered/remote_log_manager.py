@@ -96,15 +96,32 @@ class RemoteLogManager:
         ``followers`` from now on (Kafka's onLeadershipChange)."""
         if self._closed:
             return
-        self.context.rlmm.on_partition_leadership_changes(set(leaders), set(followers))
-        for partition, log in followers.items():
-            running = self._partitions.get(partition)
-            if running is None or running.leader_epoch is not None or running.log is not log:
-                self._start(partition, log, None)
-        for partition, (log, epoch) in leaders.items():
-            running = self._partitions.get(partition)
-            if running is None or running.leader_epoch != epoch or running.log is not log:
-                self._start(partition, log, epoch)
+        new_followers = {
+            partition: log
+            for partition, log in followers.items()
+            if not self._runs(partition, log, None)
+        }
+        new_leaders = {
+            partition: (log, epoch)
+            for partition, (log, epoch) in leaders.items()
+            if not self._runs(partition, log, epoch)
+        }
+        if not new_leaders and not new_followers:
+            return
+        self.context.rlmm.on_partition_leadership_changes(set(new_leaders), set(new_followers))
+        for partition, log in new_followers.items():
+            self._start(partition, log, None)
+        for partition, (log, epoch) in new_leaders.items():
+            self._start(partition, log, epoch)
+
+    def _runs(self, partition: TopicIdPartition, log: UnifiedLog, epoch: int | None) -> bool:
+        running = self._partitions.get(partition)
+        return running is not None and running.log is log and running.leader_epoch == epoch
+
+    @property
+    def partitions(self) -> set[TopicIdPartition]:
+        """The partitions led or followed with a remote tier."""
+        return set(self._partitions)
 
     def _start(self, partition: TopicIdPartition, log: UnifiedLog, epoch: int | None) -> None:
         self._cancel(partition)

@@ -1,0 +1,131 @@
+"""The broker's remote tier (KIP-405): the RemoteLogManager created at start-up when
+``remote.log.storage.system.enable`` is true, told which tiered partitions this broker
+leads or follows, and closed at shutdown.
+
+Kafka's ReplicaManager calls the RemoteLogManager from becomeLeaderOrFollower and
+stopPartitions; here `RemoteLogWiring` follows the ReplicaManager instead, so that the
+replica manager itself does not grow: a leadership listener reconciles at once on every
+leader change, and a periodic pass (every ``remote.log.manager.task.interval.ms``)
+picks up followers, partitions gone, and topics whose ``remote.storage.enable`` changed.
+
+The storage manager and the metadata manager come from one function each, so that the
+S3 factory and the topic-based metadata manager plug in without touching the rest.
+
+Event-loop only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from typing import Final
+
+from tiercel.config.broker_config import BrokerConfig
+from tiercel.config.logging_setup import log_event
+from tiercel.config.remote_log_manager_config import RemoteLogManagerConfig
+from tiercel.server.placeholder_rlmm import InProcessRemoteLogMetadataManager
+from tiercel.server.replica_manager import ReplicaManager
+from tiercel.storage.topic_partition import TopicIdPartition, TopicPartition
+from tiercel.storage.unified_log import UnifiedLog
+from tiercel.tiered.remote_log_manager import RemoteLogManager
+from tiercel.tiered.rlmm.remote_log_metadata_manager import RemoteLogMetadataManager
+from tiercel.tiered.rsm.local_tiered_storage import LocalTieredStorage
+from tiercel.tiered.rsm.remote_storage_manager import RemoteStorageManager
+
+__all__ = [
+    "RemoteLogWiring",
+    "create_remote_log_metadata_manager",
+    "create_remote_storage_manager",
+    "start_remote_log_manager",
+]
+
+_log: Final = logging.getLogger("tiercel.remote_log_manager")
+
+
+def create_remote_storage_manager(config: BrokerConfig) -> RemoteStorageManager:
+    """The local-directory tier under the first log dir (``<log dir>/remote-storage``,
+    which the LogManager never takes for a partition)."""
+    return LocalTieredStorage(os.path.join(config.log_dirs[0], "remote-storage"))
+
+
+def create_remote_log_metadata_manager(config: BrokerConfig) -> RemoteLogMetadataManager:
+    """The metadata manager the RemoteLogManager records segment states in. On this
+    branch a PLACEHOLDER (`placeholder_rlmm`): the lead plugs in branch rlmm's
+    topic-based manager here."""
+    return InProcessRemoteLogMetadataManager()
+
+
+class RemoteLogWiring:
+    """Invariant: after each `reconcile`, the RemoteLogManager runs tasks for exactly
+    the partitions hosted here whose log has a remote tier. Event-loop only."""
+
+    def __init__(self, rlm: RemoteLogManager, replica_manager: ReplicaManager) -> None:
+        self.rlm = rlm
+        self._replica_manager = replica_manager
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._replica_manager.leadership_listeners.append(self._on_leadership_change)
+        self._task = asyncio.get_running_loop().create_task(self._every_interval(), name="rlm")
+
+    def _on_leadership_change(self, tp: TopicPartition, leader_epoch: int | None) -> None:
+        self.reconcile()
+
+    async def _every_interval(self) -> None:
+        interval_s = self.rlm.config.remote_log_manager_task_interval_ms / 1000
+        while True:
+            self.reconcile()
+            await asyncio.sleep(interval_s)
+
+    def reconcile(self) -> None:
+        if self._replica_manager.closed:
+            return
+        leaders: dict[TopicIdPartition, tuple[UnifiedLog, int]] = {}
+        followers: dict[TopicIdPartition, UnifiedLog] = {}
+        for tp, partition in self._replica_manager.partitions.items():
+            log = partition.log
+            if log.deleted or not log.remote_log_enabled:
+                continue
+            key = TopicIdPartition(partition.topic_id, tp)
+            if partition.is_leader:
+                leaders[key] = (log, partition.leader_epoch)
+            else:
+                followers[key] = log
+        gone = self.rlm.partitions - leaders.keys() - followers.keys()
+        if gone:
+            self.rlm.stop_partitions(gone, delete_remote=False)
+        try:
+            self.rlm.on_leadership_change(leaders, followers)
+        except Exception as e:  # the metadata manager refused: the next pass retries
+            log_event(_log, logging.WARNING, "remote_log_leadership_failed", error=repr(e))
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        with contextlib.suppress(ValueError):
+            self._replica_manager.leadership_listeners.remove(self._on_leadership_change)
+        await self.rlm.close()
+        await self.rlm.context.rlmm.close()
+
+
+def start_remote_log_manager(
+    config: BrokerConfig, replica_manager: ReplicaManager
+) -> RemoteLogWiring | None:
+    """The broker's RemoteLogManager, started, or None when the broker has no remote
+    tier (``remote.log.storage.system.enable=false``)."""
+    rlm_config = RemoteLogManagerConfig.from_broker(config)
+    if not rlm_config.remote_log_storage_system_enable:
+        return None
+    rlm = RemoteLogManager(
+        rlm_config,
+        config.node_id,
+        create_remote_storage_manager(config),
+        create_remote_log_metadata_manager(config),
+    )
+    wiring = RemoteLogWiring(rlm, replica_manager)
+    wiring.start()
+    return wiring

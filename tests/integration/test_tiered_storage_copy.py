@@ -1,0 +1,92 @@
+"""The leader's copy to the remote tier and local retention over it (KIP-405), with a
+real broker process (``remote.log.storage.system.enable=true``, the local-directory
+tier under its log dir) and a real client producing.
+
+Rolled segments below the high watermark appear in the remote tier, each with its
+objects and a manifest; with a tiny ``local.retention.bytes`` local retention then
+removes local segments, but only ones already copied, and the log start offset (the
+earliest offset) stays at 0 while the local start moves up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Final
+
+import pytest
+
+from support.broker import BrokerProcess
+from support.clients import Outgoing, create_topic, produce, running_broker, wait_until, watermarks
+from tiercel.tiered.rsm.object_layout import MANIFEST_SUFFIX, decode_manifest
+
+BROKER_OVERRIDES: Final = {
+    "remote.log.storage.system.enable": "true",
+    "remote.log.manager.task.interval.ms": 200,
+    "log.retention.check.interval.ms": 200,
+}
+TIERED: Final = {
+    "remote.storage.enable": "true",
+    "segment.bytes": "1024",
+    "file.delete.delay.ms": "300",
+}
+COUNT: Final = 100
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    with running_broker(tmp_path_factory.mktemp("tiered"), BROKER_OVERRIDES) as broker:
+        yield broker
+
+
+def _fill(bootstrap: str, topic: str) -> None:
+    records = [Outgoing(0, b"%05d:" % i + b"r" * 80, None, (), None) for i in range(COUNT)]
+    delivered = produce(
+        "confluent", bootstrap, topic, records, {"batch.num.messages": 2, "linger.ms": 5}
+    )
+    assert [d.offset for d in delivered] == list(range(COUNT))
+
+
+def _remote_segments(broker: BrokerProcess, topic: str) -> dict[int, int]:
+    """start offset -> end offset of each complete upload of ``topic``'s partition 0."""
+    root = broker.log_dir / "remote-storage"
+    found = {}
+    for path in root.glob(f"{topic}-*/0/*.{MANIFEST_SUFFIX}"):
+        metadata = decode_manifest(path.read_bytes()).metadata
+        found[metadata.start_offset] = metadata.end_offset
+    return found
+
+
+def _local_bases(broker: BrokerProcess, topic: str) -> list[int]:
+    return sorted(int(p.name.split(".")[0]) for p in (broker.log_dir / f"{topic}-0").glob("*.log"))
+
+
+def test_rolled_segments_are_copied_with_their_objects_and_a_manifest(
+    broker: BrokerProcess,
+) -> None:
+    create_topic(broker.bootstrap, "copied", config=TIERED)
+    _fill(broker.bootstrap, "copied")
+    local = _local_bases(broker, "copied")
+    assert len(local) > 3
+    assert wait_until(lambda: len(_remote_segments(broker, "copied")) == len(local) - 1, 30)
+    remote = _remote_segments(broker, "copied")
+    # Every rolled segment, never the active one, each ending where the next begins.
+    assert sorted(remote) == local[:-1]
+    assert [remote[b] for b in local[:-1]] == [b - 1 for b in local[1:]]
+    segment_dir = next((broker.log_dir / "remote-storage").glob("copied-*/0"))
+    suffixes = {p.name.split(".", 1)[1] for p in segment_dir.iterdir()}
+    assert {"log", "index", "timeindex", "leader-epoch-checkpoint", MANIFEST_SUFFIX} <= suffixes
+    assert "event=remote_segment_copied" in broker.log_text()
+
+
+def test_local_retention_deletes_only_segments_already_in_the_remote_tier(
+    broker: BrokerProcess,
+) -> None:
+    create_topic(broker.bootstrap, "trimmed", config={**TIERED, "local.retention.bytes": "1"})
+    _fill(broker.bootstrap, "trimmed")
+    before = _local_bases(broker, "trimmed")
+    assert wait_until(lambda: _local_bases(broker, "trimmed") == before[-1:], 30)
+    remote = _remote_segments(broker, "trimmed")
+    # Each segment gone from local disk is in the remote tier.
+    assert set(before[:-1]) <= set(remote)
+    # The earliest offset is still 0: the records below the local start are remote.
+    assert watermarks(broker.bootstrap, "trimmed") == (0, COUNT)
