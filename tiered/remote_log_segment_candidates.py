@@ -11,7 +11,9 @@ from the latest down, the first epoch with finished remote segments gives
 min(highest remote offset of that epoch, that epoch's end offset in this log - 1). An
 upload by an old leader beyond where this log's epoch ends is not on this lineage, so
 this leader copies its own records from there: no gap, and nothing already finished on
-the lineage is uploaded again.
+the lineage is uploaded again. Its log start offset is the start of the first remote
+segment of its earliest epoch that has one (an old leader's retention may have moved
+it past this log's), or its local start.
 
 Event-loop only: reads the log and the metadata manager's view.
 """
@@ -26,7 +28,12 @@ from tiercel.storage.topic_partition import TopicIdPartition
 from tiercel.storage.unified_log import UnifiedLog
 from tiercel.tiered.rlmm.remote_log_metadata_manager import RemoteLogMetadataManager
 
-__all__ = ["EnrichedLogSegment", "candidate_log_segments", "find_highest_remote_offset"]
+__all__ = [
+    "EnrichedLogSegment",
+    "candidate_log_segments",
+    "find_highest_remote_offset",
+    "find_log_start_offset",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,3 +76,16 @@ def find_highest_remote_offset(
         _, end_offset = cache.end_offset_for(entry.epoch, log.log_end_offset)
         return min(highest, end_offset - 1)
     return -1
+
+
+def find_log_start_offset(
+    rlmm: RemoteLogMetadataManager, partition: TopicIdPartition, log: UnifiedLog
+) -> int:
+    """Kafka's findLogStartOffset: walking this log's epochs from the earliest up, the
+    start of the first remote segment of the first epoch that has one; otherwise the
+    local log start offset."""
+    for entry in log.leader_epoch_cache.entries:
+        remote = rlmm.list_remote_log_segments(partition, entry.epoch)
+        if remote:
+            return remote[0].start_offset
+    return log.local_log_start_offset

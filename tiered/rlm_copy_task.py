@@ -35,6 +35,7 @@ from tiercel.tiered.remote_log_segment_candidates import (
     EnrichedLogSegment,
     candidate_log_segments,
     find_highest_remote_offset,
+    find_log_start_offset,
 )
 from tiercel.tiered.rlm_task import RLMContext, RLMTask, run_blocking
 from tiercel.tiered.rsm.remote_storage_manager import (
@@ -69,6 +70,7 @@ class RLMCopyTask(RLMTask):
         if not log.remote_log_enabled or log.config.remote_log_copy_disable:
             return
         if self.copied_offset is None:
+            self._update_log_start_offset_on_becoming_leader()
             self.copied_offset = find_highest_remote_offset(self.context.rlmm, self.partition, log)
             log.update_highest_offset_in_remote_storage(self.copied_offset)
             log_event(
@@ -92,6 +94,21 @@ class RLMCopyTask(RLMTask):
             if not await self._copy_log_segment(candidate):
                 return
             self.backlog_bytes = sum(c.segment.size for c in candidates[i + 1 :])
+
+    def _update_log_start_offset_on_becoming_leader(self) -> None:
+        """Kafka's maybeUpdateLogStartOffsetOnBecomingLeader: the remote tier may start
+        above this log's start (the old leader's retention deleted segments)."""
+        log = self.log
+        start = find_log_start_offset(self.context.rlmm, self.partition, log)
+        if log.maybe_increment_log_start_offset(min(start, log.high_watermark)):
+            log_event(
+                _log,
+                logging.INFO,
+                "log_start_offset_incremented",
+                partition=str(log.topic_partition),
+                log_start_offset=log.log_start_offset,
+                reason="remote log start on becoming leader",
+            )
 
     async def run_guarded(self) -> bool:
         ok = await super().run_guarded()
