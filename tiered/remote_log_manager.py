@@ -43,6 +43,7 @@ from tiercel.tiered.rsm.remote_storage_manager import RemoteStorageManager
 __all__ = ["RemoteLogManager"]
 
 _log: Final = logging.getLogger("tiercel.remote_log_manager")
+_CLOSE_TIMEOUT_S: Final = 30.0
 
 
 @dataclass(slots=True)
@@ -218,6 +219,20 @@ class RemoteLogManager:
         for runner in runners:
             with contextlib.suppress(asyncio.CancelledError):
                 await runner
-        self.context.copier_pool.shutdown(wait=False, cancel_futures=True)
-        self.context.expiration_pool.shutdown(wait=False, cancel_futures=True)
+        pools = (self.context.copier_pool, self.context.expiration_pool)
+        for pool in pools:
+            pool.shutdown(wait=False, cancel_futures=True)
+        # Calls already running finish (their results are dropped) before the storage
+        # manager closes; a stuck one holds the broker's shutdown at most this long.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(
+                asyncio.to_thread(_wait_for_pools, pools),
+                _CLOSE_TIMEOUT_S,
+            )
         self.context.rsm.close()
+
+
+def _wait_for_pools(pools: tuple[concurrent.futures.Executor, ...]) -> None:
+    """*Blocking*: until every call running in ``pools`` has returned."""
+    for pool in pools:
+        pool.shutdown(wait=True)

@@ -56,6 +56,8 @@ class RLMCopyTask(RLMTask):
     """Invariant: ``copied_offset`` (once known) is the highest offset this leader has
     copied on its lineage, and the log's highest remote offset is at least it."""
 
+    failure_event = "remote_copy_failed"
+
     def __init__(
         self, context: RLMContext, partition: TopicIdPartition, log: UnifiedLog, leader_epoch: int
     ) -> None:

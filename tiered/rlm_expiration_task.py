@@ -97,6 +97,8 @@ class _RetentionHandler:
 
 
 class RLMExpirationTask(RLMTask):
+    failure_event = "remote_expiration_failed"
+
     async def run_once(self) -> None:
         if not self.log.remote_log_enabled:
             return

@@ -13,6 +13,8 @@ __all__ = ["RLMFollowerTask"]
 
 
 class RLMFollowerTask(RLMTask):
+    failure_event = "remote_follower_task_failed"
+
     async def run_once(self) -> None:
         if self.log.remote_log_enabled:
             highest = find_highest_remote_offset(self.context.rlmm, self.partition, self.log)

@@ -66,7 +66,10 @@ async def run_blocking(pool: concurrent.futures.Executor, fn: Callable[..., T], 
     """``fn(*args)`` in ``pool``, its result posted back to the loop. A caller cancelled
     meanwhile stops waiting; the call itself finishes in its thread."""
     loop = asyncio.get_running_loop()
-    return await asyncio.shield(loop.run_in_executor(pool, functools.partial(fn, *args)))
+    call = loop.run_in_executor(pool, functools.partial(fn, *args))
+    # Retrieved even when no one waits any more, so asyncio reports nothing.
+    call.add_done_callback(lambda f: f.cancelled() or f.exception())
+    return await asyncio.shield(call)
 
 
 class RetryBackoff:
@@ -88,6 +91,9 @@ class RetryBackoff:
 
 class RLMTask(abc.ABC):
     """One partition's periodic remote work. Event-loop only."""
+
+    # The log event of a failed round.
+    failure_event = "remote_task_failed"
 
     def __init__(self, context: RLMContext, partition: TopicIdPartition, log: UnifiedLog) -> None:
         self.context = context
@@ -133,7 +139,7 @@ class RLMTask(abc.ABC):
             log_event(
                 _log,
                 logging.WARNING,
-                f"{type(self).__name__}_failed",
+                self.failure_event,
                 partition=str(self.log.topic_partition),
                 error=repr(e),
                 attempt=self.failures,
