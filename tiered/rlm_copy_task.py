@@ -152,10 +152,12 @@ class RLMCopyTask(RLMTask):
         # Kafka stores the whole lineage up to the segment's end: a follower rebuilding
         # its epoch cache from this segment needs the epochs before it too.
         epochs_index = epoch_entries_as_bytes(cache.epoch_entries_in_range(-1, next_offset))
-        await context.rlmm.add_remote_log_segment_metadata(metadata)
         segment_id = metadata.remote_log_segment_id
+        # Before the metadata is visible: the expiration task must never take this copy
+        # for an orphan.
         context.segment_ids_being_copied.add(segment_id)
         try:
+            await context.rlmm.add_remote_log_segment_metadata(metadata)
             await run_blocking(
                 context.copier_pool,
                 _copy,

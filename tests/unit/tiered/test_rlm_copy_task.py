@@ -25,9 +25,11 @@ from support.in_memory_rlmm import InMemoryRemoteLogMetadataManager
 from tiercel.storage.scheduler import Scheduler
 from tiercel.storage.unified_log import UnifiedLog
 from tiercel.tiered.rlm_copy_task import RLMCopyTask
+from tiercel.tiered.rlm_expiration_task import RLMExpirationTask
 from tiercel.tiered.rlm_task import RetryBackoff
 from tiercel.tiered.rsm.local_tiered_storage import LocalTieredStorage
 from tiercel.tiered.rsm.object_layout import MANIFEST_SUFFIX
+from tiercel.tiered.rsm.remote_storage_manager import RemoteLogSegmentMetadata
 
 
 def ends(log: UnifiedLog) -> list[tuple[int, int]]:
@@ -177,4 +179,27 @@ async def test_a_truncation_during_an_upload_abandons_the_copy(
     assert segments(rlmm) == []
     assert [m.start_offset for m in segments(rlmm, STARTED)] == [first.base_offset]
     assert log.highest_offset_in_remote_storage == -1
+    await log.close()
+
+
+async def test_the_expiration_task_never_takes_a_copy_in_progress_for_an_orphan(
+    tmp_path: Path, scheduler: Scheduler
+) -> None:
+    """A topic-based metadata manager shows a new segment before its write returns: an
+    expiration round run right then must leave the copy alone."""
+    log = open_log(str(tmp_path / "orders-0"), tiered_config(), scheduler)
+    produce(log, 20)
+    log.update_high_watermark(log.log_end_offset)
+    rlmm = InMemoryRemoteLogMetadataManager()
+    context = make_context(LocalTieredStorage(str(tmp_path / "remote")), rlmm)
+    expiration = RLMExpirationTask(context, PARTITION, log)
+    add = rlmm.add_remote_log_segment_metadata
+
+    async def add_then_expire(metadata: RemoteLogSegmentMetadata) -> None:
+        await add(metadata)
+        await expiration.run_once()
+
+    rlmm.add_remote_log_segment_metadata = add_then_expire  # type: ignore[method-assign]
+    await RLMCopyTask(context, PARTITION, log, 0).run_once()
+    assert [m.start_offset for m in segments(rlmm)] == [s.base_offset for s in log.segments[:-1]]
     await log.close()
