@@ -44,6 +44,7 @@ from tiercel.tiered.rsm.remote_storage_manager import (
     RemoteLogSegmentMetadata,
     RemoteLogSegmentMetadataUpdate,
     RemoteLogSegmentState,
+    RemoteStorageError,
     RemoteStorageManager,
 )
 
@@ -93,6 +94,8 @@ class RLMCopyTask(RLMTask):
             await self.context.copy_quota.acquire(candidate.segment.size)
             if self.is_cancelled() or log.deleted or log.truncations != truncations:
                 return  # the candidates are stale
+            if not self._snapshot_ready(candidate.next_segment_offset):
+                return  # the next round copies it
             if not await self._copy_log_segment(candidate):
                 return
             self.backlog_bytes = sum(c.segment.size for c in candidates[i + 1 :])
@@ -126,6 +129,12 @@ class RLMCopyTask(RLMTask):
         elif ok:
             self._logged_backlog = 0
         return ok
+
+    def _snapshot_ready(self, offset: int) -> bool:
+        """The producer snapshot taken at the roll is written (a segment is never
+        uploaded without the producer state a follower rebuilds from it)."""
+        state = self.log.producer_state
+        return offset not in state.snapshot_offsets or state.snapshot_written(offset)
 
     async def _copy_log_segment(self, candidate: EnrichedLogSegment) -> bool:
         """Copy one segment; False if the copy was abandoned."""
@@ -215,12 +224,15 @@ def _copy(
 ) -> None:
     """*Blocking*, in the copier pool: the upload, from the segment's file paths."""
     txn_index = log_path.removesuffix(".log") + TXN_INDEX_FILE_SUFFIX
+    if snapshot is not None and not os.path.exists(snapshot):
+        # Gone with a truncation meanwhile: never upload without it.
+        raise RemoteStorageError(f"producer snapshot {snapshot} is gone")
     data = LogSegmentData(
         log_path,
         offset_index,
         time_index,
         txn_index if os.path.exists(txn_index) else None,
-        snapshot if snapshot is not None and os.path.exists(snapshot) else None,
+        snapshot,
         epochs_index,
     )
     rsm.copy_log_segment_data(metadata, data)

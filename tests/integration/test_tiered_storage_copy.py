@@ -75,7 +75,14 @@ def test_rolled_segments_are_copied_with_their_objects_and_a_manifest(
     assert [remote[b] for b in local[:-1]] == [b - 1 for b in local[1:]]
     segment_dir = next((broker.log_dir / "remote-storage").glob("copied-*/0"))
     suffixes = {p.name.split(".", 1)[1] for p in segment_dir.iterdir()}
-    assert {"log", "index", "timeindex", "leader-epoch-checkpoint", MANIFEST_SUFFIX} <= suffixes
+    assert {
+        "log",
+        "index",
+        "timeindex",
+        "snapshot",
+        "leader-epoch-checkpoint",
+        MANIFEST_SUFFIX,
+    } <= (suffixes)
     assert "event=remote_segment_copied" in broker.log_text()
 
 

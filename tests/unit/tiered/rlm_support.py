@@ -86,6 +86,13 @@ def produce(log: UnifiedLog, batches: int, epoch: int = 0, records: int = 2) -> 
         log.append_as_leader(validate_records(data, log.config, BASE_TS), epoch, BASE_TS)
 
 
+async def commit(log: UnifiedLog, scheduler: Scheduler) -> None:
+    """Everything appended is committed (the HW at the log end) and the producer
+    snapshots taken at the rolls are written."""
+    log.update_high_watermark(log.log_end_offset)
+    await scheduler.drain()
+
+
 def rlm_config(**overrides: object) -> RemoteLogManagerConfig:
     values: dict[str, object] = {
         "remote_log_storage_system_enable": True,

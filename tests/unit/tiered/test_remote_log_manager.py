@@ -9,6 +9,7 @@ from pathlib import Path
 
 from rlm_support import (
     PARTITION,
+    commit,
     make_context,
     open_log,
     produce,
@@ -39,7 +40,7 @@ async def test_leader_tasks_copy_then_give_way_to_a_follower_task(
 ) -> None:
     log = open_log(str(tmp_path / "orders-0"), tiered_config(), scheduler)
     produce(log, 20)
-    log.update_high_watermark(log.log_end_offset)
+    await commit(log, scheduler)
     rlmm = InMemoryRemoteLogMetadataManager()
     rlm = RemoteLogManager(rlm_config(), 1, LocalTieredStorage(str(tmp_path / "remote")), rlmm)
     rlm.on_leadership_change({PARTITION: (log, 0)}, {})
@@ -67,7 +68,7 @@ async def test_stopping_with_delete_remote_deletes_the_partitions_remote_segment
 ) -> None:
     log = open_log(str(tmp_path / "orders-0"), tiered_config(), scheduler)
     produce(log, 20)
-    log.update_high_watermark(log.log_end_offset)
+    await commit(log, scheduler)
     rlmm = InMemoryRemoteLogMetadataManager()
     remote = tmp_path / "remote"
     rlm = RemoteLogManager(rlm_config(), 1, LocalTieredStorage(str(remote)), rlmm)
@@ -90,7 +91,7 @@ async def test_a_new_leader_takes_the_log_start_offset_of_the_remote_tier(
     rsm = LocalTieredStorage(str(tmp_path / "remote"))
     log = open_log(str(tmp_path / "orders-0"), tiered_config(), scheduler)
     produce(log, 20)
-    log.update_high_watermark(log.log_end_offset)
+    await commit(log, scheduler)
     context = make_context(rsm, rlmm)
     await RLMCopyTask(context, PARTITION, log, 0).run_once()
     first, second = segments(rlmm)[:2]

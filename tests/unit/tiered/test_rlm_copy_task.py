@@ -14,6 +14,7 @@ from rlm_support import (
     PARTITION,
     STARTED,
     FlakyStorage,
+    commit,
     make_context,
     open_log,
     produce,
@@ -52,6 +53,7 @@ async def test_copies_rolled_segments_below_the_high_watermark_in_order(
     assert len(rolled) >= 5
     # The HW inside the fourth rolled segment: only the first three are committed.
     log.update_high_watermark(rolled[3][0] + 1)
+    await scheduler.drain()  # the producer snapshots taken at the rolls are written
     rlmm = InMemoryRemoteLogMetadataManager()
     rsm = LocalTieredStorage(str(tmp_path / "remote"))
     task = RLMCopyTask(make_context(rsm, rlmm), PARTITION, log, 3)
@@ -69,7 +71,7 @@ async def test_copies_rolled_segments_below_the_high_watermark_in_order(
         )
     assert manifests(tmp_path / "remote") == 3
     # Everything committed: every rolled segment, never the active one.
-    log.update_high_watermark(log.log_end_offset)
+    await commit(log, scheduler)
     await task.run_once()
     assert [(m.start_offset, m.end_offset) for m in segments(rlmm)] == rolled
     assert log.active_segment.base_offset > segments(rlmm)[-1].end_offset
@@ -88,7 +90,7 @@ async def test_a_new_leader_continues_on_its_own_lineage(
     rsm = LocalTieredStorage(str(tmp_path / "remote"))
     old = open_log(str(tmp_path / "a" / "orders-0"), tiered_config(), scheduler)
     produce(old, 40, epoch=0)
-    old.update_high_watermark(old.log_end_offset)
+    await commit(old, scheduler)
     await RLMCopyTask(make_context(rsm, rlmm, broker_id=1), PARTITION, old, 0).run_once()
     by_old = segments(rlmm)
     old_end = by_old[-1].end_offset
@@ -100,7 +102,7 @@ async def test_a_new_leader_continues_on_its_own_lineage(
         produce(new, 1, epoch=0, records=1)
     assert new.log_end_offset == shared_end + 1
     produce(new, 40, epoch=1)
-    new.update_high_watermark(new.log_end_offset)
+    await commit(new, scheduler)
     assert old_end > shared_end
     task = RLMCopyTask(make_context(rsm, rlmm, broker_id=2), PARTITION, new, 1)
     await task.run_once()
@@ -124,7 +126,7 @@ async def test_a_failed_copy_is_retried_with_backoff_and_leaves_its_started_meta
 ) -> None:
     log = open_log(str(tmp_path / "orders-0"), tiered_config(), scheduler)
     produce(log, 20)
-    log.update_high_watermark(log.log_end_offset)
+    await commit(log, scheduler)
     rlmm = InMemoryRemoteLogMetadataManager()
     rsm = FlakyStorage(LocalTieredStorage(str(tmp_path / "remote")), failures=2)
     task = RLMCopyTask(make_context(rsm, rlmm), PARTITION, log, 0)
@@ -157,7 +159,7 @@ async def test_a_truncation_during_an_upload_abandons_the_copy(
     as an orphan), never FINISHED, and the highest remote offset does not move."""
     log = open_log(str(tmp_path / "orders-0"), tiered_config(), scheduler)
     produce(log, 20)
-    log.update_high_watermark(log.log_end_offset)
+    await commit(log, scheduler)
     rlmm = InMemoryRemoteLogMetadataManager()
     rsm = FlakyStorage(LocalTieredStorage(str(tmp_path / "remote")))
     started, release = threading.Event(), threading.Event()
@@ -189,7 +191,7 @@ async def test_the_expiration_task_never_takes_a_copy_in_progress_for_an_orphan(
     expiration round run right then must leave the copy alone."""
     log = open_log(str(tmp_path / "orders-0"), tiered_config(), scheduler)
     produce(log, 20)
-    log.update_high_watermark(log.log_end_offset)
+    await commit(log, scheduler)
     rlmm = InMemoryRemoteLogMetadataManager()
     context = make_context(LocalTieredStorage(str(tmp_path / "remote")), rlmm)
     expiration = RLMExpirationTask(context, PARTITION, log)
@@ -202,4 +204,25 @@ async def test_the_expiration_task_never_takes_a_copy_in_progress_for_an_orphan(
     rlmm.add_remote_log_segment_metadata = add_then_expire  # type: ignore[method-assign]
     await RLMCopyTask(context, PARTITION, log, 0).run_once()
     assert [m.start_offset for m in segments(rlmm)] == [s.base_offset for s in log.segments[:-1]]
+    await log.close()
+
+
+async def test_a_segment_waits_for_its_producer_snapshot_and_uploads_it(
+    tmp_path: Path, scheduler: Scheduler
+) -> None:
+    log = open_log(str(tmp_path / "orders-0"), tiered_config(), scheduler)
+    produce(log, 20)
+    log.update_high_watermark(log.log_end_offset)
+    rlmm = InMemoryRemoteLogMetadataManager()
+    task = RLMCopyTask(
+        make_context(LocalTieredStorage(str(tmp_path / "remote")), rlmm), PARTITION, log, 0
+    )
+    await task.run_once()  # the snapshots taken at the rolls are still being written
+    assert segments(rlmm, None) == []
+    await scheduler.drain()
+    await task.run_once()
+    copied = segments(rlmm)
+    assert len(copied) == len(log.segments) - 1
+    snapshots = {p.name.split("-")[0] for p in (tmp_path / "remote").rglob("*.snapshot")}
+    assert snapshots == {f"{m.start_offset:020d}" for m in copied}
     await log.close()

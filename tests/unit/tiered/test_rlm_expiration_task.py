@@ -10,6 +10,7 @@ from rlm_support import (
     PARTITION,
     STARTED,
     FlakyStorage,
+    commit,
     make_context,
     open_log,
     produce,
@@ -38,7 +39,7 @@ async def tiered_log(
     """A leader's log of ~10 rolled segments, all committed and copied."""
     log = open_log(str(tmp_path / "orders-0"), tiered_config(**config), scheduler)
     produce(log, 40)
-    log.update_high_watermark(log.log_end_offset)
+    await commit(log, scheduler)
     rlmm = InMemoryRemoteLogMetadataManager()
     storage = rsm or LocalTieredStorage(str(tmp_path / "remote"))
     context = make_context(storage, rlmm)  # type: ignore[arg-type]
@@ -51,7 +52,7 @@ async def test_local_retention_deletes_only_copied_segments_and_moves_only_the_l
 ) -> None:
     log = open_log(str(tmp_path / "orders-0"), tiered_config(local_retention_bytes=1), scheduler)
     produce(log, 40)
-    log.update_high_watermark(log.log_end_offset)
+    await commit(log, scheduler)
     rolled = [s.base_offset for s in log.segments]
     # Nothing copied yet: local retention keeps everything.
     assert log.delete_old_segments() == 0
@@ -67,7 +68,7 @@ async def test_local_retention_deletes_only_copied_segments_and_moves_only_the_l
         remote=False,
     )
     produce(plain, 40)
-    plain.update_high_watermark(plain.log_end_offset)
+    await commit(plain, scheduler)
     assert plain.delete_old_segments() == 0
     await log.close()
     await plain.close()
@@ -78,7 +79,7 @@ async def test_a_reload_keeps_the_log_start_offset_below_the_local_start(
 ) -> None:
     log = open_log(str(tmp_path / "orders-0"), tiered_config(local_retention_bytes=1), scheduler)
     produce(log, 40)
-    log.update_high_watermark(log.log_end_offset)
+    await commit(log, scheduler)
     log.update_highest_offset_in_remote_storage(log.segments[3].base_offset - 1)
     log.delete_old_segments()
     local_start = log.local_log_start_offset
@@ -182,14 +183,14 @@ async def test_segments_off_the_leader_epoch_lineage_are_deleted(
     rsm = LocalTieredStorage(str(tmp_path / "remote"))
     old = open_log(str(tmp_path / "a" / "orders-0"), tiered_config(), scheduler)
     produce(old, 40, epoch=0)
-    old.update_high_watermark(old.log_end_offset)
+    await commit(old, scheduler)
     await RLMCopyTask(make_context(rsm, rlmm, 1), PARTITION, old, 0).run_once()
     by_old = segments(rlmm)
     new = open_log(str(tmp_path / "b" / "orders-0"), tiered_config(), scheduler)
     while new.log_end_offset <= by_old[1].end_offset:
         produce(new, 1, epoch=0, records=1)
     produce(new, 40, epoch=1)
-    new.update_high_watermark(new.log_end_offset)
+    await commit(new, scheduler)
     context = make_context(rsm, rlmm, 2)
     await RLMCopyTask(context, PARTITION, new, 1).run_once()
     await RLMExpirationTask(context, PARTITION, new).run_once()
