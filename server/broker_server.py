@@ -110,7 +110,7 @@ class BrokerServer:
             ZkAlterPartitionManager(self.store),
         )
         self.replica_manager.startup()
-        self.remote_log_wiring = start_remote_log_manager(config, self.replica_manager)
+        self.remote_log_wiring = start_remote_log_manager(config, self.replica_manager, self.cache)
         group_config = GroupCoordinatorConfig.from_broker_config(config)
         self.group_coordinator = GroupCoordinator(
             group_config,

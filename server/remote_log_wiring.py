@@ -7,6 +7,8 @@ stopPartitions; here `RemoteLogWiring` follows the ReplicaManager instead, so th
 replica manager itself does not grow: a leadership listener reconciles at once on every
 leader change, and a periodic pass (every ``remote.log.manager.task.interval.ms``)
 picks up followers, partitions gone, and topics whose ``remote.storage.enable`` changed.
+A deleted topic's partitions, and those of a topic whose remote storage was turned off
+with ``remote.log.delete.on.disable``, lose their remote data.
 
 The storage manager and the metadata manager come from one function each, so that the
 S3 factory and the topic-based metadata manager plug in without touching the rest.
@@ -25,6 +27,7 @@ from typing import Final
 from tiercel.config.broker_config import BrokerConfig
 from tiercel.config.logging_setup import log_event
 from tiercel.config.remote_log_manager_config import RemoteLogManagerConfig
+from tiercel.server.metadata.metadata_cache import MetadataCache
 from tiercel.server.placeholder_rlmm import InProcessRemoteLogMetadataManager
 from tiercel.server.replica_manager import ReplicaManager
 from tiercel.storage.topic_partition import TopicIdPartition, TopicPartition
@@ -61,9 +64,12 @@ class RemoteLogWiring:
     """Invariant: after each `reconcile`, the RemoteLogManager runs tasks for exactly
     the partitions hosted here whose log has a remote tier. Event-loop only."""
 
-    def __init__(self, rlm: RemoteLogManager, replica_manager: ReplicaManager) -> None:
+    def __init__(
+        self, rlm: RemoteLogManager, replica_manager: ReplicaManager, metadata_cache: MetadataCache
+    ) -> None:
         self.rlm = rlm
         self._replica_manager = replica_manager
+        self._metadata_cache = metadata_cache
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -94,12 +100,31 @@ class RemoteLogWiring:
             else:
                 followers[key] = log
         gone = self.rlm.partitions - leaders.keys() - followers.keys()
-        if gone:
-            self.rlm.stop_partitions(gone, delete_remote=False)
+        doomed = {p for p in gone if self._remote_data_deleted(p)}
+        if doomed:
+            self.rlm.stop_partitions(doomed, delete_remote=True)
+        if gone - doomed:
+            self.rlm.stop_partitions(gone - doomed, delete_remote=False)
         try:
             self.rlm.on_leadership_change(leaders, followers)
         except Exception as e:  # the metadata manager refused: the next pass retries
             log_event(_log, logging.WARNING, "remote_log_leadership_failed", error=repr(e))
+
+    def _remote_data_deleted(self, partition: TopicIdPartition) -> bool:
+        """Whether a partition no longer tiered here loses its remote data: its topic
+        was deleted (Kafka's StopReplica with deletion), or its remote storage turned
+        off with ``remote.log.delete.on.disable`` (KIP-950). A replica moved away by a
+        reassignment keeps it."""
+        topic = self._metadata_cache.topic(partition.topic_partition.topic)
+        if topic is None or topic.topic_id != partition.topic_id:
+            return True
+        hosted = self._replica_manager.partitions.get(partition.topic_partition)
+        config = hosted.log.config if hosted is not None else None
+        return (
+            config is not None
+            and not config.remote_storage_enable
+            and config.remote_log_delete_on_disable
+        )
 
     async def close(self) -> None:
         if self._task is not None:
@@ -113,7 +138,7 @@ class RemoteLogWiring:
 
 
 def start_remote_log_manager(
-    config: BrokerConfig, replica_manager: ReplicaManager
+    config: BrokerConfig, replica_manager: ReplicaManager, metadata_cache: MetadataCache
 ) -> RemoteLogWiring | None:
     """The broker's RemoteLogManager, started, or None when the broker has no remote
     tier (``remote.log.storage.system.enable=false``)."""
@@ -126,6 +151,6 @@ def start_remote_log_manager(
         create_remote_storage_manager(config),
         create_remote_log_metadata_manager(config),
     )
-    wiring = RemoteLogWiring(rlm, replica_manager)
+    wiring = RemoteLogWiring(rlm, replica_manager, metadata_cache)
     wiring.start()
     return wiring

@@ -151,21 +151,30 @@ class RemoteLogManager:
         self, partitions: Collection[TopicIdPartition], delete_remote: bool
     ) -> None:
         """Stop the tasks of ``partitions`` (no longer led or followed here); with
-        ``delete_remote`` (topic deleted), delete their remote segments too."""
+        ``delete_remote`` (topic deleted), those this broker led delete their remote
+        segments too: one broker per partition, so its deletions never race another's."""
+        led = {
+            p
+            for p in partitions
+            if p in self._partitions and self._partitions[p].leader_epoch is not None
+        }
         for partition in partitions:
             self._cancel(partition)
-        if delete_remote:
-            for partition in partitions:
-                asyncio.get_running_loop().create_task(
-                    self._delete_partition(partition), name=f"remote delete {partition}"
-                )
-        else:
-            self.context.rlmm.on_stop_partitions(set(partitions))
+        deleting = led if delete_remote else set()
+        for partition in deleting:
+            asyncio.get_running_loop().create_task(
+                self._delete_partition(partition), name=f"remote delete {partition}"
+            )
+        self.context.rlmm.on_stop_partitions(set(partitions) - deleting)
 
     async def _delete_partition(self, partition: TopicIdPartition) -> None:
         """Kafka's partition deletion: DELETE_PARTITION_MARKED, _STARTED, each segment
         deleted, then _FINISHED."""
         context = self.context
+        # An upload cancelled with the tasks may still be running: its objects must not
+        # land after the deletion.
+        while any(i.topic_id_partition == partition for i in context.segment_ids_being_copied):
+            await asyncio.sleep(0.05)
         try:
             for state in (
                 RemotePartitionDeleteState.DELETE_PARTITION_MARKED,

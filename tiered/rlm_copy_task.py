@@ -22,6 +22,7 @@ Event-loop only, but for the upload itself.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from typing import Final
@@ -167,19 +168,22 @@ class RLMCopyTask(RLMTask):
         context.segment_ids_being_copied.add(segment_id)
         try:
             await context.rlmm.add_remote_log_segment_metadata(metadata)
-            await run_blocking(
-                context.copier_pool,
-                _copy,
-                context.rsm,
-                metadata,
-                segment.log_path,
-                segment.offset_index.path,
-                segment.time_index.path,
-                snapshot,
-                epochs_index,
-            )
-        finally:
+        except BaseException:
             context.segment_ids_being_copied.discard(segment_id)
+            raise
+        await run_blocking(
+            context.copier_pool,
+            _copy,
+            context.rsm,
+            metadata,
+            segment.log_path,
+            segment.offset_index.path,
+            segment.time_index.path,
+            snapshot,
+            epochs_index,
+            # Once the upload has returned, also when this task was cancelled meanwhile.
+            on_done=functools.partial(context.segment_ids_being_copied.discard, segment_id),
+        )
         if self.is_cancelled() or log.deleted or log.truncations != truncations:
             log_event(
                 _log,

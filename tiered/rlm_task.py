@@ -62,13 +62,25 @@ class RLMContext:
     clock_ms: Callable[[], int] = _now_ms
 
 
-async def run_blocking(pool: concurrent.futures.Executor, fn: Callable[..., T], *args: object) -> T:
+async def run_blocking(
+    pool: concurrent.futures.Executor,
+    fn: Callable[..., T],
+    *args: object,
+    on_done: Callable[[], object] = lambda: None,
+) -> T:
     """``fn(*args)`` in ``pool``, its result posted back to the loop. A caller cancelled
-    meanwhile stops waiting; the call itself finishes in its thread."""
+    meanwhile stops waiting; the call itself finishes in its thread, and ``on_done``
+    runs (on the loop) once it has, whether or not anyone still waits."""
     loop = asyncio.get_running_loop()
     call = loop.run_in_executor(pool, functools.partial(fn, *args))
-    # Retrieved even when no one waits any more, so asyncio reports nothing.
-    call.add_done_callback(lambda f: f.cancelled() or f.exception())
+
+    def done(future: asyncio.Future[T]) -> None:
+        # Retrieved even when no one waits any more, so asyncio reports nothing.
+        if not future.cancelled():
+            future.exception()
+        on_done()
+
+    call.add_done_callback(done)
     return await asyncio.shield(call)
 
 

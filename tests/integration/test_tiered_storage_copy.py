@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Final
 
 import pytest
+from confluent_kafka.admin import AdminClient
 
 from support.broker import BrokerProcess
 from support.clients import Outgoing, create_topic, produce, running_broker, wait_until, watermarks
@@ -133,3 +134,15 @@ def test_copy_retries_while_the_tier_is_unavailable_and_catches_up(broker: Broke
     assert wait_until(lambda: _local_bases(broker, "outage") == local[-1:], 30)
     assert set(local[:-1]) <= set(_remote_segments(broker, "outage"))
     assert watermarks(broker.bootstrap, "outage") == (0, COUNT)
+
+
+def test_deleting_a_topic_deletes_its_remote_segments(broker: BrokerProcess) -> None:
+    create_topic(broker.bootstrap, "doomed", config=TIERED)
+    _fill(broker.bootstrap, "doomed")
+    assert wait_until(lambda: len(_remote_segments(broker, "doomed")) >= 3, 30)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.delete_topics(["doomed"], operation_timeout=10)["doomed"].result(15)
+    root = broker.log_dir / "remote-storage"
+    assert wait_until(lambda: not [p for p in root.glob("doomed-*/0/*") if p.is_file()], 30)
+    # The other topics' remote segments are untouched.
+    assert _remote_segments(broker, "copied")
