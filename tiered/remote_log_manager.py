@@ -86,6 +86,7 @@ class RemoteLogManager:
             CopyQuota(config.remote_log_manager_copy_max_bytes_per_second),
         )
         self._partitions: dict[TopicIdPartition, _Running] = {}
+        self._deletions: set[asyncio.Task[None]] = set()
         self._closed = False
 
     def on_leadership_change(
@@ -154,22 +155,25 @@ class RemoteLogManager:
         ``delete_remote`` (topic deleted), those this broker led delete their remote
         segments too: one broker per partition, so its deletions never race another's."""
         led = {
-            p
+            p: running.log
             for p in partitions
-            if p in self._partitions and self._partitions[p].leader_epoch is not None
+            if (running := self._partitions.get(p)) is not None and running.leader_epoch is not None
         }
         for partition in partitions:
             self._cancel(partition)
-        deleting = led if delete_remote else set()
-        for partition in deleting:
-            asyncio.get_running_loop().create_task(
-                self._delete_partition(partition), name=f"remote delete {partition}"
+        deleting = led if delete_remote else {}
+        for partition, log in deleting.items():
+            task = asyncio.get_running_loop().create_task(
+                self._delete_partition(partition, log), name=f"remote delete {partition}"
             )
-        self.context.rlmm.on_stop_partitions(set(partitions) - deleting)
+            self._deletions.add(task)
+            task.add_done_callback(self._deletions.discard)
+        self.context.rlmm.on_stop_partitions(set(partitions) - deleting.keys())
 
-    async def _delete_partition(self, partition: TopicIdPartition) -> None:
+    async def _delete_partition(self, partition: TopicIdPartition, log: UnifiedLog) -> None:
         """Kafka's partition deletion: DELETE_PARTITION_MARKED, _STARTED, each segment
-        deleted, then _FINISHED."""
+        deleted, then _FINISHED; a log still here (remote storage turned off) then
+        starts at its local start."""
         context = self.context
         # An upload cancelled with the tasks may still be running: its objects must not
         # land after the deletion.
@@ -195,6 +199,10 @@ class RemoteLogManager:
                     context.broker_id,
                 )
             )
+            if not log.deleted:
+                log.maybe_increment_log_start_offset(
+                    min(log.local_log_start_offset, log.high_watermark)
+                )
         except Exception as e:
             log_event(
                 _log,
@@ -223,6 +231,9 @@ class RemoteLogManager:
         and is abandoned (it stays COPY_SEGMENT_STARTED, deleted by a later leader)."""
         self._closed = True
         runners = [r for running in self._partitions.values() for _, r in running.tasks]
+        runners += self._deletions  # cut short at shutdown: the remote data stays
+        for deletion in self._deletions:
+            deletion.cancel()
         for partition in list(self._partitions):
             self._cancel(partition)
         for runner in runners:

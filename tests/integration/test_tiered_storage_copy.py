@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Final
 
 import pytest
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
 from support.broker import BrokerProcess
 from support.clients import Outgoing, create_topic, produce, running_broker, wait_until, watermarks
@@ -146,3 +146,37 @@ def test_deleting_a_topic_deletes_its_remote_segments(broker: BrokerProcess) -> 
     assert wait_until(lambda: not [p for p in root.glob("doomed-*/0/*") if p.is_file()], 30)
     # The other topics' remote segments are untouched.
     assert _remote_segments(broker, "copied")
+
+
+def test_turning_tiering_off_with_delete_on_disable_deletes_the_remote_data(
+    broker: BrokerProcess,
+) -> None:
+    """KIP-950: the remote segments go, and the earliest offset becomes the first local
+    one."""
+    create_topic(broker.bootstrap, "untiered", config={**TIERED, "local.retention.bytes": "1"})
+    _fill(broker.bootstrap, "untiered")
+    assert wait_until(lambda: len(_local_bases(broker, "untiered")) == 1, 30)
+    assert watermarks(broker.bootstrap, "untiered") == (0, COUNT)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    off = ConfigResource(
+        ConfigResource.Type.TOPIC,
+        "untiered",
+        incremental_configs=[
+            ConfigEntry(
+                name,
+                "true" if name != "remote.storage.enable" else "false",
+                incremental_operation=AlterConfigOpType.SET,
+            )
+            for name in (
+                "remote.storage.enable",
+                "remote.log.copy.disable",
+                "remote.log.delete.on.disable",
+            )
+        ],
+    )
+    admin.incremental_alter_configs([off])[off].result(15)
+    root = broker.log_dir / "remote-storage"
+    assert wait_until(lambda: not [p for p in root.glob("untiered-*/0/*") if p.is_file()], 30)
+    first_local = _local_bases(broker, "untiered")[0]
+    assert first_local > 0
+    assert wait_until(lambda: watermarks(broker.bootstrap, "untiered") == (first_local, COUNT), 10)
