@@ -86,8 +86,16 @@ class RemoteLogWiring:
             await asyncio.sleep(interval_s)
 
     def reconcile(self) -> None:
+        """Never raises: the replica manager's listeners must all run, and the next
+        pass retries whatever failed."""
         if self._replica_manager.closed:
             return
+        try:
+            self._reconcile()
+        except Exception as e:
+            log_event(_log, logging.WARNING, "remote_log_reconcile_failed", error=repr(e))
+
+    def _reconcile(self) -> None:
         leaders: dict[TopicIdPartition, tuple[UnifiedLog, int]] = {}
         followers: dict[TopicIdPartition, UnifiedLog] = {}
         for tp, partition in self._replica_manager.partitions.items():
@@ -105,10 +113,7 @@ class RemoteLogWiring:
             self.rlm.stop_partitions(doomed, delete_remote=True)
         if gone - doomed:
             self.rlm.stop_partitions(gone - doomed, delete_remote=False)
-        try:
-            self.rlm.on_leadership_change(leaders, followers)
-        except Exception as e:  # the metadata manager refused: the next pass retries
-            log_event(_log, logging.WARNING, "remote_log_leadership_failed", error=repr(e))
+        self.rlm.on_leadership_change(leaders, followers)
 
     def _remote_data_deleted(self, partition: TopicIdPartition) -> bool:
         """Whether a partition no longer tiered here loses its remote data: its topic
