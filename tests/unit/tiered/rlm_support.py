@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Callable
 
 from support.in_memory_rlmm import InMemoryRemoteLogMetadataManager
+from tiercel.config.broker_config import BrokerConfig
 from tiercel.config.log_config import LogConfig
 from tiercel.config.remote_log_manager_config import RemoteLogManagerConfig
 from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
@@ -28,6 +29,7 @@ from tiercel.tiered.rsm.remote_storage_manager import (
 )
 
 BASE_TS = 1_700_000_000_000
+BROKER = BrokerConfig({"remote.log.storage.system.enable": "true"})
 TOPIC_ID = uuid.UUID("5b0c7a3e-0c4e-4d55-8f4a-7f1b2c3d4e5f")
 TP = TopicPartition("orders", 0)
 PARTITION = TopicIdPartition(TOPIC_ID, TP)
@@ -36,17 +38,18 @@ STARTED = RemoteLogSegmentState.COPY_SEGMENT_STARTED
 
 
 def tiered_config(**overrides: object) -> LogConfig:
-    """Tiered, 1 KiB segments, no time retention (the test timestamps are old)."""
+    """Tiered, 1 KiB segments, no time retention (the test timestamps are old). Keyword
+    names are topic keys with '_' for '.' (``local_retention_bytes=1``)."""
     values: dict[str, object] = {
-        "segment_bytes": 1024,
-        "retention_ms": -1,
-        "index_interval_bytes": 100,
-        "file_delete_delay_ms": 0,
-        "message_timestamp_after_max_ms": 2**62,
-        "remote_storage_enable": True,
+        "segment.bytes": 1024,
+        "retention.ms": -1,
+        "index.interval.bytes": 100,
+        "file.delete.delay.ms": 0,
+        "message.timestamp.after.max.ms": 2**62,
+        "remote.storage.enable": "true",
     }
-    values.update(overrides)
-    return LogConfig(**values)  # type: ignore[arg-type]
+    values.update({name.replace("_", "."): value for name, value in overrides.items()})
+    return LogConfig.from_overrides(BROKER, {k: str(v) for k, v in values.items()})
 
 
 def open_log(
@@ -94,14 +97,15 @@ async def commit(log: UnifiedLog, scheduler: Scheduler) -> None:
 
 
 def rlm_config(**overrides: object) -> RemoteLogManagerConfig:
+    """Keyword names are broker keys with '_' for '.'."""
     values: dict[str, object] = {
-        "remote_log_storage_system_enable": True,
-        "remote_log_manager_task_interval_ms": 10,
-        "remote_log_manager_task_retry_backoff_ms": 1,
-        "remote_log_manager_task_retry_backoff_max_ms": 5,
+        "remote.log.storage.system.enable": "true",
+        "remote.log.manager.task.interval.ms": 10,
+        "remote.log.manager.task.retry.backoff.ms": 1,
+        "remote.log.manager.task.retry.backoff.max.ms": 5,
     }
-    values.update(overrides)
-    return RemoteLogManagerConfig(**values)  # type: ignore[arg-type]
+    values.update({name.replace("_", "."): value for name, value in overrides.items()})
+    return RemoteLogManagerConfig.from_broker(BrokerConfig({k: str(v) for k, v in values.items()}))
 
 
 def make_context(
