@@ -82,7 +82,7 @@ async def test_copies_rolled_segments_below_the_high_watermark_in_order(
 async def test_a_new_leader_continues_on_its_own_lineage(
     tmp_path: Path, scheduler: Scheduler
 ) -> None:
-    """The seed's follower -> leader case: the old leader (epoch 0) copied records past
+    """KIP-405's follower -> leader case: the old leader (epoch 0) copied records past
     where the new leader's epoch 0 ends (they were never committed); the new leader
     continues right after its own epoch-0 end, re-uploading none of the old leader's
     finished segments it shares and leaving no gap."""

@@ -177,8 +177,8 @@ async def test_an_orphaned_started_copy_is_deleted_through_the_delete_states(
 async def test_segments_off_the_leader_epoch_lineage_are_deleted(
     tmp_path: Path, scheduler: Scheduler
 ) -> None:
-    """Scenario 5's leftovers: an old leader's upload of epoch 0 past where this log's
-    epoch 0 ends (it became leader in epoch 1 after an unclean election)."""
+    """An unclean election's leftovers (KIP-405): an old leader's uploads of epoch 0
+    past where this log's epoch 0 ends (it became leader in epoch 1 without them)."""
     rlmm = InMemoryRemoteLogMetadataManager()
     rsm = LocalTieredStorage(str(tmp_path / "remote"))
     old = open_log(str(tmp_path / "a" / "orders-0"), tiered_config(), scheduler)
