@@ -216,3 +216,25 @@ async def test_the_follower_task_tracks_the_highest_remote_offset(
     assert follower.highest_offset_in_remote_storage == log.highest_offset_in_remote_storage
     await log.close()
     await follower.close()
+
+
+async def test_with_copy_disabled_nothing_is_copied_and_local_retention_is_total_retention(
+    tmp_path: Path, scheduler: Scheduler
+) -> None:
+    """remote.log.copy.disable (KIP-950): no copy, and local segments obey retention.*
+    (they are not in the remote tier), moving the log start offset itself."""
+    config = tiered_config(remote_log_copy_disable="true", local_retention_bytes=1)
+    log = open_log(str(tmp_path / "orders-0"), config, scheduler)
+    produce(log, 40)
+    await commit(log, scheduler)
+    rlmm = InMemoryRemoteLogMetadataManager()
+    context = make_context(LocalTieredStorage(str(tmp_path / "remote")), rlmm)
+    await RLMCopyTask(context, PARTITION, log, 0).run_once()
+    assert segments(rlmm, None) == []
+    assert log.delete_old_segments() == 0  # retention.bytes is -1: keep everything
+    keep = log.size - sum(s.size for s in log.segments[:2])
+    log.update_config(tiered_config(remote_log_copy_disable="true", retention_bytes=keep))
+    second = log.segments[2].base_offset
+    assert log.delete_old_segments() == 2
+    assert (log.log_start_offset, log.local_log_start_offset) == (second, second)
+    await log.close()
