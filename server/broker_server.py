@@ -52,6 +52,7 @@ from tiercel.server.metadata.store import (
 from tiercel.server.metadata.zk_store import ZooKeeperMetadataStore
 from tiercel.server.network.connection import Buffer, Connection
 from tiercel.server.network.socket_server import SocketServer
+from tiercel.server.remote_log_wiring import start_remote_log_manager
 from tiercel.server.replica_manager import ReplicaManager
 from tiercel.server.replication.alter_partition import ZkAlterPartitionManager
 from tiercel.server.request_context import BrokerServices
@@ -109,6 +110,10 @@ class BrokerServer:
             ZkAlterPartitionManager(self.store),
         )
         self.replica_manager.startup()
+        admin_manager = AdminManager(config, self.store, self.cache)
+        self.remote_log_wiring = start_remote_log_manager(
+            config, self.replica_manager, self.cache, admin_manager
+        )
         group_config = GroupCoordinatorConfig.from_broker_config(config)
         self.group_coordinator = GroupCoordinator(
             group_config,
@@ -129,7 +134,7 @@ class BrokerServer:
             metadata_cache=self.cache,
             replica_manager=self.replica_manager,
             log_manager=self.log_manager,
-            admin_manager=AdminManager(config, self.store, self.cache),
+            admin_manager=admin_manager,
             scheduler=self.scheduler,
             group_coordinator=self.group_coordinator,
             producer_id_manager=ProducerIdManager(config.node_id, self.store),
@@ -278,6 +283,8 @@ class BrokerServer:
             await ControlledShutdown(self.config, self.store, self.cache).run()
         await self.log_dir_failure_handler.shutdown()
         self.replica_manager.shutdown()
+        if self.remote_log_wiring is not None:
+            await self.remote_log_wiring.close()
         await self.group_coordinator.shutdown()
         self.cache.close()
         await self.socket_server.shutdown()

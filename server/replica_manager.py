@@ -236,7 +236,7 @@ class ReplicaManager:
             if partition is None:
                 partition = self._create_partition(tp, topic, config)
             elif partition.log.config != config:
-                partition.log.update_config(config)
+                self._log_manager.update_log_config(partition.log, config)
             state = topic.states.get(partition_id)
             if state is None:
                 continue

@@ -6,7 +6,7 @@ Each of ``log.cleaner.threads`` workers repeatedly takes the filthiest compacted
 qualifies. A round builds its key -> offset map and writes the cleaned segments in the
 cleaner's own executor threads (`cleaner`); the workers themselves are tasks on the
 event loop, where the round is chosen and each cleaned segment is swapped in
-(`UnifiedLog.replace_segments`), which refuses when the log changed meanwhile. Each
+(`replace_segments`), which refuses when the log changed meanwhile. Each
 worker has its own `OffsetMap` of ``log.cleaner.dedupe.buffer.size / threads`` bytes.
 
 After a round the log's first dirty offset — the round's end — goes to the log dir's
@@ -320,7 +320,7 @@ class LogCleaner:
             )
             if cleaned is None:
                 return None
-            if not log.replace_segments(cleaned, group, truncations):
+            if not replace_segments(log, cleaned, group, truncations):
                 await self._run(discard_segment, cleaned)
                 return None
             bytes_before += sum(s.size for s in group)
@@ -434,3 +434,19 @@ def _closing_sources(fn: Callable[..., T], sources: Sequence[SegmentSource], *ar
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def replace_segments(
+    log: UnifiedLog, cleaned: LogSegment, old: Sequence[LogSegment], truncations: int
+) -> bool:
+    """Swap ``cleaned`` in for ``old`` (`LocalLog.replace_segments`). False, and nothing
+    changed, when the log changed meanwhile: deleted, truncated since ``truncations``, or
+    ``old`` no longer its segments. Event-loop only."""
+    if log.deleted or truncations != log.truncations:
+        return False
+    if not log.local_log.replace_segments(cleaned, old):
+        return False
+    for segment in old[1:]:
+        # Kafka drops the producer snapshots of the segments gone, not replaced.
+        log.producer_state.delete_snapshot(segment.base_offset)
+    return True

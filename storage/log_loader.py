@@ -99,6 +99,7 @@ def load_partition_dir(
     log_start_offset: int,
     clean_shutdown: bool,
     producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    remote_log_enabled: bool = False,
 ) -> LoadedLog:
     name = os.path.basename(directory)
     topic_partition = parse_partition_dir_name(name)
@@ -117,7 +118,11 @@ def load_partition_dir(
             LogSegment(directory, start, config.index_interval_bytes, config.segment_index_bytes)
         ]
     log_end_offset = segments[-1].next_offset()
-    log_start_offset = min(max(log_start_offset, segments[0].base_offset), log_end_offset)
+    if not remote_log_enabled:
+        # Only the remote tier holds offsets below the first local segment (Kafka's
+        # LogLoader keeps the checkpointed log start offset when remote is enabled).
+        log_start_offset = max(log_start_offset, segments[0].base_offset)
+    log_start_offset = min(log_start_offset, log_end_offset)
     epoch_cache.truncate_from_end(log_end_offset)
     epoch_cache.truncate_from_start(log_start_offset)
     epoch_cache.flush()

@@ -53,6 +53,7 @@ from tiercel.storage.log_loader import LoadedLog, load_partition_dir, parse_part
 from tiercel.storage.log_segment import LogSegment
 from tiercel.storage.meta_properties import MetaProperties
 from tiercel.storage.producer_state import ProducerStateManager
+from tiercel.storage.remote_log_enabled import is_remote_log_enabled
 from tiercel.storage.scheduler import CoalescingWriter, Scheduler
 from tiercel.storage.topic_partition import TopicPartition
 from tiercel.storage.unified_log import UnifiedLog
@@ -171,6 +172,7 @@ class LogManager:
                     log_starts.get(tp, 0),
                     clean,
                     self._config.producer_id_expiration_ms,
+                    self._remote_log_enabled(tp.topic, self._log_config_for(tp.topic)),
                 )
             )
         for loaded in await asyncio.gather(*jobs):
@@ -198,10 +200,11 @@ class LogManager:
         )
 
     def _make_log(self, loaded: LoadedLog) -> UnifiedLog:
+        config = self._log_config_for(loaded.topic_partition.topic)
         log = UnifiedLog(
             loaded.directory,
             loaded.topic_partition,
-            self._log_config_for(loaded.topic_partition.topic),
+            config,
             loaded.segments,
             loaded.log_start_offset,
             loaded.recovery_point,
@@ -210,9 +213,19 @@ class LogManager:
             loaded.topic_id,
             loaded.producer_state,
             self.log_dir_failure_channel,
+            self._remote_log_enabled(loaded.topic_partition.topic, config),
         )
         self._add_log(log)
         return log
+
+    def _remote_log_enabled(self, topic: str, config: LogConfig) -> bool:
+        system_enable = self._config.get("remote.log.storage.system.enable")
+        return is_remote_log_enabled(system_enable is True, config, topic)
+
+    def update_log_config(self, log: UnifiedLog, config: LogConfig) -> None:
+        """A topic's config changed: apply it, and whether the log now has a remote tier."""
+        log.update_config(config)
+        log.set_remote_log_enabled(self._remote_log_enabled(log.topic_partition.topic, config))
 
     def _add_log(self, log: UnifiedLog) -> None:
         log.truncation_listener = self._truncated
@@ -257,6 +270,7 @@ class LogManager:
             None,
             producer_state,
             self.log_dir_failure_channel,
+            self._remote_log_enabled(tp.topic, config),
         )
         self._add_log(log)
         if topic_id is not None:

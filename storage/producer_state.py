@@ -206,6 +206,10 @@ class ProducerStateManager:
     def latest_snapshot_offset(self) -> int | None:
         return self._snapshots[-1] if self._snapshots else None
 
+    def snapshot_written(self, offset: int) -> bool:
+        """Whether the snapshot at ``offset`` exists and its file is written."""
+        return offset in self._snapshots and offset not in self._unwritten
+
     def take_snapshot(self) -> None:
         """Snapshot the state at the map end offset, unless one exists there already.
         The bytes are built now; the file is written by the `SnapshotIo`."""

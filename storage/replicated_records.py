@@ -36,6 +36,16 @@ from tiercel.storage.log_values import AppendBatch, Buffer, LogAppendInfo
 _MAX_RELATIVE_OFFSET: Final = 2**31 - 1
 
 
+class UnexpectedAppendOffsetError(Exception):
+    """A follower append whose first batch starts below the log end offset (Kafka's
+    UnexpectedAppendOffsetException): the caller decides whether it can recover."""
+
+    def __init__(self, message: str, first_offset: int, last_offset: int) -> None:
+        super().__init__(message)
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+
+
 def replicated_batches(records: Buffer) -> list[AppendBatch]:
     """The whole batches of ``records`` as `AppendBatch` views (no copy), checked."""
     view = memoryview(records)

@@ -3,11 +3,12 @@
 Kafka 3.x's UnifiedLog: the segments themselves (append, roll, read, truncation, file
 removal) are the `LocalLog`'s; this class owns what spans tiers and what the replication
 protocol needs: ``log_start_offset`` (the first offset a reader can get, remote segments
-included once KIP-405's tier exists), ``local_log_start_offset`` (the first offset on
-local disk), the high watermark and the recovery point, the leader-epoch cache, the
-producer state and the retention decisions (`storage.log_retention`). Without a remote
-tier the two start offsets are equal. A partition directory also holds
-``leader-epoch-checkpoint`` and ``partition.metadata``.
+included), ``local_log_start_offset`` (the first offset on local disk), the highest
+offset copied to the remote tier, the high watermark and the recovery point, the
+leader-epoch cache, the producer state and the retention decisions
+(`storage.log_retention`). Without a remote tier (`remote_log_enabled` false) the two
+start offsets are equal. A partition directory also holds ``leader-epoch-checkpoint``
+and ``partition.metadata``.
 
 Contract: event-loop only. Appends and reads are page-cache ``writev``/``pread`` on the
 loop; every fsync, rename, deletion and checkpoint write goes through the `Scheduler`.
@@ -32,7 +33,7 @@ from tiercel.protocol.errors import OffsetOutOfRangeError, UnknownTopicOrPartiti
 from tiercel.storage.leader_epoch_cache import LeaderEpochFileCache
 from tiercel.storage.local_log import LocalLog
 from tiercel.storage.log_dir_failure_channel import LogDirFailureChannel
-from tiercel.storage.log_retention import deletable_segments
+from tiercel.storage.log_retention import delete_old_segments
 from tiercel.storage.log_segment import LogSegment
 from tiercel.storage.log_validator import ValidatedRecords, assign_offsets
 from tiercel.storage.log_values import (
@@ -51,6 +52,7 @@ from tiercel.storage.producer_append_info import (
 from tiercel.storage.producer_state import ProducerStateManager
 from tiercel.storage.producer_state_loader import rebuild_producer_state
 from tiercel.storage.replicated_records import (
+    UnexpectedAppendOffsetError,
     follower_append_info,
     replicated_batches,
     segment_runs,
@@ -60,21 +62,13 @@ from tiercel.storage.snapshot_io import ExecutorSnapshotIo
 from tiercel.storage.timestamp_lookup import max_timestamp_and_offset, offset_by_timestamp
 from tiercel.storage.topic_partition import TopicPartition
 
+__all__ = ["UnexpectedAppendOffsetError", "UnifiedLog", "now_ms"]
+
 _log: Final = logging.getLogger("tiercel.log")
 
 
 def now_ms() -> int:
     return int(time.time() * 1000)
-
-
-class UnexpectedAppendOffsetError(Exception):
-    """A follower append whose first batch starts below the log end offset (Kafka's
-    UnexpectedAppendOffsetException): the caller decides whether it can recover."""
-
-    def __init__(self, message: str, first_offset: int, last_offset: int) -> None:
-        super().__init__(message)
-        self.first_offset = first_offset
-        self.last_offset = last_offset
 
 
 class UnifiedLog:
@@ -91,11 +85,13 @@ class UnifiedLog:
         topic_id: uuid.UUID | None = None,
         producer_state: ProducerStateManager | None = None,
         log_dir_failure_channel: LogDirFailureChannel | None = None,
+        remote_log_enabled: bool = False,
     ) -> None:
         """Built by `load_log`, which recovers the segments and rebuilds the producer
         state first; ``producer_state`` None is a new log's (no producer seen yet). I/O
         errors take the log dir offline in ``log_dir_failure_channel`` (the broker's;
-        by default one of this log's own)."""
+        by default one of this log's own). ``remote_log_enabled``: Kafka's
+        remoteLogEnabled() (`is_remote_log_enabled`)."""
         channel = log_dir_failure_channel or LogDirFailureChannel()
         self.local_log = LocalLog(directory, topic_partition, config, segments, scheduler, channel)
         self.dir = directory
@@ -112,9 +108,15 @@ class UnifiedLog:
             lambda _: self.deleted or self._write_epoch_checkpoint(),
             f"{directory}/leader-epoch-checkpoint",
         )
+        self._remote_log_enabled = remote_log_enabled
+        # Highest offset copied to the remote tier, inclusive (-1: none yet).
+        self._highest_offset_in_remote_storage = -1
         # Without a remote tier nothing below the first local segment can be read.
-        self.log_start_offset = max(log_start_offset, segments[0].base_offset)
-        self._local_log_start_offset = self.log_start_offset
+        first = segments[0].base_offset
+        self.log_start_offset = (
+            log_start_offset if remote_log_enabled else max(log_start_offset, first)
+        )
+        self._local_log_start_offset = max(log_start_offset, first)
         self.recovery_point = min(recovery_point, self.log_end_offset)
         self._high_watermark = LogOffsetMetadata(self.log_start_offset)
         self.update_high_watermark(self.log_start_offset)
@@ -149,6 +151,27 @@ class UnifiedLog:
 
     def update_config(self, config: LogConfig) -> None:
         self.local_log.config = config
+
+    @property
+    def remote_log_enabled(self) -> bool:
+        """Kafka's remoteLogEnabled(): the broker runs the remote tier and the topic
+        (not an internal one) has remote.storage.enable."""
+        return self._remote_log_enabled
+
+    def set_remote_log_enabled(self, enabled: bool) -> None:
+        self._remote_log_enabled = enabled
+
+    @property
+    def highest_offset_in_remote_storage(self) -> int:
+        """The last offset copied to the remote tier (-1: none); local retention deletes
+        only segments at or below it."""
+        return self._highest_offset_in_remote_storage
+
+    def update_highest_offset_in_remote_storage(self, offset: int) -> None:
+        """Only forward, and only with the remote tier on (Kafka's
+        updateHighestOffsetInRemoteStorage)."""
+        if self._remote_log_enabled and offset > self._highest_offset_in_remote_storage:
+            self._highest_offset_in_remote_storage = offset
 
     @property
     def local_log_start_offset(self) -> int:
@@ -428,8 +451,8 @@ class UnifiedLog:
     # -- retention, log start offset and truncation --------------------------------------
 
     def maybe_increment_log_start_offset(self, new_start: int) -> bool:
-        """Advance the log start offset (DeleteRecords, retention); segments wholly
-        below it are removed by the next retention pass."""
+        """Advance the log start offset (DeleteRecords, retention, remote deletion);
+        segments wholly below it are removed by the next retention pass."""
         if new_start > self.high_watermark:
             raise OffsetOutOfRangeError(
                 f"cannot move the log start offset of {self.topic_partition} to "
@@ -441,55 +464,36 @@ class UnifiedLog:
         return True
 
     def _increment_log_start_offset(self, new_start: int) -> None:
-        # Without a remote tier the local start moves too (Kafka's, remote storage off).
+        # The local start never stays below the log start (Kafka's
+        # maybeIncrementLogStartOffset); without a remote tier they are equal.
         self.log_start_offset = new_start
-        self._local_log_start_offset = new_start
+        self._local_log_start_offset = max(new_start, self._local_log_start_offset)
         self.leader_epoch_cache.truncate_from_start(new_start)
         self._epoch_checkpoint.request()
         self.producer_state.on_log_start_offset_incremented(new_start)
 
+    def maybe_increment_local_log_start_offset(self, new_start: int) -> None:
+        """Local segments below ``new_start`` are gone; the remote tier still has them
+        (Kafka's maybeIncrementLocalLogStartOffset)."""
+        self._local_log_start_offset = max(self._local_log_start_offset, new_start)
+
     def delete_old_segments(self) -> int:
         """Apply retention (time, size, log start offset); returns segments deleted."""
-        deletable = deletable_segments(
-            self.segments,
-            self.log_end_offset,
-            self.high_watermark,
-            self.log_start_offset,
-            self.config,
-            now_ms(),
-            self._is_segment_eligible_for_deletion,
-        )
-        if not deletable:
-            return 0
-        if len(deletable) == len(self.segments):
-            self.roll()
-        self._delete_segments(deletable, reason="retention")
-        return len(deletable)
+        return delete_old_segments(self, self._is_segment_eligible_for_deletion, now_ms())
+
+    @property
+    def remote_copy_enabled(self) -> bool:
+        """Kafka's remoteLogEnabledAndRemoteCopyEnabled: retention is local retention."""
+        return self._remote_log_enabled and not self.config.remote_log_copy_disable
 
     def _is_segment_eligible_for_deletion(self, segment: LogSegment, next_base: int) -> bool:
-        """Whether retention may delete ``segment`` from local disk: the seam of Kafka's
-        isSegmentEligibleForDeletion, where KIP-405 lets only segments already copied to
-        the remote tier go. Without a remote tier every segment retention picks may."""
-        return True
-
-    def _delete_segments(self, segments: list[LogSegment], reason: str) -> None:
-        self.local_log.remove_oldest_segments(segments)
-        # What leaves the disk leaves the log while nothing is remote (Kafka's
-        # incrementStartOffset after deleteSegments).
-        new_start = self.local_log.first_segment_base_offset
-        if new_start > self.log_start_offset:
-            self._increment_log_start_offset(new_start)
-        for segment in segments:
-            self.producer_state.delete_snapshot(segment.base_offset)
-            log_event(
-                _log,
-                logging.INFO,
-                "segment_deleted",
-                partition=str(self.topic_partition),
-                base_offset=segment.base_offset,
-                size=segment.size,
-                reason=reason,
-            )
+        """Whether retention may delete ``segment`` from local disk (Kafka's
+        isSegmentEligibleForDeletion): with the remote tier copying, only a segment
+        already copied there, or one the log start offset has passed (DeleteRecords)."""
+        if not self.remote_copy_enabled:
+            return True
+        passed = next_base <= self.log_start_offset and segment is not self.active_segment
+        return 0 < next_base <= self._highest_offset_in_remote_storage + 1 or passed
 
     def truncate_to(self, offset: int) -> bool:
         """Remove everything at and above ``offset`` (a follower diverging from its
@@ -508,7 +512,7 @@ class UnifiedLog:
                 self._epoch_checkpoint.request()
             return False
         self._truncations += 1
-        if offset <= self.log_start_offset:
+        if offset <= self._local_log_start_offset:
             self.truncate_fully_and_start_at(offset)
             return True
         truncation = self.local_log.truncate_to(offset)
@@ -544,11 +548,14 @@ class UnifiedLog:
         self.truncation_listener(self)
         return True
 
-    def truncate_fully_and_start_at(self, offset: int) -> None:
-        """Drop every segment and restart the log, empty, at ``offset``."""
+    def truncate_fully_and_start_at(self, offset: int, log_start_offset: int | None = None) -> None:
+        """Drop every segment and restart the log, empty, at ``offset``, its log start
+        offset at ``log_start_offset`` (default ``offset``): a follower starting at its
+        leader's local start keeps the remote part below it (Kafka's
+        truncateFullyAndStartAt)."""
         self._truncations += 1
         self.local_log.truncate_fully_and_start_at(offset)
-        self.log_start_offset = offset
+        self.log_start_offset = offset if log_start_offset is None else log_start_offset
         self._local_log_start_offset = offset
         self.recovery_point = offset
         self.leader_epoch_cache.clear()
@@ -562,21 +569,6 @@ class UnifiedLog:
     def truncations(self) -> int:
         """How many truncations the log has seen: a cleaning compares it before its swap."""
         return self._truncations
-
-    def replace_segments(
-        self, cleaned: LogSegment, old: Sequence[LogSegment], truncations: int
-    ) -> bool:
-        """Swap ``cleaned`` in for ``old`` (`LocalLog.replace_segments`). False, and
-        nothing changed, when the log changed meanwhile: deleted, truncated since
-        ``truncations``, or ``old`` no longer its segments."""
-        if self.deleted or truncations != self._truncations:
-            return False
-        if not self.local_log.replace_segments(cleaned, old):
-            return False
-        for segment in old[1:]:
-            # Kafka drops the producer snapshots of the segments gone, not replaced.
-            self.producer_state.delete_snapshot(segment.base_offset)
-        return True
 
     # -- lifecycle ---------------------------------------------------------------------
 

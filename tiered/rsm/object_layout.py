@@ -10,8 +10,9 @@ The topic id and segment id are Kafka Uuid strings (22 characters of URL-safe ba
 a topic name is everything before the last 23 characters of the first component. The
 suffixes are ``log`` (the segment's record batches, as on local disk), ``index``,
 ``timeindex``, ``txnindex`` (only when the segment has aborted transactions),
-``snapshot`` (the producer snapshot at the segment's base offset, when there is one),
-``leader-epoch-checkpoint`` (the segment's entries, in the checkpoint file's format), and
+``snapshot`` (the producer snapshot at the segment's end, the next segment's base
+offset, when there is one), ``leader-epoch-checkpoint`` (the epoch entries up to the
+segment's end, in the checkpoint file's format, as Kafka uploads them), and
 ``manifest.json``, written last: its presence marks a complete upload, and it carries
 what a reader needs to plan (offsets, the leader-epoch map, sizes, timestamps and which
 objects exist). Two uploads of the same offsets (after a leader change) have different

@@ -10,7 +10,6 @@ import pytest
 from tiercel.config.broker_config import BrokerConfig, ConfigError, Listener
 from tiercel.config.kafka_config import BROKER_CONFIGS
 from tiercel.config.log_config import topic_defaults
-from tiercel.config.remote_log_manager_configs import REMOTE_LOG_MANAGER_CONFIGS
 from tiercel.config.topic_configs import TOPIC_CONFIGS
 
 HOUR_MS = 3_600_000
@@ -337,11 +336,8 @@ def test_every_key_is_read_by_the_broker_or_refused_unless_default() -> None:
         "remote.log.storage.manager.impl.prefix",
         "remote.log.metadata.manager.impl.prefix",
     }
-    # The RemoteLogManager (tiered/), built on another branch, reads these through
-    # RemoteLogManagerConfig; drop this allowance once it is merged.
-    awaiting_remote_log_manager = {d.name for d in REMOTE_LOG_MANAGER_CONFIGS}
     topic_synonyms = {s for d in TOPIC_CONFIGS.values() for s in d.synonyms}
-    allowed = topic_synonyms | read_by_broker_config | awaiting_remote_log_manager
+    allowed = topic_synonyms | read_by_broker_config
     for name, defn in BROKER_CONFIGS.items():
         read = re.search(rf"\.{name.replace('.', '_')}\b|\"{re.escape(name)}\"", sources)
         assert read or name in allowed or defn.unsupported, (

@@ -1,0 +1,117 @@
+"""The RemoteLogManager's lifecycle on real logs: leader tasks started on leadership,
+restarted only on a new epoch, swapped for a follower task, stopped (and the remote
+data deleted with the topic), and its copy quota."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from rlm_support import (
+    PARTITION,
+    commit,
+    make_context,
+    open_log,
+    produce,
+    rlm_config,
+    segments,
+    tiered_config,
+)
+
+from support.in_memory_rlmm import InMemoryRemoteLogMetadataManager
+from tiercel.storage.scheduler import Scheduler
+from tiercel.tiered.remote_log_manager import RemoteLogManager
+from tiercel.tiered.rlm_copy_quota import CopyQuota
+from tiercel.tiered.rlm_copy_task import RLMCopyTask
+from tiercel.tiered.rlm_expiration_task import delete_remote_log_segment
+from tiercel.tiered.rlm_follower_task import RLMFollowerTask
+from tiercel.tiered.rsm.local_tiered_storage import LocalTieredStorage
+
+
+async def eventually(condition: object, timeout: float = 10) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition():  # type: ignore[operator]
+        assert asyncio.get_running_loop().time() < deadline, "condition never held"
+        await asyncio.sleep(0.01)
+
+
+async def test_leader_tasks_copy_then_give_way_to_a_follower_task(
+    tmp_path: Path, scheduler: Scheduler
+) -> None:
+    log = open_log(str(tmp_path / "orders-0"), tiered_config(), scheduler)
+    produce(log, 20)
+    await commit(log, scheduler)
+    rlmm = InMemoryRemoteLogMetadataManager()
+    rlm = RemoteLogManager(rlm_config(), 1, LocalTieredStorage(str(tmp_path / "remote")), rlmm)
+    rlm.on_leadership_change({PARTITION: (log, 0)}, {})
+    rolled = len(log.segments) - 1
+    await eventually(lambda: len(segments(rlmm)) == rolled)
+    assert rlm.copy_backlog_bytes(PARTITION) == 0
+    copy = rlm.task(PARTITION, RLMCopyTask)
+    rlm.on_leadership_change({PARTITION: (log, 0)}, {})  # the same epoch: kept
+    assert rlm.task(PARTITION, RLMCopyTask) is copy
+    rlm.on_leadership_change({PARTITION: (log, 1)}, {})  # a new epoch: restarted
+    assert rlm.task(PARTITION, RLMCopyTask) is not copy and copy is not None
+    assert copy.cancelled
+    rlm.on_leadership_change({}, {PARTITION: log})
+    assert rlm.task(PARTITION, RLMCopyTask) is None
+    assert rlm.task(PARTITION, RLMFollowerTask) is not None
+    rlm.stop_partitions({PARTITION}, delete_remote=False)
+    assert rlm.partitions == set()
+    assert len(segments(rlmm)) == rolled  # stopping deletes nothing
+    await rlm.close()
+    await log.close()
+
+
+async def test_stopping_with_delete_remote_deletes_the_partitions_remote_segments(
+    tmp_path: Path, scheduler: Scheduler
+) -> None:
+    log = open_log(str(tmp_path / "orders-0"), tiered_config(), scheduler)
+    produce(log, 20)
+    await commit(log, scheduler)
+    rlmm = InMemoryRemoteLogMetadataManager()
+    remote = tmp_path / "remote"
+    rlm = RemoteLogManager(rlm_config(), 1, LocalTieredStorage(str(remote)), rlmm)
+    rlm.on_leadership_change({PARTITION: (log, 0)}, {})
+    await eventually(lambda: len(segments(rlmm)) == len(log.segments) - 1)
+    rlm.stop_partitions({PARTITION}, delete_remote=True)
+    # DELETE_PARTITION_FINISHED drops the partition's view.
+    await eventually(lambda: PARTITION not in rlmm.store.partitions())
+    assert not [p for p in remote.rglob("*") if p.is_file()]
+    await rlm.close()
+    await log.close()
+
+
+async def test_a_new_leader_takes_the_log_start_offset_of_the_remote_tier(
+    tmp_path: Path, scheduler: Scheduler
+) -> None:
+    """The old leader's retention deleted its first remote segments; this replica's log
+    start offset (0) lags: on becoming leader it moves to the first remote segment."""
+    rlmm = InMemoryRemoteLogMetadataManager()
+    rsm = LocalTieredStorage(str(tmp_path / "remote"))
+    log = open_log(str(tmp_path / "orders-0"), tiered_config(), scheduler)
+    produce(log, 20)
+    await commit(log, scheduler)
+    context = make_context(rsm, rlmm)
+    await RLMCopyTask(context, PARTITION, log, 0).run_once()
+    first, second = segments(rlmm)[:2]
+    await delete_remote_log_segment(context, first)
+    assert log.log_start_offset == 0
+    await RLMCopyTask(context, PARTITION, log, 1).run_once()
+    assert log.log_start_offset == second.start_offset
+    await log.close()
+
+
+async def test_the_copy_quota_bounds_bytes_per_second() -> None:
+    now = [0.0]
+    quota = CopyQuota(1000, clock=lambda: now[0])
+    assert quota.throttle_time_s(600) == 0
+    quota.record(600)
+    assert quota.throttle_time_s(600) == 0.2  # 400 tokens left, 600 needed
+    quota.record(600)  # a segment may drive the bucket negative ...
+    assert quota.throttle_time_s(100) == 0.3  # ... the next waits until it is repaid
+    now[0] = 0.3
+    assert quota.throttle_time_s(100) == 0
+    # A segment larger than a second's worth waits for a full bucket, not forever.
+    now[0] = 10.0
+    assert quota.throttle_time_s(5000) == 0

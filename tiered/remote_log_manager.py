@@ -1,0 +1,258 @@
+"""Kafka's RemoteLogManager, leader side (KIP-405): per partition, the tasks that copy
+rolled segments to the remote tier and apply total retention there while this broker
+leads it, or keep its highest remote offset current while it follows.
+
+The broker calls `on_leadership_change` when it becomes leader or follower of partitions
+with a remote tier, `stop_partitions` when replicas leave it, and `close` at shutdown.
+A leader's copy task (`RLMCopyTask`) and expiration task (`RLMExpirationTask`) run every
+``remote.log.manager.task.interval.ms``, with their uploads in a copier pool of
+``remote.log.manager.copier.thread.pool.size`` threads and their deletions in an
+expiration pool of ``remote.log.manager.expiration.thread.pool.size``; a follower's
+task (`RLMFollowerTask`) only reads the metadata manager. A new leader epoch restarts a
+partition's tasks, so a copy of the old epoch is abandoned, never finished.
+
+Event-loop only; the storage manager is called only from the pools.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from tiercel.config.logging_setup import log_event
+from tiercel.config.remote_log_manager_config import RemoteLogManagerConfig
+from tiercel.storage.topic_partition import TopicIdPartition
+from tiercel.storage.unified_log import UnifiedLog
+from tiercel.tiered.rlm_copy_quota import CopyQuota
+from tiercel.tiered.rlm_copy_task import RLMCopyTask
+from tiercel.tiered.rlm_expiration_task import RLMExpirationTask, delete_remote_log_segment
+from tiercel.tiered.rlm_follower_task import RLMFollowerTask
+from tiercel.tiered.rlm_task import RLMContext, RLMTask
+from tiercel.tiered.rlmm.remote_log_metadata_manager import (
+    RemoteLogMetadataManager,
+    RemotePartitionDeleteMetadata,
+    RemotePartitionDeleteState,
+)
+from tiercel.tiered.rsm.remote_storage_manager import RemoteStorageManager
+
+__all__ = ["RemoteLogManager"]
+
+_log: Final = logging.getLogger("tiercel.remote_log_manager")
+_CLOSE_TIMEOUT_S: Final = 30.0
+
+
+@dataclass(slots=True)
+class _Running:
+    """A partition's tasks, each with the asyncio task running it."""
+
+    tasks: list[tuple[RLMTask, asyncio.Task[None]]]
+    log: UnifiedLog
+    leader_epoch: int | None  # None: followed
+
+    def cancel(self) -> None:
+        for task, runner in self.tasks:
+            task.cancel()
+            runner.cancel()
+
+
+class RemoteLogManager:
+    """Invariant: a partition has leader tasks (copy, expiration) or a follower task,
+    never both, and only while the broker leads or follows it. Event-loop only."""
+
+    def __init__(
+        self,
+        config: RemoteLogManagerConfig,
+        broker_id: int,
+        rsm: RemoteStorageManager,
+        rlmm: RemoteLogMetadataManager,
+    ) -> None:
+        self.config = config
+        self.context = RLMContext(
+            config,
+            broker_id,
+            rsm,
+            rlmm,
+            concurrent.futures.ThreadPoolExecutor(
+                config.remote_log_manager_copier_thread_pool_size, "rlm-copier"
+            ),
+            concurrent.futures.ThreadPoolExecutor(
+                config.remote_log_manager_expiration_thread_pool_size, "rlm-expiration"
+            ),
+            CopyQuota(config.remote_log_manager_copy_max_bytes_per_second),
+        )
+        self._partitions: dict[TopicIdPartition, _Running] = {}
+        self._deletions: set[asyncio.Task[None]] = set()
+        self._closed = False
+
+    def on_leadership_change(
+        self,
+        leaders: Mapping[TopicIdPartition, tuple[UnifiedLog, int]],
+        followers: Mapping[TopicIdPartition, UnifiedLog],
+    ) -> None:
+        """Lead ``leaders`` (partition -> its log and leader epoch) and follow
+        ``followers`` from now on (Kafka's onLeadershipChange)."""
+        if self._closed:
+            return
+        new_followers = {
+            partition: log
+            for partition, log in followers.items()
+            if not self._runs(partition, log, None)
+        }
+        new_leaders = {
+            partition: (log, epoch)
+            for partition, (log, epoch) in leaders.items()
+            if not self._runs(partition, log, epoch)
+        }
+        if not new_leaders and not new_followers:
+            return
+        self.context.rlmm.on_partition_leadership_changes(set(new_leaders), set(new_followers))
+        for partition, log in new_followers.items():
+            self._start(partition, log, None)
+        for partition, (log, epoch) in new_leaders.items():
+            self._start(partition, log, epoch)
+
+    def _runs(self, partition: TopicIdPartition, log: UnifiedLog, epoch: int | None) -> bool:
+        running = self._partitions.get(partition)
+        return running is not None and running.log is log and running.leader_epoch == epoch
+
+    @property
+    def partitions(self) -> set[TopicIdPartition]:
+        """The partitions led or followed with a remote tier."""
+        return set(self._partitions)
+
+    def _start(self, partition: TopicIdPartition, log: UnifiedLog, epoch: int | None) -> None:
+        self._cancel(partition)
+        context = self.context
+        tasks: list[RLMTask] = (
+            [RLMFollowerTask(context, partition, log)]
+            if epoch is None
+            else [
+                RLMCopyTask(context, partition, log, epoch),
+                RLMExpirationTask(context, partition, log),
+            ]
+        )
+        name = f"{type(tasks[0]).__name__} {log.topic_partition}"
+        self._partitions[partition] = _Running(
+            [(t, asyncio.get_running_loop().create_task(t.run(), name=name)) for t in tasks],
+            log,
+            epoch,
+        )
+
+    def _cancel(self, partition: TopicIdPartition) -> None:
+        running = self._partitions.pop(partition, None)
+        if running is not None:
+            running.cancel()
+
+    def stop_partitions(
+        self, partitions: Collection[TopicIdPartition], delete_remote: bool
+    ) -> None:
+        """Stop the tasks of ``partitions`` (no longer led or followed here); with
+        ``delete_remote`` (topic deleted), those this broker led delete their remote
+        segments too: one broker per partition, so its deletions never race another's."""
+        led = {
+            p: running.log
+            for p in partitions
+            if (running := self._partitions.get(p)) is not None and running.leader_epoch is not None
+        }
+        for partition in partitions:
+            self._cancel(partition)
+        deleting = led if delete_remote else {}
+        for partition, log in deleting.items():
+            task = asyncio.get_running_loop().create_task(
+                self._delete_partition(partition, log), name=f"remote delete {partition}"
+            )
+            self._deletions.add(task)
+            task.add_done_callback(self._deletions.discard)
+        self.context.rlmm.on_stop_partitions(set(partitions) - deleting.keys())
+
+    async def _delete_partition(self, partition: TopicIdPartition, log: UnifiedLog) -> None:
+        """Kafka's partition deletion: DELETE_PARTITION_MARKED, _STARTED, each segment
+        deleted, then _FINISHED; a log still here (remote storage turned off) then
+        starts at its local start."""
+        context = self.context
+        # An upload cancelled with the tasks may still be running: its objects must not
+        # land after the deletion.
+        while any(i.topic_id_partition == partition for i in context.segment_ids_being_copied):
+            await asyncio.sleep(0.05)
+        try:
+            for state in (
+                RemotePartitionDeleteState.DELETE_PARTITION_MARKED,
+                RemotePartitionDeleteState.DELETE_PARTITION_STARTED,
+            ):
+                await context.rlmm.put_remote_partition_delete_metadata(
+                    RemotePartitionDeleteMetadata(
+                        partition, state, context.clock_ms(), context.broker_id
+                    )
+                )
+            for metadata in context.rlmm.list_remote_log_segments(partition):
+                await delete_remote_log_segment(context, metadata)
+            await context.rlmm.put_remote_partition_delete_metadata(
+                RemotePartitionDeleteMetadata(
+                    partition,
+                    RemotePartitionDeleteState.DELETE_PARTITION_FINISHED,
+                    context.clock_ms(),
+                    context.broker_id,
+                )
+            )
+            if not log.deleted:
+                log.maybe_increment_log_start_offset(
+                    min(log.local_log_start_offset, log.high_watermark)
+                )
+        except Exception as e:
+            log_event(
+                _log,
+                logging.WARNING,
+                "remote_partition_delete_failed",
+                partition=str(partition),
+                error=repr(e),
+            )
+        finally:
+            context.rlmm.on_stop_partitions({partition})
+
+    def copy_backlog_bytes(self, partition: TopicIdPartition) -> int:
+        """Bytes of rolled segments below the high watermark not yet copied, as of the
+        copy task's last round (0 if this broker does not lead the partition)."""
+        running = self._partitions.get(partition)
+        tasks = running.tasks if running is not None else []
+        return sum(t.backlog_bytes for t, _ in tasks if isinstance(t, RLMCopyTask))
+
+    def task(self, partition: TopicIdPartition, kind: type[RLMTask]) -> RLMTask | None:
+        """The partition's running task of type ``kind``, if any (for tests and tools)."""
+        running = self._partitions.get(partition)
+        return next((t for t, _ in running.tasks if isinstance(t, kind)), None) if running else None
+
+    async def close(self) -> None:
+        """Stop every task and the pools; an upload in progress finishes in its thread
+        and is abandoned (it stays COPY_SEGMENT_STARTED, deleted by a later leader)."""
+        self._closed = True
+        runners = [r for running in self._partitions.values() for _, r in running.tasks]
+        runners += self._deletions  # cut short at shutdown: the remote data stays
+        for deletion in self._deletions:
+            deletion.cancel()
+        for partition in list(self._partitions):
+            self._cancel(partition)
+        for runner in runners:
+            with contextlib.suppress(asyncio.CancelledError):
+                await runner
+        pools = (self.context.copier_pool, self.context.expiration_pool)
+        for pool in pools:
+            pool.shutdown(wait=False, cancel_futures=True)
+        # Calls already running finish (their results are dropped) before the storage
+        # manager closes; a stuck one holds the broker's shutdown at most this long.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(
+                asyncio.to_thread(_wait_for_pools, pools),
+                _CLOSE_TIMEOUT_S,
+            )
+        self.context.rsm.close()
+
+
+def _wait_for_pools(pools: tuple[concurrent.futures.Executor, ...]) -> None:
+    """*Blocking*: until every call running in ``pools`` has returned."""
+    for pool in pools:
+        pool.shutdown(wait=True)
