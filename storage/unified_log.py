@@ -115,6 +115,8 @@ class UnifiedLog:
         # Without a remote tier nothing below the first local segment can be read.
         self.log_start_offset = max(log_start_offset, segments[0].base_offset)
         self._local_log_start_offset = self.log_start_offset
+        self.remote_log_enabled = False  # Kafka's remoteLogEnabled(); the broker sets it
+        self.highest_offset_in_remote_storage = -1  # -1 while nothing is remote
         self.recovery_point = min(recovery_point, self.log_end_offset)
         self._high_watermark = LogOffsetMetadata(self.log_start_offset)
         self.update_high_watermark(self.log_start_offset)
@@ -544,11 +546,13 @@ class UnifiedLog:
         self.truncation_listener(self)
         return True
 
-    def truncate_fully_and_start_at(self, offset: int) -> None:
-        """Drop every segment and restart the log, empty, at ``offset``."""
+    def truncate_fully_and_start_at(self, offset: int, log_start_offset: int | None = None) -> None:
+        """Drop every segment and restart the log, empty, at ``offset``; the log start
+        stays at ``log_start_offset`` below it (a follower starting at its leader's local
+        start while older records are remote, Kafka's truncateFullyAndStartAt)."""
         self._truncations += 1
         self.local_log.truncate_fully_and_start_at(offset)
-        self.log_start_offset = offset
+        self.log_start_offset = offset if log_start_offset is None else log_start_offset
         self._local_log_start_offset = offset
         self.recovery_point = offset
         self.leader_epoch_cache.clear()

@@ -162,8 +162,13 @@ class RemoteLogReader:
         the pool has no room. Event-loop only."""
         self.pool.try_reserve()
         task = asyncio.get_running_loop().create_task(self.read(fetch_info, epoch_cache))
-        task.add_done_callback(lambda _: self.pool.release())
+        task.add_done_callback(self._read_done)
         return task
+
+    def _read_done(self, task: asyncio.Task[FetchDataInfo]) -> None:
+        self.pool.release()
+        if not task.cancelled():
+            task.exception()  # retrieved: a fetch that stopped waiting has reported it
 
     async def read(
         self, fetch_info: RemoteStorageFetchInfo, epoch_cache: LeaderEpochFileCache

@@ -19,7 +19,7 @@ from tiercel.storage.topic_partition import TopicPartition
 
 API_KEY: Final = 2
 MIN_VERSION: Final = 1
-MAX_VERSION: Final = 9
+MAX_VERSION: Final = 11
 
 
 def _isolation_level(request: Any) -> IsolationLevel | None:

@@ -9,7 +9,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from tiering_support import (
+
+from support.in_memory_rlmm import InMemoryRemoteLogMetadataManager
+from support.tiering import (
     BASE_TS,
     open_log,
     produce,
@@ -17,8 +19,6 @@ from tiering_support import (
     small_config,
     tier_rolled_segments,
 )
-
-from support.in_memory_rlmm import InMemoryRemoteLogMetadataManager
 from tiercel.storage.checkpoint_file import uuid_to_kafka_str
 from tiercel.storage.scheduler import Scheduler
 from tiercel.tiered.remote_index_cache import DIR_NAME, RemoteIndexCache

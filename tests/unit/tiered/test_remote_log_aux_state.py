@@ -8,7 +8,9 @@ import uuid
 from pathlib import Path
 
 import pytest
-from tiering_support import (
+
+from support.in_memory_rlmm import InMemoryRemoteLogMetadataManager
+from support.tiering import (
     BASE_TS,
     open_log,
     produce,
@@ -17,8 +19,6 @@ from tiering_support import (
     tier_rolled_segments,
     topic_id_partition,
 )
-
-from support.in_memory_rlmm import InMemoryRemoteLogMetadataManager
 from tiercel.storage.epoch_entry import EpochEntry
 from tiercel.storage.scheduler import Scheduler
 from tiercel.storage.topic_partition import TopicPartition

@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from tiering_support import (
+
+from support.in_memory_rlmm import InMemoryRemoteLogMetadataManager
+from support.tiering import (
     BASE_TS,
     open_log,
     produce,
@@ -20,8 +22,6 @@ from tiering_support import (
     tier_rolled_segments,
     topic_id_partition,
 )
-
-from support.in_memory_rlmm import InMemoryRemoteLogMetadataManager
 from tiercel.protocol.errors import OffsetOutOfRangeError
 from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
 from tiercel.storage.log_values import FetchIsolation

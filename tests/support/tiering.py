@@ -85,7 +85,17 @@ def checkpoint_bytes(entries: Sequence[EpochEntry]) -> bytes:
 
 
 def topic_id_partition(log: UnifiedLog) -> TopicIdPartition:
-    return TopicIdPartition(TOPIC_ID, log.topic_partition)
+    return TopicIdPartition(log.topic_id or TOPIC_ID, log.topic_partition)
+
+
+def drop_local_segments_below(log: UnifiedLog, offset: int) -> None:
+    """Local retention of tiered segments, standing in for the RemoteLogManager's: the
+    segments below ``offset`` leave the disk, the local log start moves to ``offset``
+    and the log start stays (the records are remote). ``offset`` is a segment base."""
+    doomed = [s for s in log.segments if s.base_offset < offset]
+    assert log.segments[len(doomed)].base_offset == offset
+    log.local_log.remove_oldest_segments(doomed)
+    log._local_log_start_offset = offset
 
 
 async def tier_rolled_segments(
@@ -93,19 +103,28 @@ async def tier_rolled_segments(
     rsm: LocalTieredStorage,
     rlmm: InMemoryRemoteLogMetadataManager,
     snapshots: dict[int, bytes] | None = None,
+    up_to: int | None = None,
+    topic_id: uuid.UUID | None = None,
 ) -> list[RemoteLogSegmentMetadata]:
     """Copy every segment but the active one, as the leader's copier would: offsets up to
     the next segment's base, the epochs of that range, the whole lineage up to its end as
-    the epoch checkpoint, and ``snapshots[end + 1]`` as the producer snapshot."""
-    tip = topic_id_partition(log)
+    the epoch checkpoint, and ``snapshots[end + 1]`` as the producer snapshot; only the
+    segments ending below ``up_to`` when given. The log's highest remote offset follows."""
+    tip = (
+        topic_id_partition(log)
+        if topic_id is None
+        else TopicIdPartition(topic_id, log.topic_partition)
+    )
     rlmm.on_partition_leadership_changes({tip}, set())
     copied = []
     segments = list(log.segments)
     for segment, following in itertools.pairwise(segments):
         end = following.base_offset - 1
+        if up_to is not None and end >= up_to:
+            break
         epochs = log.leader_epoch_cache.epoch_entries_in_range(segment.base_offset, end + 1)
         metadata = RemoteLogSegmentMetadata(
-            RemoteLogSegmentId.generate(TOPIC_ID, log.topic_partition),
+            RemoteLogSegmentId.generate(tip.topic_id, log.topic_partition),
             start_offset=segment.base_offset,
             end_offset=end,
             max_timestamp_ms=segment.max_timestamp_so_far,
@@ -135,4 +154,5 @@ async def tier_rolled_segments(
         )
         await rlmm.update_remote_log_segment_metadata(finished)
         copied.append(metadata.create_with_updates(finished))
+        log.highest_offset_in_remote_storage = end
     return copied
