@@ -458,9 +458,10 @@ class Partition(PartitionIsr):
         """Cut the follower's log (and epoch cache) at ``offset``; its HW follows."""
         self.log.truncate_to(offset)
 
-    def truncate_fully_and_start_at(self, offset: int) -> None:
-        """Replace the follower's log by an empty one starting at ``offset``."""
-        self.log.truncate_fully_and_start_at(offset)
+    def truncate_fully_and_start_at(self, offset: int, log_start_offset: int | None = None) -> None:
+        """Replace the follower's log by an empty one starting at ``offset``, its log
+        start at ``log_start_offset`` when older records are remote."""
+        self.log.truncate_fully_and_start_at(offset, log_start_offset)
 
     def initial_fetch_offset(self) -> int:
         """Where a new fetcher starts: the log end when epochs can settle truncation, the

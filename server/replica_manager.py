@@ -152,7 +152,13 @@ class ReplicaManager:
             clock_ms=_clock_ms,
         )
         self.fetcher_manager = ReplicaFetcherManager(
-            replica_fetcher_factory(config, node_id, metadata_cache, self.partitions.get)
+            replica_fetcher_factory(
+                config,
+                node_id,
+                metadata_cache,
+                self.partitions.get,
+                lambda: self.remote_log_manager,
+            )
         )
         self._isr_expiration: asyncio.Task[None] | None = None
         # ISR writes retry until the store answers: shutdown cancels them, or a SIGTERM
