@@ -50,6 +50,7 @@ from tiercel.storage.producer_append_info import (
 )
 from tiercel.storage.producer_state import ProducerStateManager
 from tiercel.storage.producer_state_loader import rebuild_producer_state
+from tiercel.storage.remote_log_state import RemoteLogState
 from tiercel.storage.replicated_records import (
     follower_append_info,
     replicated_batches,
@@ -77,7 +78,7 @@ class UnexpectedAppendOffsetError(Exception):
         self.last_offset = last_offset
 
 
-class UnifiedLog:
+class UnifiedLog(RemoteLogState):
     def __init__(
         self,
         directory: str,
@@ -115,8 +116,7 @@ class UnifiedLog:
         # Without a remote tier nothing below the first local segment can be read.
         self.log_start_offset = max(log_start_offset, segments[0].base_offset)
         self._local_log_start_offset = self.log_start_offset
-        self.remote_log_enabled = False  # Kafka's remoteLogEnabled(); the broker sets it
-        self.highest_offset_in_remote_storage = -1  # -1 while nothing is remote
+        RemoteLogState.__init__(self)
         self.recovery_point = min(recovery_point, self.log_end_offset)
         self._high_watermark = LogOffsetMetadata(self.log_start_offset)
         self.update_high_watermark(self.log_start_offset)

@@ -109,13 +109,15 @@ async def tier_rolled_segments(
     """Copy every segment but the active one, as the leader's copier would: offsets up to
     the next segment's base, the epochs of that range, the whole lineage up to its end as
     the epoch checkpoint, and ``snapshots[end + 1]`` as the producer snapshot; only the
-    segments ending below ``up_to`` when given. The log's highest remote offset follows."""
+    segments ending below ``up_to`` when given. Tiering is on for the log from then on, and
+    its highest remote offset follows the copies."""
     tip = (
         topic_id_partition(log)
         if topic_id is None
         else TopicIdPartition(topic_id, log.topic_partition)
     )
     rlmm.on_partition_leadership_changes({tip}, set())
+    log.set_remote_log_enabled(True)
     copied = []
     segments = list(log.segments)
     for segment, following in itertools.pairwise(segments):
@@ -154,5 +156,5 @@ async def tier_rolled_segments(
         )
         await rlmm.update_remote_log_segment_metadata(finished)
         copied.append(metadata.create_with_updates(finished))
-        log.highest_offset_in_remote_storage = end
+        log.update_highest_offset_in_remote_storage(end)
     return copied

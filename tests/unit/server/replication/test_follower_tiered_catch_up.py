@@ -69,7 +69,6 @@ async def tier(c: Cluster, rsm: LocalTieredStorage, rlmm: InMemoryRemoteLogMetad
     snapshots = {LOCAL_START: encode_snapshot([])}
     await tier_rolled_segments(log, rsm, rlmm, snapshots, LOCAL_START, c[1].topic_id)
     drop_local_segments_below(log, LOCAL_START)
-    log.remote_log_enabled = True
 
 
 async def test_the_follower_restarts_at_the_leaders_local_start_with_its_history(

@@ -89,7 +89,6 @@ async def tiered(broker: Broker, tmp_path: Path) -> AsyncIterator[Tiered]:
     segments = await tier_rolled_segments(log, rsm, rlmm, up_to=40)
     assert [s.end_offset for s in segments] == [9, 19, 29, 39]
     drop_local_segments_below(log, 40)
-    log.remote_log_enabled = True
     pool = RemoteStorageThreadPool("remote-reader-test", threads=1, max_pending_tasks=1)
     reader = RemoteLogReader(rsm, rlmm, RemoteIndexCache(rsm, str(tmp_path / "logs")), pool)
     broker.rm.remote_log_manager = reader
@@ -194,11 +193,12 @@ async def test_list_offsets_special_timestamps_per_version(
 async def test_list_offsets_without_tiering(tiered: Tiered) -> None:
     """Kafka: LATEST_TIERED and EARLIEST_PENDING_UPLOAD answer -1 (epoch -1) when the
     topic does not tier; nothing remote yet means the log start is pending."""
-    tiered.log.remote_log_enabled = False
+    tiered.log.set_remote_log_enabled(False)
     assert await list_offset(tiered, LATEST_TIERED_TIMESTAMP, 11) == (0, -1, -1)
     assert await list_offset(tiered, EARLIEST_PENDING_UPLOAD_TIMESTAMP, 11) == (0, -1, -1)
-    tiered.log.remote_log_enabled = True
-    tiered.log.highest_offset_in_remote_storage = -1
+    tiered.log.set_remote_log_enabled(True)
+    # A new leader whose RemoteLogManager has not yet learnt what was copied.
+    tiered.log._highest_offset_in_remote_storage = -1
     # Local start above the log start with nothing known remote: a leader not told yet.
     assert await list_offset(tiered, EARLIEST_PENDING_UPLOAD_TIMESTAMP, 11) == (0, -1, -1)
     assert await list_offset(tiered, LATEST_TIERED_TIMESTAMP, 11) == (0, -1, -1)
