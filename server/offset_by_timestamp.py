@@ -16,6 +16,7 @@ Event-loop only; remote lookups go through the reader pool.
 
 from __future__ import annotations
 
+from tiercel.protocol.errors import UnknownServerError
 from tiercel.protocol.list_offsets import (
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_PENDING_UPLOAD_TIMESTAMP,
@@ -27,6 +28,8 @@ from tiercel.server.remote_log_reads import RemoteLogReads
 from tiercel.storage.log_values import NO_TIMESTAMP, TimestampAndOffset
 from tiercel.storage.topic_partition import TopicIdPartition
 from tiercel.storage.unified_log import UnifiedLog
+from tiercel.tiered.remote_storage_thread_pool import RejectedExecutionError
+from tiercel.tiered.rsm.remote_storage_manager import RemoteStorageError
 
 __all__ = ["fetch_offset_by_timestamp"]
 
@@ -58,7 +61,7 @@ def _earliest_pending_upload(log: UnifiedLog) -> TimestampAndOffset:
 async def fetch_offset_by_timestamp(
     log: UnifiedLog,
     timestamp: int,
-    topic_id: TopicIdPartition,
+    tip: TopicIdPartition,
     remote: RemoteLogReads | None,
 ) -> TimestampAndOffset | None:
     """The answer for every ListOffsets timestamp but LATEST (-1), which depends on the
@@ -75,9 +78,17 @@ async def fetch_offset_by_timestamp(
         return await log.fetch_max_timestamp()
     empty = log.log_start_offset == log.log_end_offset
     if log.remote_log_enabled and remote is not None and not empty:
-        found = await remote.find_offset_by_timestamp(
-            topic_id, timestamp, log.log_start_offset, log.leader_epoch_cache, log.log_end_offset
-        )
+        try:
+            found = await remote.find_offset_by_timestamp(
+                tip,
+                timestamp,
+                log.log_start_offset,
+                log.leader_epoch_cache,
+                log.log_end_offset,
+            )
+        except (RejectedExecutionError, RemoteStorageError) as e:
+            # Kafka's Errors.forException for these: the partition's error, not a bug.
+            raise UnknownServerError(f"remote timestamp lookup on {tip}: {e}") from e
         if found is not None:
             return found
     return await log.fetch_offset_by_timestamp(timestamp)

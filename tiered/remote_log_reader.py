@@ -141,7 +141,8 @@ def _next_epoch(entries: Sequence[EpochEntry], epoch: int) -> int | None:
 
 class RemoteLogReader:
     """Remote reads and timestamp lookups of the partitions this broker hosts, through
-    ``pool`` (see the module docstring)."""
+    ``pool`` (see the module docstring). The RemoteLogManager builds one at start-up
+    (`create`) and calls ``index_cache.remove`` for every remote segment it deletes."""
 
     def __init__(
         self,
@@ -154,6 +155,27 @@ class RemoteLogReader:
         self.rlmm = rlmm
         self.index_cache = index_cache
         self.pool = pool
+
+    @classmethod
+    def create(
+        cls,
+        rsm: RemoteStorageManager,
+        rlmm: RemoteLogMetadataManager,
+        log_dir: str,
+        reader_threads: int,
+        max_pending_tasks: int,
+        index_cache_size_bytes: int,
+    ) -> RemoteLogReader:
+        """A reader over ``remote.log.reader.threads``, ``remote.log.reader.max.pending.
+        tasks`` and an index cache of ``remote.log.index.file.cache.total.size.bytes``
+        under the first log dir. Blocking (the cache loads its files): an executor."""
+        pool = RemoteStorageThreadPool("remote-log-reader", reader_threads, max_pending_tasks)
+        return cls(rsm, rlmm, RemoteIndexCache(rsm, log_dir, index_cache_size_bytes), pool)
+
+    def close(self) -> None:
+        """Stop the pool (reads in flight finish, queued ones are dropped)."""
+        self.pool.shutdown()
+        self.index_cache.close()
 
     def async_read(
         self, fetch_info: RemoteStorageFetchInfo, epoch_cache: LeaderEpochFileCache
@@ -224,7 +246,24 @@ class RemoteLogReader:
     ) -> TimestampAndOffset | None:
         """Kafka's findOffsetByTimestamp: from the epoch of ``starting_offset`` on, the
         first finished segment on the lineage whose max timestamp reaches ``timestamp``
-        is searched; None when no remote segment qualifies."""
+        is searched; None when no remote segment qualifies. RejectedExecutionError when
+        the reader pool has no room (Kafka submits these lookups to the same pool)."""
+        self.pool.try_reserve()
+        try:
+            return await self._find_offset_by_timestamp(
+                tip, timestamp, starting_offset, epoch_cache, log_end_offset
+            )
+        finally:
+            self.pool.release()
+
+    async def _find_offset_by_timestamp(
+        self,
+        tip: TopicIdPartition,
+        timestamp: int,
+        starting_offset: int,
+        epoch_cache: LeaderEpochFileCache,
+        log_end_offset: int,
+    ) -> TimestampAndOffset | None:
         lineage = epoch_cache.entries
         epoch = epoch_cache.epoch_for_offset(starting_offset)
         while epoch is not None:

@@ -217,3 +217,18 @@ async def test_only_the_needed_byte_range_is_fetched(tiered: Tiered) -> None:
     assert fetched and fetched[0][0] > 0
     assert all(end is not None and end < segment.segment_size_in_bytes for _, end in fetched)
     assert os.path.isdir(tiered.reader.index_cache.cache_dir)
+
+
+async def test_create_builds_the_pool_and_index_cache_from_the_broker_settings(
+    tmp_path: Path,
+) -> None:
+    rsm = LocalTieredStorage(str(tmp_path / "remote"))
+    reader = RemoteLogReader.create(
+        rsm, InMemoryRemoteLogMetadataManager(), str(tmp_path / "log-dir"), 3, 7, 4096
+    )
+    try:
+        assert (reader.pool.threads, reader.pool.max_pending_tasks) == (3, 7)
+        assert reader.index_cache.max_size_bytes == 4096
+        assert os.path.isdir(tmp_path / "log-dir" / "remote-log-index-cache")
+    finally:
+        reader.close()

@@ -210,3 +210,14 @@ async def test_timestamp_lookups_search_the_remote_tier_first(tiered: Tiered) ->
             TP, BASE_TS + 10 * i, IsolationLevel.READ_UNCOMMITTED, None, True, 9
         )
         assert result.found == TimestampAndOffset(BASE_TS + 10 * i, 5 * i, 0), i
+
+
+async def test_a_full_reader_pool_fails_a_remote_timestamp_lookup(tiered: Tiered) -> None:
+    pool = tiered.reader.pool
+    for _ in range(pool.threads + pool.max_pending_tasks):
+        pool.try_reserve()
+    result = await tiered.broker.rm.fetch_offset_for_timestamp(
+        TP, BASE_TS, IsolationLevel.READ_UNCOMMITTED, None, True, 9
+    )
+    assert result.error is not None
+    assert result.error.error_code == ErrorCode.unknown_server_error
