@@ -353,7 +353,9 @@ def test_a_snapshot_from_the_remote_tier_becomes_the_state_and_a_file(tmp_path: 
     follower = new_partition(tmp_path / "follower")
     follower.manager.truncate_fully_and_start_at(40)
     follower.manager.load_snapshot(40, data, NOW)
-    assert follower.manager.producers == leader.manager.producers
+    assert {k: repr(v) for k, v in follower.manager.producers.items()} == {
+        k: repr(v) for k, v in leader.manager.producers.items()
+    }
     assert follower.manager.snapshot_offsets == (40,)
     assert follower.manager.map_end_offset == 40
     assert os.listdir(tmp_path / "follower") == [f"{40:020d}.snapshot"]
