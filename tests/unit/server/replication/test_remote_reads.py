@@ -156,6 +156,7 @@ async def test_a_late_remote_read_answers_no_records_after_remote_fetch_max_wait
     assert bytes(late.read.info.records) == b""
     assert tiered.reader.pool.in_flight == 1  # still reading, still counted
     tiered.rsm.gate.set()
+    tiered.broker.rm.remote_fetch_max_wait_ms = 10_000  # behind the late read, one thread
     served = await tiered.consumer_fetch(0)
     assert served.read is not None and bytes(served.read.info.records) == tiered.local_reads[0]
 
