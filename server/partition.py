@@ -39,7 +39,10 @@ from tiercel.protocol.list_offsets import (
     LATEST_TIMESTAMP,
     IsolationLevel,
 )
-from tiercel.server.offset_by_timestamp import fetch_offset_by_timestamp
+from tiercel.server.offset_by_timestamp import (
+    DEFAULT_REMOTE_LIST_OFFSETS_TIMEOUT_MS,
+    fetch_offset_by_timestamp,
+)
 from tiercel.server.partition_isr import AlterPartitionManager, PartitionIsr, committed
 from tiercel.server.remote_log_reads import RemoteLogReads
 from tiercel.server.replica import Replica
@@ -378,6 +381,7 @@ class Partition(PartitionIsr):
         current_leader_epoch: int | None,
         fetch_only_from_leader: bool,
         remote: RemoteLogReads | None = None,
+        remote_timeout_ms: int = DEFAULT_REMOTE_LIST_OFFSETS_TIMEOUT_MS,
     ) -> OffsetResultHolder:
         """ListOffsets (Kafka's Partition.fetchOffsetForTimestamp). ``isolation_level``
         is None for a follower, which may see up to the log end; a client sees up to the
@@ -386,7 +390,7 @@ class Partition(PartitionIsr):
         below its epoch's start offset, a client's LATEST (and a lookup landing past the
         high watermark) is OFFSET_NOT_AVAILABLE: the old leader may have answered a
         higher offset (KIP-207). ``remote`` serves the lookups below the local log
-        (`offset_by_timestamp`)."""
+        (`offset_by_timestamp`), each bounded by ``remote_timeout_ms``."""
         self.check_epoch(current_leader_epoch)
         if fetch_only_from_leader and not self.is_leader:
             raise NotLeaderOrFollowerError(
@@ -407,9 +411,8 @@ class Partition(PartitionIsr):
                 raise offsets_error
             epoch = log.leader_epoch_cache.latest_epoch
             return OffsetResultHolder(TimestampAndOffset(-1, last_fetchable, epoch))
-        found = await fetch_offset_by_timestamp(
-            log, timestamp, TopicIdPartition(self.topic_id, self.topic_partition), remote
-        )
+        tip = TopicIdPartition(self.topic_id, self.topic_partition)
+        found = await fetch_offset_by_timestamp(log, timestamp, tip, remote, remote_timeout_ms)
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             return OffsetResultHolder(found)  # never past what the asker may read
         return OffsetResultHolder(found, last_fetchable, offsets_error)

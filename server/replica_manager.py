@@ -58,6 +58,7 @@ from tiercel.server.delayed_remote_fetch import (
 )
 from tiercel.server.error_mapping import as_kafka_error
 from tiercel.server.metadata.metadata_cache import MetadataCache, TopicMetadata
+from tiercel.server.offset_by_timestamp import DEFAULT_REMOTE_LIST_OFFSETS_TIMEOUT_MS
 from tiercel.server.partition import (
     Partition,
     PartitionState,
@@ -474,11 +475,13 @@ class ReplicaManager:
         current_leader_epoch: int | None,
         fetch_only_from_leader: bool,
         version: int,
+        remote_timeout_ms: int = DEFAULT_REMOTE_LIST_OFFSETS_TIMEOUT_MS,
     ) -> ListOffsetsResult:
         """One partition of a ListOffsets request, its errors as results (Kafka's
         ReplicaManager.fetchOffset): a lookup landing at or past what the asker may read
         finds nothing, or OFFSET_NOT_AVAILABLE while a new leader's HW lags its epoch
-        (LEADER_NOT_AVAILABLE for versions before 5)."""
+        (LEADER_NOT_AVAILABLE for versions before 5). A remote-tier lookup longer than
+        ``remote_timeout_ms`` is REQUEST_TIMED_OUT (KIP-1075)."""
         try:
             if is_timestamp_unsupported(timestamp, version):
                 raise UnsupportedVersionError(
@@ -491,6 +494,7 @@ class ReplicaManager:
                 current_leader_epoch,
                 fetch_only_from_leader,
                 self.remote_log_manager,
+                remote_timeout_ms,
             )
             found = holder.found
             last = holder.last_fetchable_offset

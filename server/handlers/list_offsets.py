@@ -32,6 +32,13 @@ def _isolation_level(request: Any) -> IsolationLevel | None:
     return IsolationLevel.READ_UNCOMMITTED
 
 
+def _remote_timeout_ms(request: Any) -> tuple[int, ...]:
+    """v10+ bounds remote-tier lookups itself (KIP-1075); older versions get the
+    broker's remote.list.offsets.request.timeout.ms."""
+    timeout = getattr(request, "timeout", None)
+    return () if timeout is None else (int(timeout.total_seconds() * 1000),)
+
+
 async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
     replica_manager = ctx.broker.replica_manager
     isolation_level = _isolation_level(request)
@@ -52,6 +59,7 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
                     getattr(p, "current_leader_epoch", -1),
                     fetch_only_from_leader,
                     ctx.api_version,
+                    *_remote_timeout_ms(request),
                 )
             error, found = result.error, result.found
             topics[topic.name].append(

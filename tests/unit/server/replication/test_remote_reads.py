@@ -222,3 +222,15 @@ async def test_a_full_reader_pool_fails_a_remote_timestamp_lookup(tiered: Tiered
     )
     assert result.error is not None
     assert result.error.error_code == ErrorCode.unknown_server_error
+
+
+async def test_a_slow_remote_timestamp_lookup_times_out(tiered: Tiered) -> None:
+    """Kafka's DelayedRemoteListOffsets: past the request's timeout (v10+) the
+    partition answers REQUEST_TIMED_OUT."""
+    tiered.rsm.gate.clear()
+    result = await tiered.broker.rm.fetch_offset_for_timestamp(
+        TP, BASE_TS + 10, IsolationLevel.READ_UNCOMMITTED, None, True, 10, 50
+    )
+    assert result.error is not None
+    assert result.error.error_code == ErrorCode.request_timed_out
+    tiered.rsm.gate.set()
