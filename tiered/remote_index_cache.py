@@ -9,7 +9,8 @@ them::
 
     <start offset>_<segment id>.index        offset index (8-byte entries)
     <start offset>_<segment id>.timeindex    time index (12-byte entries)
-    <start offset>_<segment id>.txnindex     transaction index, when the segment has one
+    <start offset>_<segment id>.txnindex     transaction index (empty when the segment has
+                                             none, as Kafka keeps it)
 
 where the segment id is the Kafka Uuid string of the upload. Files are written to a
 ``.tmp`` name and renamed, so a crash leaves either a whole file or a ``.tmp`` one, which
@@ -70,7 +71,8 @@ class RemoteIndexEntry:
 
     offset_index: OffsetIndex
     time_index: TimeIndex
-    txn_index_path: str | None
+    txn_index_path: str
+    """Kept for the aborted transactions of read_committed fetches (none yet)."""
     size_in_bytes: int
 
     def lookup_offset(self, offset: int) -> int:
@@ -84,8 +86,7 @@ class RemoteIndexEntry:
         return self.lookup_offset(max(starting_offset, hint.offset))
 
     def paths(self) -> list[str]:
-        paths = [self.offset_index.path, self.time_index.path]
-        return paths if self.txn_index_path is None else [*paths, self.txn_index_path]
+        return [self.offset_index.path, self.time_index.path, self.txn_index_path]
 
 
 class RemoteIndexCache:
@@ -183,7 +184,7 @@ class RemoteIndexCache:
             except RemoteResourceNotFoundError:
                 if index_type is not IndexType.TRANSACTION:
                     raise
-                continue  # most segments have no aborted transactions
+                data = b""  # no aborted transactions: an empty index, as Kafka keeps
             path = f"{prefix}.{index_type.value}"
             _write_via_tmp(path, data)
             paths[index_type] = path
@@ -224,11 +225,12 @@ def _parse_prefix(stem: str) -> tuple[int, uuid.UUID] | None:
 
 
 def _open_entry(start_offset: int, paths: dict[IndexType, str]) -> RemoteIndexEntry | None:
-    """The entry over these files, or None unless the offset and time indexes are both
-    there and pass their sanity checks."""
+    """The entry over these files, or None unless all three are there (Kafka's rule)
+    and the offset and time indexes pass their sanity checks."""
     offset_path = paths.get(IndexType.OFFSET)
     time_path = paths.get(IndexType.TIMESTAMP)
-    if offset_path is None or time_path is None:
+    txn_path = paths.get(IndexType.TRANSACTION)
+    if offset_path is None or time_path is None or txn_path is None:
         return None
     # Read-only indexes: their whole file is their size bound.
     offset_size, time_size = os.path.getsize(offset_path), os.path.getsize(time_path)
@@ -239,8 +241,7 @@ def _open_entry(start_offset: int, paths: dict[IndexType, str]) -> RemoteIndexEn
         time_index.sanity_check()
     except CorruptIndexError:
         return None
-    txn_path = paths.get(IndexType.TRANSACTION)
-    size = offset_size + time_size + (os.path.getsize(txn_path) if txn_path else 0)
+    size = offset_size + time_size + os.path.getsize(txn_path)
     return RemoteIndexEntry(offset_index, time_index, txn_path, size)
 
 

@@ -75,6 +75,7 @@ def test_indexes_are_fetched_once_and_stored_under_kafkas_names(
     assert sorted(os.listdir(tmp_path / "log-dir" / DIR_NAME)) == [
         f"{prefix}.index",
         f"{prefix}.timeindex",
+        f"{prefix}.txnindex",  # empty: no aborted transactions, as Kafka keeps it
     ]
 
 
@@ -124,7 +125,7 @@ def test_a_restart_reloads_whole_entries_and_discards_the_rest(
     assert c.remote_log_segment_id.id not in reloaded
     assert sorted(os.listdir(cache_dir)) == sorted(
         f"{a.start_offset}_{uuid_to_kafka_str(a.remote_log_segment_id.id)}.{suffix}"
-        for suffix in ("index", "timeindex")
+        for suffix in ("index", "timeindex", "txnindex")
     )
     assert reloaded.lookup_offset(a, a.end_offset) == cache.lookup_offset(a, a.end_offset)
     assert rsm.index_fetches == fetches
