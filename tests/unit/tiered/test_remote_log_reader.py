@@ -23,6 +23,7 @@ from support.tiering import (
     topic_id_partition,
 )
 from tiercel.protocol.errors import OffsetOutOfRangeError
+from tiercel.protocol.record_batch import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, read_header
 from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
 from tiercel.storage.log_values import FetchIsolation
 from tiercel.storage.scheduler import Scheduler
@@ -232,3 +233,27 @@ async def test_create_builds_the_pool_and_index_cache_from_the_broker_settings(
         assert os.path.isdir(tmp_path / "log-dir" / "remote-log-index-cache")
     finally:
         reader.close()
+
+
+async def test_a_consumer_reads_the_whole_remote_range_across_segments(tiered: Tiered) -> None:
+    """Fetch after fetch from offset 0, each from the offset after the last whole batch
+    received: every remote segment's bytes, in order, nothing twice."""
+    end = tiered.segments[-1].end_offset + 1
+    received = bytearray()
+    offset = 0
+    while offset < end:
+        info = await tiered.reader.read(
+            tiered.fetch_info(offset, 700, True), tiered.log.leader_epoch_cache
+        )
+        position = 0
+        data = info.records
+        while position + RECORD_BATCH_OVERHEAD <= len(data):
+            header = read_header(data, position)
+            size = header.batch_length + LOG_OVERHEAD
+            if position + size > len(data):
+                break
+            received += data[position : position + size]
+            offset = header.last_offset + 1
+            position += size
+    local = b"".join(os.pread(s.fd, s.size, 0) for s in tiered.log.segments[:-1])
+    assert bytes(received) == local
