@@ -17,9 +17,9 @@ class RemoteLogState:
     """Invariant: ``highest_offset_in_remote_storage`` is -1 or the last offset of the
     highest segment copied, and only grows while tiering is on."""
 
-    def __init__(self) -> None:
-        self._remote_log_enabled = False
-        self._highest_offset_in_remote_storage = -1
+    # Defaults until set: tiering off, nothing remote (immutable, so shared safely).
+    _remote_log_enabled: bool = False
+    _highest_offset_in_remote_storage: int = -1
 
     @property
     def remote_log_enabled(self) -> bool:

@@ -116,7 +116,6 @@ class UnifiedLog(RemoteLogState):
         # Without a remote tier nothing below the first local segment can be read.
         self.log_start_offset = max(log_start_offset, segments[0].base_offset)
         self._local_log_start_offset = self.log_start_offset
-        RemoteLogState.__init__(self)
         self.recovery_point = min(recovery_point, self.log_end_offset)
         self._high_watermark = LogOffsetMetadata(self.log_start_offset)
         self.update_high_watermark(self.log_start_offset)
@@ -547,9 +546,10 @@ class UnifiedLog(RemoteLogState):
         return True
 
     def truncate_fully_and_start_at(self, offset: int, log_start_offset: int | None = None) -> None:
-        """Drop every segment and restart the log, empty, at ``offset``; the log start
-        stays at ``log_start_offset`` below it (a follower starting at its leader's local
-        start while older records are remote, Kafka's truncateFullyAndStartAt)."""
+        """Drop every segment and restart the log, empty, at ``offset``, its log start
+        offset at ``log_start_offset`` (default ``offset``): a follower starting at its
+        leader's local start keeps the remote part below it (Kafka's
+        truncateFullyAndStartAt)."""
         self._truncations += 1
         self.local_log.truncate_fully_and_start_at(offset)
         self.log_start_offset = offset if log_start_offset is None else log_start_offset
