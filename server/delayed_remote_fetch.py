@@ -3,12 +3,13 @@ DelayedRemoteFetch, KIP-405).
 
 When a fetch's local reads do not complete it and one of its partitions must be read
 from the remote tier, that read (the first such partition's, as Kafka's) starts in the
-RemoteLogManager's reader pool and the response waits for it at most
-``remote.fetch.max.wait.ms``. The other partitions keep what their local read gave.
-When the read finishes in time its bytes replace the partition's empty result; when it
-fails, the partition gets the error; when it is late, the partition answers no records
-and the read is left to finish in the pool (its slot stays taken until it does, so the
-pool's bound counts it). A pool with no room (``remote.log.reader.max.pending.tasks``)
+RemoteLogManager's reader pool and the response waits for it in the fetch purgatory at
+most ``remote.fetch.max.wait.ms``, or until the partition's leadership moves or the
+broker shuts down. The other partitions keep what their local read gave. When the read
+finishes in time its bytes replace the partition's empty result; when it fails, the
+partition gets the error; when it is late, the partition answers no records and the
+read is left to finish in the pool (its slot stays taken until it does, so the pool's
+bound counts it). A pool with no room (``remote.log.reader.max.pending.tasks``)
 answers the partition an error at once, as Kafka's RejectedExecutionException path.
 
 Event-loop only.
@@ -16,9 +17,9 @@ Event-loop only.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
+from collections.abc import Mapping
 from typing import Final
 
 from tiercel.config.logging_setup import log_event
@@ -26,6 +27,7 @@ from tiercel.protocol.errors import KafkaError, UnknownServerError
 from tiercel.server.delayed_fetch import FetchResult
 from tiercel.server.error_mapping import as_kafka_error
 from tiercel.server.partition import Partition
+from tiercel.server.purgatory import Purgatory
 from tiercel.server.remote_log_reads import RemoteLogReads
 from tiercel.storage.topic_partition import TopicPartition
 from tiercel.tiered.remote_storage_thread_pool import RejectedExecutionError
@@ -59,12 +61,14 @@ class DelayedRemoteFetch:
         self,
         results: list[FetchResult],
         remote_log_manager: RemoteLogReads | None,
-        get_partition: dict[TopicPartition, Partition],
+        partitions: Mapping[TopicPartition, Partition],
+        purgatory: Purgatory,
         remote_fetch_max_wait_ms: int,
     ) -> None:
         self.results = list(results)
         self._rlm = remote_log_manager
-        self._partitions = get_partition
+        self._partitions = partitions
+        self._purgatory = purgatory
         self._max_wait_s = remote_fetch_max_wait_ms / 1000
 
     async def complete(self) -> list[FetchResult]:
@@ -88,8 +92,17 @@ class DelayedRemoteFetch:
         except RejectedExecutionError as e:
             self.results[index] = FetchResult(None, _remote_error(e, tp))
             return self.results
-        done, _ = await asyncio.wait({task}, timeout=self._max_wait_s)
-        if not done:
+        epoch = partition.leader_epoch
+
+        def done_or_moved() -> bool:  # Kafka's DelayedRemoteFetch.tryComplete
+            current = self._partitions.get(tp)
+            moved = current is None or not current.is_leader or current.leader_epoch != epoch
+            return task.done() or moved
+
+        task.add_done_callback(lambda _: self._purgatory.check_and_complete(tp))
+        await self._purgatory.try_complete_else_watch([tp], done_or_moved, self._max_wait_s)
+        if not task.done():
+            # Late, the leadership moved, or shutdown: this partition answers no records.
             log_event(_log, logging.DEBUG, "remote_fetch_expired", partition=str(tp))
             return self.results
         error = task.exception()

@@ -545,7 +545,11 @@ class ReplicaManager:
         results = self._read(requests, max_bytes, isolation, replica_id)
         if any(r.remote_fetch_info for r in results):  # Kafka: then it always waits for it
             remote = DelayedRemoteFetch(
-                results, self.remote_log_manager, self.partitions, self.remote_fetch_max_wait_ms
+                results,
+                self.remote_log_manager,
+                self.partitions,
+                self.fetch_purgatory,
+                self.remote_fetch_max_wait_ms,
             )
             return await remote.complete()
         available = sum(r.read.info.size for r in results if r.read is not None)

@@ -6,6 +6,7 @@ remote.fetch.max.wait.ms hold, and ListOffsets answers -4/-5/-6 per version."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -233,4 +234,24 @@ async def test_a_slow_remote_timestamp_lookup_times_out(tiered: Tiered) -> None:
     )
     assert result.error is not None
     assert result.error.error_code == ErrorCode.request_timed_out
+    tiered.rsm.gate.set()
+
+
+async def test_a_remote_fetch_stops_waiting_when_the_leadership_moves(tiered: Tiered) -> None:
+    """Kafka's DelayedRemoteFetch.tryComplete: a partition no longer led here completes
+    the wait at once; the fetch answers no records and the client learns of the new
+    leader on its next fetch."""
+    tiered.broker.rm.remote_fetch_max_wait_ms = 30_000
+    tiered.reader.index_cache.get_index_entry(tiered.segments[0])
+    tiered.rsm.gate.clear()
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    fetch = asyncio.create_task(tiered.consumer_fetch(0))
+    await asyncio.sleep(0.05)
+    assert not fetch.done()
+    await tiered.broker.apply(2, 1, (1, 2), (1, 2))  # broker 2 leads now
+    result = await asyncio.wait_for(fetch, 5)
+    assert loop.time() - started < 5
+    assert result.error is None and result.read is not None
+    assert bytes(result.read.info.records) == b""
     tiered.rsm.gate.set()
