@@ -61,6 +61,8 @@ async def delete_remote_log_segment(
             )
         )
     await run_blocking(context.expiration_pool, context.rsm.delete_log_segment_data, metadata)
+    for listener in context.segment_deleted_listeners:
+        listener(metadata)
     await context.rlmm.update_remote_log_segment_metadata(
         RemoteLogSegmentMetadataUpdate(
             segment_id,
