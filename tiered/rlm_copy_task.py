@@ -163,45 +163,56 @@ class RLMCopyTask(RLMTask):
         # its epoch cache from this segment needs the epochs before it too.
         epochs_index = epoch_entries_as_bytes(cache.epoch_entries_in_range(-1, next_offset))
         segment_id = metadata.remote_log_segment_id
-        # Before the metadata is visible: the expiration task must never take this copy
-        # for an orphan.
+        # Kafka's segmentIdsBeingCopied: from before the metadata is visible until the
+        # copy is FINISHED or abandoned *and* its upload thread has returned (a cancelled
+        # task's thread runs on), so that the expiration task never takes this copy for
+        # an orphan — not even between the upload and the FINISHED update.
+        pending = {"upload", "task"}
+
+        def done(part: str) -> None:
+            pending.discard(part)
+            if not pending:
+                context.segment_ids_being_copied.discard(segment_id)
+
         context.segment_ids_being_copied.add(segment_id)
         try:
             await context.rlmm.add_remote_log_segment_metadata(metadata)
         except BaseException:
             context.segment_ids_being_copied.discard(segment_id)
             raise
-        await run_blocking(
-            context.copier_pool,
-            _copy,
-            context.rsm,
-            metadata,
-            segment.log_path,
-            segment.offset_index.path,
-            segment.time_index.path,
-            snapshot,
-            epochs_index,
-            # Once the upload has returned, also when this task was cancelled meanwhile.
-            on_done=functools.partial(context.segment_ids_being_copied.discard, segment_id),
-        )
-        if self.is_cancelled() or log.deleted or log.truncations != truncations:
-            log_event(
-                _log,
-                logging.WARNING,
-                "remote_copy_abandoned",
-                partition=str(log.topic_partition),
-                segment_id=str(segment_id.id),
-                base_offset=segment.base_offset,
+        try:
+            await run_blocking(
+                context.copier_pool,
+                _copy,
+                context.rsm,
+                metadata,
+                segment.log_path,
+                segment.offset_index.path,
+                segment.time_index.path,
+                snapshot,
+                epochs_index,
+                on_done=functools.partial(done, "upload"),
             )
-            return False
-        await context.rlmm.update_remote_log_segment_metadata(
-            RemoteLogSegmentMetadataUpdate(
-                segment_id,
-                context.clock_ms(),
-                RemoteLogSegmentState.COPY_SEGMENT_FINISHED,
-                context.broker_id,
+            if self.is_cancelled() or log.deleted or log.truncations != truncations:
+                log_event(
+                    _log,
+                    logging.WARNING,
+                    "remote_copy_abandoned",
+                    partition=str(log.topic_partition),
+                    segment_id=str(segment_id.id),
+                    base_offset=segment.base_offset,
+                )
+                return False
+            await context.rlmm.update_remote_log_segment_metadata(
+                RemoteLogSegmentMetadataUpdate(
+                    segment_id,
+                    context.clock_ms(),
+                    RemoteLogSegmentState.COPY_SEGMENT_FINISHED,
+                    context.broker_id,
+                )
             )
-        )
+        finally:
+            done("task")
         self.copied_offset = candidate.end_offset
         log.update_highest_offset_in_remote_storage(candidate.end_offset)
         log_event(
