@@ -31,6 +31,7 @@ from tiercel.storage.topic_partition import TopicIdPartition
 from tiercel.tiered.leader_epoch_lineage import (
     filtered_leader_epoch_map,
     is_remote_segment_within_leader_epochs,
+    lineage_end_offset,
 )
 from tiercel.tiered.remote_index_cache import RemoteIndexCache
 from tiercel.tiered.remote_storage_thread_pool import RemoteStorageThreadPool
@@ -92,10 +93,12 @@ def read_from_segment(
     offset: int,
     max_bytes: int,
     min_one_message: bool,
+    end_offset: int | None = None,
 ) -> tuple[LogOffsetMetadata, bytes] | None:
     """Bytes of ``metadata``'s segment from the batch holding ``offset``, as a local
-    `LogSegment.read` gives them; None when no batch of the segment reaches ``offset``.
-    Blocking: the reader pool."""
+    `LogSegment.read` gives them, without the batches from ``end_offset`` on (where
+    the segment leaves the reader's lineage); None when no batch of the segment reaches
+    ``offset``. Blocking: the reader pool."""
     segment = _SegmentBytes(rsm, metadata, index_cache.lookup_offset(metadata, offset))
     segment.ensure(max_bytes + _SCAN_SLACK)
     position = 0
@@ -107,9 +110,21 @@ def read_from_segment(
             segment.ensure(position + limit)
             first = segment.start + position
             found = LogOffsetMetadata(offset, metadata.start_offset, first)
-            return found, bytes(segment.data[position : position + limit])
+            data = bytes(segment.data[position : position + limit])
+            return found, data if end_offset is None else _cut_at(data, end_offset)
         position += batch_size
     return None
+
+
+def _cut_at(data: bytes, end_offset: int) -> bytes:
+    """``data`` without its batches from the one starting at ``end_offset`` on."""
+    position = 0
+    while position + RECORD_BATCH_OVERHEAD <= len(data):
+        header = read_header(data, position)
+        if header.base_offset >= end_offset:
+            return data[:position]
+        position += header.batch_length + LOG_OVERHEAD
+    return data
 
 
 def timestamp_in_segment(
@@ -223,7 +238,12 @@ class RemoteLogReader:
                 "is not in the remote tier"
             )
         loop = asyncio.get_running_loop()
+        lineage = filtered_leader_epoch_map(epoch_cache.entries)
         while metadata is not None:
+            # After an unclean election the segment may go on with another lineage's
+            # records: they stop here, and the next read finds this lineage's segment.
+            from_offset = max(offset, metadata.start_offset)  # the next segment's start
+            end_offset = lineage_end_offset(metadata, lineage, from_offset)
             found = await loop.run_in_executor(
                 self.pool.executor,
                 read_from_segment,
@@ -233,6 +253,7 @@ class RemoteLogReader:
                 offset,
                 fetch_info.fetch_max_bytes,
                 fetch_info.min_one_message,
+                end_offset,
             )
             if found is not None:
                 self.fetch_quota.record(len(found[1]))
