@@ -44,19 +44,29 @@ def produce(c: Cluster, broker_id: int, *numbers: int) -> None:
         c.produce(broker_id, msgs(n))
 
 
-def lineage_picks(tier: Tier, c: Cluster, broker_id: int) -> dict[int, int]:
+Picked = tuple[int, int, dict[int, int]] | None
+
+
+def lineage_picks(tier: Tier, c: Cluster, broker_id: int) -> dict[int, Picked]:
     """For every offset in the remote tier up to the leader's highest remote offset, the
-    start offset of the segment the metadata manager picks for (epoch of the offset,
-    offset), -1 if none: a reader planning from the metadata alone follows this rule."""
+    segment (start, end, epochs) the metadata manager picks for (the offset's epoch in
+    the leader's cache, the offset): what a reader planning from the metadata alone
+    gets. Each assertion on it names the winning lineage's segment for every offset."""
     log = c[broker_id].log
-    picks = {}
+    picks: dict[int, Picked] = {}
     for offset in offsets_in_remote(tier):
         epoch = log.epoch_for_offset(offset)
         if epoch is None or offset > log.highest_offset_in_remote_storage:
             continue
-        found = tier.rlmm.remote_log_segment_metadata(PARTITION, epoch, offset)
-        picks[offset] = -1 if found is None else found.start_offset
+        m = tier.rlmm.remote_log_segment_metadata(PARTITION, epoch, offset)
+        picks[offset] = (
+            None if m is None else (m.start_offset, m.end_offset, dict(m.segment_leader_epochs))
+        )
     return picks
+
+
+def each(segment: Picked, *offsets: int) -> dict[int, Picked]:
+    return dict.fromkeys(offsets, segment)
 
 
 async def test_scenario_1_a_new_follower_builds_its_epochs_from_the_remote_tier(
@@ -99,7 +109,10 @@ async def test_scenario_1_a_new_follower_builds_its_epochs_from_the_remote_tier(
     assert follower.log_end_offset == 8
     assert epochs(follower) == [(0, 0), (1, 3), (2, 5), (3, 7)]
     assert await tier.consume(log) == consumed(*range(8))
-    assert lineage_picks(tier, c, A) == {0: 0, 1: 0, 2: 0, 3: 3, 4: 3, 5: 3}
+    assert lineage_picks(tier, c, A) == {
+        **each((0, 2, {0: 0}), 0, 1, 2),
+        **each((3, 5, {1: 3, 2: 5}), 3, 4, 5),
+    }
 
 
 async def test_scenario_2_an_out_of_sync_follower_truncates_and_restarts_at_the_elo(
@@ -166,7 +179,11 @@ async def test_scenario_2_an_out_of_sync_follower_truncates_and_restarts_at_the_
     await tier.follow(c, B)
     assert follower.highest_offset_in_remote_storage == 8
     assert await tier.consume(log) == consumed(*range(12))
-    assert set(lineage_picks(tier, c, A).values()) == {0, 3, 6}
+    assert lineage_picks(tier, c, A) == {
+        **each((0, 2, {0: 0}), 0, 1, 2),
+        **each((3, 5, {1: 3, 2: 5}), 3, 4, 5),
+        **each((6, 8, {2: 6, 3: 7}), 6, 7, 8),
+    }
 
 
 async def test_scenario_3_multiple_hard_failures(make_cluster: MakeCluster, tier: Tier) -> None:
@@ -217,7 +234,8 @@ async def test_scenario_3_multiple_hard_failures(make_cluster: MakeCluster, tier
     assert leader.end_offset_for_epoch(0) == (0, 1)
     assert await tier.expire(c, B) == []
     assert tier.finished() == [(0, 1, {0: 0}), (1, 1, {1: 1})]
-    assert lineage_picks(tier, c, B) == {0: 0, 1: 1}
+    # seg-0-1 serves offset 0 (LE-0), seg-1-1 offset 1 (LE-1).
+    assert lineage_picks(tier, c, B) == {0: (0, 1, {0: 0}), 1: (1, 1, {1: 1})}
     assert await tier.consume(leader) == consumed(0, 3, 4)
     await tier.follow(c, A)
     assert c[A].log.highest_offset_in_remote_storage == 1
@@ -258,7 +276,7 @@ async def test_scenario_4_unclean_election_including_truncation(
     assert tier.finished() == [(0, 1, {0: 0, 1: 1}), (0, 2, {0: 0})]
     assert leader.delete_old_segments() == 1
     assert (leader.log_start_offset, leader.local_log_start_offset) == (0, 2)
-    assert lineage_picks(tier, c, B) == {0: 0, 1: 0}
+    assert lineage_picks(tier, c, B) == each((0, 1, {0: 0, 1: 1}), 0, 1)
     assert await tier.consume(leader) == consumed(0, 4, 5)
     # A consumer at offset 2 in LE-0 diverges: LE-0 ends at 1 (KIP-320).
     assert leader.end_offset_for_epoch(0) == (0, 1)
@@ -266,7 +284,7 @@ async def test_scenario_4_unclean_election_including_truncation(
     deleted = await tier.expire(c, B)
     assert [(m.start_offset, m.end_offset) for m in deleted] == [(0, 2)]
     assert tier.finished() == [(0, 1, {0: 0, 1: 1})]
-    assert lineage_picks(tier, c, B) == {0: 0, 1: 0}
+    assert lineage_picks(tier, c, B) == each((0, 1, {0: 0, 1: 1}), 0, 1)
     assert await tier.consume(leader) == consumed(0, 4, 5)
 
 
@@ -315,12 +333,18 @@ async def test_scenario_5_log_divergence_in_remote_storage(
     await tier.copy(c, A)
     uuid3 = (4, 5, {0: 4, 2: 5})
     assert uuid3 in tier.finished() and len(tier.finished()) == 3
+    assert leader.delete_old_segments() == 2
+    assert (leader.log_start_offset, leader.local_log_start_offset) == (0, 6)
+    # Before the expiration task runs, B's uuid2 may serve offsets 0 and 1 (LE-0's
+    # records, the same on both lineages), never its LE-1 records at 2 and 3.
+    assert await tier.consume(leader) == consumed(0, 1, 2, 3, 4, 7, 8)
     deleted = await tier.expire(c, A)
     assert [dict(m.segment_leader_epochs) for m in deleted] == [{0: 0, 1: 2}]
     assert tier.finished() == [(0, 3, {0: 0}), uuid3]
-    assert leader.delete_old_segments() == 2
-    assert (leader.log_start_offset, leader.local_log_start_offset) == (0, 6)
-    assert lineage_picks(tier, c, A) == {0: 0, 1: 0, 2: 0, 3: 0, 4: 4, 5: 4}
+    assert lineage_picks(tier, c, A) == {
+        **each((0, 3, {0: 0}), 0, 1, 2, 3),
+        **each((4, 5, {0: 4, 2: 5}), 4, 5),
+    }
     assert await tier.consume(leader) == consumed(0, 1, 2, 3, 4, 7, 8)
 
     # B restarts with an empty disk and follows A.
