@@ -30,7 +30,6 @@ from tiercel.storage.timestamp_lookup import first_record_at_or_after
 from tiercel.storage.topic_partition import TopicIdPartition
 from tiercel.tiered.leader_epoch_lineage import (
     filtered_leader_epoch_map,
-    is_remote_segment_within_leader_epochs,
     lineage_end_offset,
 )
 from tiercel.tiered.remote_index_cache import RemoteIndexCache
@@ -133,8 +132,10 @@ def timestamp_in_segment(
     metadata: RemoteLogSegmentMetadata,
     timestamp: int,
     starting_offset: int,
+    end_offset: int | None = None,
 ) -> TimestampAndOffset | None:
-    """The first record of the segment at or after ``starting_offset`` with a timestamp
+    """The first record of the segment at or after ``starting_offset``, below
+    ``end_offset`` (where the segment leaves the reader's lineage), with a timestamp
     >= ``timestamp`` (Kafka's RemoteLogManager.lookupTimestamp). Blocking: the pool."""
     start = index_cache.lookup_timestamp(metadata, timestamp, starting_offset)
     segment = _SegmentBytes(rsm, metadata, start)
@@ -142,12 +143,14 @@ def timestamp_in_segment(
     while segment.ensure(position + RECORD_BATCH_OVERHEAD):
         header = read_header(segment.data, position)
         batch_size = header.batch_length + LOG_OVERHEAD
+        if end_offset is not None and header.base_offset >= end_offset:
+            return None
         if header.max_timestamp >= timestamp and header.last_offset >= starting_offset:
             if not segment.ensure(position + batch_size):
                 return None
             batch = bytes(segment.data[position : position + batch_size])
             found = first_record_at_or_after(batch, timestamp, starting_offset)
-            if found is not None:
+            if found is not None and (end_offset is None or found[1] < end_offset):
                 epoch = header.partition_leader_epoch
                 return TimestampAndOffset(found[0], found[1], epoch if epoch >= 0 else None)
         position += batch_size
@@ -281,9 +284,11 @@ class RemoteLogReader:
         log_end_offset: int,
     ) -> TimestampAndOffset | None:
         """Kafka's findOffsetByTimestamp: from the epoch of ``starting_offset`` on, the
-        first finished segment on the lineage whose max timestamp reaches ``timestamp``
-        is searched; None when no remote segment qualifies. RejectedExecutionError when
-        the reader pool has no room (Kafka submits these lookups to the same pool)."""
+        finished segments holding records of the lineage whose max timestamp reaches
+        ``timestamp`` are searched, in their lineage part only, until one has a record
+        at or after ``starting_offset``; None when no remote segment has one.
+        RejectedExecutionError when the reader pool has no room (Kafka submits these
+        lookups to the same pool)."""
         self.pool.try_reserve()
         try:
             return await self._find_offset_by_timestamp(
@@ -305,20 +310,30 @@ class RemoteLogReader:
         epoch = epoch_cache.epoch_for_offset(starting_offset)
         while epoch is not None:
             for metadata in self.rlmm.list_remote_log_segments(tip, epoch):
+                start = max(starting_offset, metadata.start_offset)
                 if (
-                    metadata.state == RemoteLogSegmentState.COPY_SEGMENT_FINISHED
-                    and metadata.max_timestamp_ms >= timestamp
-                    and metadata.end_offset >= starting_offset
-                    and is_remote_segment_within_leader_epochs(metadata, log_end_offset, lineage)
+                    metadata.state != RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+                    or metadata.max_timestamp_ms < timestamp
+                    or metadata.end_offset < start
                 ):
-                    return await asyncio.get_running_loop().run_in_executor(
-                        self.pool.executor,
-                        timestamp_in_segment,
-                        self.rsm,
-                        self.index_cache,
-                        metadata,
-                        timestamp,
-                        starting_offset,
-                    )
+                    continue
+                # Only the segment's records of this lineage (Kafka checks the whole
+                # segment is on it, isRemoteSegmentWithinLeaderEpochs; a segment kept
+                # for its lineage prefix after an unclean election counts up to there).
+                end = min(lineage_end_offset(metadata, lineage, start), log_end_offset)
+                if end <= start:
+                    continue
+                found = await asyncio.get_running_loop().run_in_executor(
+                    self.pool.executor,
+                    timestamp_in_segment,
+                    self.rsm,
+                    self.index_cache,
+                    metadata,
+                    timestamp,
+                    starting_offset,
+                    end,
+                )
+                if found is not None:
+                    return found
             epoch = _next_epoch(entries, epoch)
         return None

@@ -288,4 +288,9 @@ async def test_a_read_stops_where_the_segment_leaves_the_readers_lineage(
         await reader.read(
             RemoteStorageFetchInfo(1 << 20, True, info.topic_id_partition, 2), lineage
         )
+    # Timestamp lookups (ListOffsets) see the same records: from 1 on, none of them.
+    tip = info.topic_id_partition
+    for start, offset in ((0, 0), (1, 1), (2, None)):
+        found = await reader.find_offset_by_timestamp(tip, BASE_TS, start, lineage, 4)
+        assert (found and found.offset) == offset
     await log.close()

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from replication_support import TP, Cluster, MakeCluster, epochs
+from replication_support import BASE_TS, TP, Cluster, MakeCluster, epochs
 from tiered_scenario_support import (
     PARTITION,
     TIERED,
@@ -20,6 +20,8 @@ from tiered_scenario_support import (
     msgs,
     offsets_in_remote,
 )
+
+from tiercel.storage.log_values import TimestampAndOffset
 
 A, B = 1, 2
 
@@ -237,6 +239,13 @@ async def test_scenario_3_multiple_hard_failures(make_cluster: MakeCluster, tier
     # seg-0-1 serves offset 0 (LE-0), seg-1-1 offset 1 (LE-1).
     assert lineage_picks(tier, c, B) == {0: (0, 1, {0: 0}), 1: (1, 1, {1: 1})}
     assert await tier.consume(leader) == consumed(0, 3, 4)
+    # ListOffsets by time below the local start: offset 0 is in seg-0-1 only, and
+    # seg-0-1's msg 1 at offset 1 is not this lineage's.
+    for start in (0, 1):
+        answer = await tier.reader.find_offset_by_timestamp(
+            PARTITION, BASE_TS, start, leader.leader_epoch_cache, leader.log_end_offset
+        )
+        assert answer == TimestampAndOffset(BASE_TS, start, start)
     await tier.follow(c, A)
     assert c[A].log.highest_offset_in_remote_storage == 1
 
