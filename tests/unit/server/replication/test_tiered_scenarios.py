@@ -371,3 +371,98 @@ async def test_scenario_5_log_divergence_in_remote_storage(
     assert follower.log_end_offset == 7
     # LE-1 is unknown to B now: a fetch of offset 3 in LE-1 diverges at LE-0's end.
     assert follower.end_offset_for_epoch(1) == (0, 5)
+
+
+async def test_scenario_3_a_new_follower_while_only_the_old_leaders_segment_holds_offset_0(
+    make_cluster: MakeCluster, tier: Tier
+) -> None:
+    """KIP-405 scenario 3, then scenario 1 for a new broker C: B leads LE-1 from offset 1;
+    its copy task counts A's seg-0-1 (LE-0 at 0 and 1) as the remote copy of offset 0,
+    so B's local retention drops its segment [0] before seg-1-1 is copied (ELO 1, LE-1).
+    C, empty, is told OFFSET_MOVED_TO_TIERED_STORAGE: the remote segment holding ELO - 1
+    is A's seg-0-1, whose offset 1 is not B's. C must restart at B's ELO 1, not after
+    seg-0-1, and hold msg 3 at 1 in LE-1."""
+    C = 3
+    c = tiered_cluster(make_cluster, (A, B, C))
+    c.live.discard(C)
+    c.elect(leader=A, leader_epoch=0, isr=(A, B))
+    produce(c, A, 0, 1)
+    c[A].log.roll()
+    produce(c, A, 2)
+    await c.catch_up(c.fetcher(B), B)
+    await c.scheduler.drain()
+    await tier.copy(c, A)
+    lost = await c.restart(B)
+    lost.log.truncate_to(1)
+    lost.log.set_remote_log_enabled(True)
+    c.live = {B}
+    c.elect(leader=B, leader_epoch=1, isr=(B,), members=(B,))
+    leader = c[B].log
+    leader.roll()
+    produce(c, B, 3)
+    await c.scheduler.drain()
+    await tier.copy(c, B)  # nothing rolled above offset 0 yet: offset 0 counts as copied
+    assert leader.highest_offset_in_remote_storage == 0
+    assert leader.delete_old_segments() == 1
+    assert (leader.log_start_offset, leader.local_log_start_offset) == (0, 1)
+    leader.roll()
+    produce(c, B, 4)
+
+    c.live = {B, C}
+    c.elect(leader=B, leader_epoch=1, isr=(B,), members=(C,))
+    fetcher, _ = tier.fetcher(c, C)
+    await fetcher.run_once()
+    follower = c[C].log
+    assert (follower.log_start_offset, follower.local_log_start_offset) == (0, 1)
+    assert epochs(follower) == [(0, 0)]
+    await c.catch_up(fetcher, C)
+    assert (follower.log_start_offset, follower.local_log_start_offset) == (0, 1)
+    assert epochs(follower) == epochs(leader) == [(0, 0), (1, 1)]
+    assert await tier.consume(follower) == consumed(0, 3, 4)
+
+
+async def test_a_new_follower_restarts_after_a_remote_segment_the_leader_also_keeps_locally(
+    make_cluster: MakeCluster, tier: Tier
+) -> None:
+    """KIP-405 scenario 1 after a clean leader change: A tiered seg-0-14 (LE-0); B, whose
+    own segments roll at 10, leads LE-1 from 15 and keeps 10..16 locally (ELO 10). The
+    remote segment holding ELO - 1 goes on to 14, and B has those records (its LE-0
+    ends at 15): C restarts after the segment, at 15, with its producer snapshot."""
+    C = 3
+    c = tiered_cluster(make_cluster, (A, B, C))
+    c.live.discard(C)
+    c.elect(leader=A, leader_epoch=0, isr=(A, B))
+    produce(c, A, *range(10))
+    fetcher = c.fetcher(B)
+    await c.catch_up(fetcher, B)
+    c[B].log.roll()
+    produce(c, A, *range(10, 15))
+    c[A].log.roll()
+    await c.catch_up(fetcher, B)
+    await c.scheduler.drain()
+    await tier.copy(c, A)
+    assert tier.finished() == [(0, 14, {0: 0})]
+    c.live = {B}
+    c.elect(leader=B, leader_epoch=1, isr=(B,), members=(B,))
+    leader = c[B].log
+    produce(c, B, 15, 16)
+    await tier.follow(c, B)  # B counts seg-0-14 as its lineage's (its LE-0 ends at 15)
+    assert leader.delete_old_segments() == 1
+    assert leader.local_log_start_offset == 10
+
+    c.live = {B, C}
+    c.elect(leader=B, leader_epoch=1, isr=(B,), members=(C,))
+    fetcher, endpoint = tier.fetcher(c, C)
+    await c.catch_up(fetcher, C)
+    follower = c[C].log
+    assert (follower.log_start_offset, follower.local_log_start_offset) == (0, 15)
+    assert epochs(follower) == epochs(leader) == [(0, 0), (1, 15)]
+    assert [api for api, _ in endpoint.requests][:5] == [
+        "fetch",
+        "earliest_local",
+        "earliest",
+        "offset_for_leader_epoch",  # is LE-0's end above the segment's end? (yes)
+        "fetch",
+    ]
+    assert 15 in follower.producer_state.snapshot_offsets
+    assert await tier.consume(follower) == consumed(*range(17))
