@@ -104,9 +104,15 @@ async def test_scenario_1_a_new_follower_builds_its_epochs_from_the_remote_tier(
     fetcher, endpoint = tier.fetcher(c, B)
     await fetcher.run_once()  # fetch 0 -> OMTS -> ELO 3 (LE-1) -> aux state from seg-0-2
     follower = c[B].log
-    assert [api for api, _ in endpoint.requests][:2] == ["fetch", "earliest_local"]
+    assert [api for api, _ in endpoint.requests] == [
+        "fetch",
+        "earliest_local",
+        "earliest",
+        "offset_for_leader_epoch",  # does LE-0 hold ELO - 1? (yes: it ends at 3)
+    ]
     assert (follower.log_start_offset, follower.local_log_start_offset) == (0, 3)
-    assert epochs(follower)[:1] == [(0, 0)]
+    # The epochs below ELO; LE-1 at 3 comes with the first batch fetched from ELO.
+    assert follower.log_end_offset == 3 and epochs(follower) == [(0, 0)]
     await c.catch_up(fetcher, B)
     assert follower.log_end_offset == 8
     assert epochs(follower) == [(0, 0), (1, 3), (2, 5), (3, 7)]
