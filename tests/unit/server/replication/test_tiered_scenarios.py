@@ -241,7 +241,7 @@ async def test_scenario_3_multiple_hard_failures(make_cluster: MakeCluster, tier
     # A consumer at offset 2 in LE-0 diverges: LE-0 ends at 1 (KIP-320).
     assert leader.end_offset_for_epoch(0) == (0, 1)
     assert await tier.expire(c, B) == []
-    assert tier.finished() == [(0, 1, {0: 0}), (1, 1, {1: 1})]
+    assert tier.finished() == tier.listed() == [(0, 1, {0: 0}), (1, 1, {1: 1})]
     # seg-0-1 serves offset 0 (LE-0), seg-1-1 offset 1 (LE-1).
     assert lineage_picks(tier, c, B) == {0: (0, 1, {0: 0}), 1: (1, 1, {1: 1})}
     assert await tier.consume(leader) == consumed(0, 3, 4)
@@ -298,7 +298,7 @@ async def test_scenario_4_unclean_election_including_truncation(
 
     deleted = await tier.expire(c, B)
     assert [(m.start_offset, m.end_offset) for m in deleted] == [(0, 2)]
-    assert tier.finished() == [(0, 1, {0: 0, 1: 1})]
+    assert tier.finished() == tier.listed() == [(0, 1, {0: 0, 1: 1})]
     assert lineage_picks(tier, c, B) == each((0, 1, {0: 0, 1: 1}), 0, 1)
     assert await tier.consume(leader) == consumed(0, 4, 5)
 
@@ -355,7 +355,7 @@ async def test_scenario_5_log_divergence_in_remote_storage(
     assert await tier.consume(leader) == consumed(0, 1, 2, 3, 4, 7, 8)
     deleted = await tier.expire(c, A)
     assert [dict(m.segment_leader_epochs) for m in deleted] == [{0: 0, 1: 2}]
-    assert tier.finished() == [(0, 3, {0: 0}), uuid3]
+    assert tier.finished() == tier.listed() == [(0, 3, {0: 0}), uuid3]
     assert lineage_picks(tier, c, A) == {
         **each((0, 3, {0: 0}), 0, 1, 2, 3),
         **each((4, 5, {0: 4, 2: 5}), 4, 5),

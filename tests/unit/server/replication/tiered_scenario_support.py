@@ -33,6 +33,7 @@ from tiercel.tiered.rlm_follower_task import RLMFollowerTask
 from tiercel.tiered.rlm_quota import RLMQuota
 from tiercel.tiered.rlm_task import RLMContext
 from tiercel.tiered.rsm.local_tiered_storage import LocalTieredStorage
+from tiercel.tiered.rsm.remote_listing import list_remote_segments
 from tiercel.tiered.rsm.remote_storage_manager import (
     RemoteLogSegmentMetadata,
     RemoteLogSegmentState,
@@ -118,6 +119,17 @@ class Tier:
         """(start, end, epochs) of the COPY_SEGMENT_FINISHED segments, in that order."""
         found = [
             (m.start_offset, m.end_offset, dict(m.segment_leader_epochs)) for m in self.segments()
+        ]
+        return sorted(found, key=lambda s: (s[0], s[1], sorted(s[2].items())))
+
+    def listed(self) -> list[tuple[int, int, dict[int, int]]]:
+        """`finished` as the object store's listing alone has it (the manifests a
+        reader without the metadata topic plans from)."""
+        found = [
+            (m.start_offset, m.end_offset, dict(m.segment_leader_epochs))
+            for s in list_remote_segments(self.rsm.store, TP)
+            if s.manifest is not None
+            for m in [s.manifest.metadata]
         ]
         return sorted(found, key=lambda s: (s[0], s[1], sorted(s[2].items())))
 
