@@ -19,6 +19,7 @@ __all__ = [
     "epoch_entries_as_bytes",
     "filtered_leader_epoch_map",
     "is_remote_segment_within_leader_epochs",
+    "lineage_end_offset",
 ]
 
 
@@ -71,6 +72,33 @@ def is_remote_segment_within_leader_epochs(
         elif next_lineage != (epochs[i + 1], segment[epochs[i + 1]]):
             return False
     return metadata.end_offset < log_end_offset
+
+
+def lineage_end_offset(
+    metadata: RemoteLogSegmentMetadata, leader_epochs: Mapping[int, int], offset: int
+) -> int:
+    """Where the segment's records from ``offset`` on stop being the lineage's: the first
+    offset at or after ``offset`` whose epoch in the segment is not its epoch in
+    ``leader_epochs`` (a `filtered_leader_epoch_map`), or the segment's end + 1;
+    ``offset`` itself when that offset is already off the lineage. A record is the one
+    its epoch wrote at its offset (KIP-101), so the segment holds the lineage's records
+    exactly below this offset, also when it continues on another lineage after an
+    unclean election (KIP-405 scenarios 3 to 5)."""
+    segment = sorted(filtered_leader_epoch_map(metadata.segment_leader_epochs).items())
+    lineage = sorted(leader_epochs.items())
+    i = bisect.bisect_right([start for _, start in segment], offset) - 1
+    if i < 0 or segment[i][0] not in leader_epochs or leader_epochs[segment[i][0]] > offset:
+        return offset
+    j = [epoch for epoch, _ in lineage].index(segment[i][0])
+    segment_end = metadata.end_offset + 1
+    while True:
+        segment_next = segment[i + 1][1] if i + 1 < len(segment) else segment_end
+        lineage_next = lineage[j + 1][1] if j + 1 < len(lineage) else segment_end
+        if i + 1 == len(segment) or segment_next != lineage_next:
+            return min(segment_next, lineage_next, segment_end)
+        if segment[i + 1][0] != lineage[j + 1][0]:
+            return segment_next
+        i, j = i + 1, j + 1
 
 
 def epoch_entries_as_bytes(entries: Sequence[EpochEntry]) -> bytes:

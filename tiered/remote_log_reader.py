@@ -30,7 +30,7 @@ from tiercel.storage.timestamp_lookup import first_record_at_or_after
 from tiercel.storage.topic_partition import TopicIdPartition
 from tiercel.tiered.leader_epoch_lineage import (
     filtered_leader_epoch_map,
-    is_remote_segment_within_leader_epochs,
+    lineage_end_offset,
 )
 from tiercel.tiered.remote_index_cache import RemoteIndexCache
 from tiercel.tiered.remote_storage_thread_pool import RemoteStorageThreadPool
@@ -92,10 +92,12 @@ def read_from_segment(
     offset: int,
     max_bytes: int,
     min_one_message: bool,
+    end_offset: int | None = None,
 ) -> tuple[LogOffsetMetadata, bytes] | None:
     """Bytes of ``metadata``'s segment from the batch holding ``offset``, as a local
-    `LogSegment.read` gives them; None when no batch of the segment reaches ``offset``.
-    Blocking: the reader pool."""
+    `LogSegment.read` gives them, without the batches from ``end_offset`` on (where
+    the segment leaves the reader's lineage); None when no batch of the segment reaches
+    ``offset``. Blocking: the reader pool."""
     segment = _SegmentBytes(rsm, metadata, index_cache.lookup_offset(metadata, offset))
     segment.ensure(max_bytes + _SCAN_SLACK)
     position = 0
@@ -107,9 +109,21 @@ def read_from_segment(
             segment.ensure(position + limit)
             first = segment.start + position
             found = LogOffsetMetadata(offset, metadata.start_offset, first)
-            return found, bytes(segment.data[position : position + limit])
+            data = bytes(segment.data[position : position + limit])
+            return found, data if end_offset is None else _cut_at(data, end_offset)
         position += batch_size
     return None
+
+
+def _cut_at(data: bytes, end_offset: int) -> bytes:
+    """``data`` without its batches from the one starting at ``end_offset`` on."""
+    position = 0
+    while position + RECORD_BATCH_OVERHEAD <= len(data):
+        header = read_header(data, position)
+        if header.base_offset >= end_offset:
+            return data[:position]
+        position += header.batch_length + LOG_OVERHEAD
+    return data
 
 
 def timestamp_in_segment(
@@ -118,8 +132,10 @@ def timestamp_in_segment(
     metadata: RemoteLogSegmentMetadata,
     timestamp: int,
     starting_offset: int,
+    end_offset: int | None = None,
 ) -> TimestampAndOffset | None:
-    """The first record of the segment at or after ``starting_offset`` with a timestamp
+    """The first record of the segment at or after ``starting_offset``, below
+    ``end_offset`` (where the segment leaves the reader's lineage), with a timestamp
     >= ``timestamp`` (Kafka's RemoteLogManager.lookupTimestamp). Blocking: the pool."""
     start = index_cache.lookup_timestamp(metadata, timestamp, starting_offset)
     segment = _SegmentBytes(rsm, metadata, start)
@@ -127,12 +143,14 @@ def timestamp_in_segment(
     while segment.ensure(position + RECORD_BATCH_OVERHEAD):
         header = read_header(segment.data, position)
         batch_size = header.batch_length + LOG_OVERHEAD
+        if end_offset is not None and header.base_offset >= end_offset:
+            return None
         if header.max_timestamp >= timestamp and header.last_offset >= starting_offset:
             if not segment.ensure(position + batch_size):
                 return None
             batch = bytes(segment.data[position : position + batch_size])
             found = first_record_at_or_after(batch, timestamp, starting_offset)
-            if found is not None:
+            if found is not None and (end_offset is None or found[1] < end_offset):
                 epoch = header.partition_leader_epoch
                 return TimestampAndOffset(found[0], found[1], epoch if epoch >= 0 else None)
         position += batch_size
@@ -223,7 +241,12 @@ class RemoteLogReader:
                 "is not in the remote tier"
             )
         loop = asyncio.get_running_loop()
+        lineage = filtered_leader_epoch_map(epoch_cache.entries)
         while metadata is not None:
+            # After an unclean election the segment may go on with another lineage's
+            # records: they stop here, and the next read finds this lineage's segment.
+            from_offset = max(offset, metadata.start_offset)  # the next segment's start
+            end_offset = lineage_end_offset(metadata, lineage, from_offset)
             found = await loop.run_in_executor(
                 self.pool.executor,
                 read_from_segment,
@@ -233,6 +256,7 @@ class RemoteLogReader:
                 offset,
                 fetch_info.fetch_max_bytes,
                 fetch_info.min_one_message,
+                end_offset,
             )
             if found is not None:
                 self.fetch_quota.record(len(found[1]))
@@ -260,9 +284,11 @@ class RemoteLogReader:
         log_end_offset: int,
     ) -> TimestampAndOffset | None:
         """Kafka's findOffsetByTimestamp: from the epoch of ``starting_offset`` on, the
-        first finished segment on the lineage whose max timestamp reaches ``timestamp``
-        is searched; None when no remote segment qualifies. RejectedExecutionError when
-        the reader pool has no room (Kafka submits these lookups to the same pool)."""
+        finished segments holding records of the lineage whose max timestamp reaches
+        ``timestamp`` are searched, in their lineage part only, until one has a record
+        at or after ``starting_offset``; None when no remote segment has one.
+        RejectedExecutionError when the reader pool has no room (Kafka submits these
+        lookups to the same pool)."""
         self.pool.try_reserve()
         try:
             return await self._find_offset_by_timestamp(
@@ -284,20 +310,30 @@ class RemoteLogReader:
         epoch = epoch_cache.epoch_for_offset(starting_offset)
         while epoch is not None:
             for metadata in self.rlmm.list_remote_log_segments(tip, epoch):
+                start = max(starting_offset, metadata.start_offset)
                 if (
-                    metadata.state == RemoteLogSegmentState.COPY_SEGMENT_FINISHED
-                    and metadata.max_timestamp_ms >= timestamp
-                    and metadata.end_offset >= starting_offset
-                    and is_remote_segment_within_leader_epochs(metadata, log_end_offset, lineage)
+                    metadata.state != RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+                    or metadata.max_timestamp_ms < timestamp
+                    or metadata.end_offset < start
                 ):
-                    return await asyncio.get_running_loop().run_in_executor(
-                        self.pool.executor,
-                        timestamp_in_segment,
-                        self.rsm,
-                        self.index_cache,
-                        metadata,
-                        timestamp,
-                        starting_offset,
-                    )
+                    continue
+                # Only the segment's records of this lineage (Kafka checks the whole
+                # segment is on it, isRemoteSegmentWithinLeaderEpochs; a segment kept
+                # for its lineage prefix after an unclean election counts up to there).
+                end = min(lineage_end_offset(metadata, lineage, start), log_end_offset)
+                if end <= start:
+                    continue
+                found = await asyncio.get_running_loop().run_in_executor(
+                    self.pool.executor,
+                    timestamp_in_segment,
+                    self.rsm,
+                    self.index_cache,
+                    metadata,
+                    timestamp,
+                    starting_offset,
+                    end,
+                )
+                if found is not None:
+                    return found
             epoch = _next_epoch(entries, epoch)
         return None

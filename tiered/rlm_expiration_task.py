@@ -10,7 +10,8 @@ lineage, oldest first, and deletes:
   while remote (on the lineage) plus local-only bytes exceed ``retention.bytes``;
 - segments not on the lineage (Kafka's isRemoteSegmentWithinLeaderEpochs: left by an
   unclean election or an old leader) and segments of epochs older than the lineage's
-  first;
+  first, but for one that begins with lineage records no segment on the lineage holds
+  (the new leader's copy counted them as copied);
 - orphans: COPY_SEGMENT_STARTED segments no copy of this broker is uploading (a failed or
   abandoned copy), and DELETE_SEGMENT_STARTED ones (a deletion to finish).
 
@@ -33,6 +34,7 @@ from tiercel.protocol.errors import OffsetOutOfRangeError
 from tiercel.tiered.leader_epoch_lineage import (
     filtered_leader_epoch_map,
     is_remote_segment_within_leader_epochs,
+    lineage_end_offset,
 )
 from tiercel.tiered.rlm_task import RLMContext, RLMTask, run_blocking
 from tiercel.tiered.rsm.remote_storage_manager import (
@@ -167,15 +169,24 @@ class RLMExpirationTask(RLMTask):
         """Add the finished segments not on the lineage: epochs this log never had or
         offsets beyond where its epochs end (an unclean election, an old leader's
         uploads), and epochs older than its first (Kafka's leader-epoch-cache
-        truncation). No reader is ever sent to them."""
+        truncation), unless the segment still holds lineage records no segment on the
+        lineage has (see `_holds_lineage_records`)."""
         seen = {m.remote_log_segment_id for m in doomed}
         log_end = self.log.log_end_offset
-        doomed.extend(
+        finished = [
             m
             for m in self.context.rlmm.list_remote_log_segments(self.partition)
-            if m.remote_log_segment_id not in seen
-            and m.state == _FINISHED
-            and not is_remote_segment_within_leader_epochs(m, log_end, lineage)
+            if m.remote_log_segment_id not in seen and m.state == _FINISHED
+        ]
+        within = [
+            m for m in finished if is_remote_segment_within_leader_epochs(m, log_end, lineage)
+        ]
+        ids = {m.remote_log_segment_id for m in within}
+        doomed.extend(
+            m
+            for m in finished
+            if m.remote_log_segment_id not in ids
+            and not self._holds_lineage_records(m, lineage, within)
         )
 
     def _unchanged(self, planned: RemoteLogSegmentMetadata) -> RemoteLogSegmentMetadata | None:
@@ -188,6 +199,29 @@ class RLMExpirationTask(RLMTask):
             if current.remote_log_segment_id == segment_id:
                 return current if current.state == planned.state else None
         return None
+
+    def _holds_lineage_records(
+        self,
+        metadata: RemoteLogSegmentMetadata,
+        lineage: dict[int, int],
+        within: list[RemoteLogSegmentMetadata],
+    ) -> bool:
+        """Whether an off-lineage segment begins with records of the lineage, above the
+        log start offset, that no segment on the lineage holds. A new leader's copy
+        continues after the highest remote offset of its own epochs, capped where its
+        epoch ends (`find_highest_remote_offset`, as Kafka's findHighestRemoteOffset), so
+        it counts such a prefix as copied and local retention deletes it here; deleting
+        the segment would lose those records (KIP-405 scenario 3: seg-0-1 still serves
+        offset 0 after the leader's epoch 1 starts at 1)."""
+        first = max(metadata.start_offset, self.log.log_start_offset)
+        if first > metadata.end_offset:
+            return False
+        end = lineage_end_offset(metadata, lineage, first)
+        covered = first
+        for m in sorted(within, key=lambda m: m.start_offset):
+            if m.start_offset <= covered <= m.end_offset:
+                covered = m.end_offset + 1
+        return covered < end
 
     def _orphans(self) -> list[RemoteLogSegmentMetadata]:
         """Copies no thread of this broker is doing, and deletions left half done."""

@@ -7,9 +7,11 @@ longer has them locally. The follower asks the leader's local log start and its 
 holding the offset just before the leader's local start, and from it installs what the
 remote records leave behind: its log restarts, empty, at that segment's end + 1 with
 its log start at the leader's; the leader-epoch entries below that offset; the producer
-snapshot there. It then fetches normally from that offset. When the segment is not
-known yet (this broker's remote metadata still loading) it retries after
-replica.fetch.backoff.ms, as Kafka does.
+snapshot there. It then fetches normally from that offset. A segment that goes on past
+the leader's local start with records the leader does not have (an old leader's, after
+an unclean election) restarts the log at the leader's local start instead, without a
+producer snapshot. When the segment is not known yet (this broker's remote metadata
+still loading) it retries after replica.fetch.backoff.ms, as Kafka does.
 
 Event-loop only; the object-store reads run in the RemoteLogManager's reader pool.
 """
@@ -25,13 +27,14 @@ from tiercel.server.remote_log_reads import RemoteLogReads
 from tiercel.server.replication.leader_end_point import LeaderEndPoint
 from tiercel.storage.producer_snapshot import CorruptSnapshotError, decode_snapshot
 from tiercel.storage.topic_partition import TopicIdPartition, TopicPartition
+from tiercel.tiered.leader_epoch_lineage import filtered_leader_epoch_map
 from tiercel.tiered.remote_log_aux_state import (
     RemoteLogAuxState,
     aux_state_target_epoch,
     fetch_remote_log_aux_state,
     find_aux_state_segment,
 )
-from tiercel.tiered.rsm.remote_storage_manager import RemoteStorageError
+from tiercel.tiered.rsm.remote_storage_manager import RemoteLogSegmentMetadata, RemoteStorageError
 
 __all__ = ["TierStateMachineError", "build_remote_log_aux_state"]
 
@@ -68,6 +71,24 @@ async def _target_epoch(
     return aux_state_target_epoch(epoch_at_local_start, earlier, local_start)
 
 
+async def _on_leader_lineage(
+    leader: LeaderEndPoint,
+    tp: TopicPartition,
+    current_leader_epoch: int,
+    metadata: RemoteLogSegmentMetadata,
+) -> bool:
+    """Whether the segment's last record is the leader's: the leader's epoch of that
+    record ends after it (OffsetForLeaderEpoch). Records with the same epoch at the
+    same offset are the same record, and so are all before them (KIP-101)."""
+    last_epoch = max(filtered_leader_epoch_map(metadata.segment_leader_epochs))
+    answers = await leader.fetch_epoch_end_offsets({tp: (current_leader_epoch, last_epoch)})
+    answer = answers.get(tp)
+    if answer is None:
+        raise TierStateMachineError("no OffsetForLeaderEpoch answer")
+    _check(answer.error, "offset_for_leader_epoch")
+    return answer.leader_epoch == last_epoch and answer.end_offset > metadata.end_offset
+
+
 async def build_remote_log_aux_state(
     leader: LeaderEndPoint,
     remote: RemoteLogReads | None,
@@ -97,6 +118,15 @@ async def build_remote_log_aux_state(
         )
     except RemoteStorageError as e:
         raise TierStateMachineError(f"reading the remote aux state: {e}") from e
+    if state.next_offset > local_start and not await _on_leader_lineage(
+        leader, tp, current_leader_epoch, metadata
+    ):
+        # The segment goes on past the leader's local start with another leader's
+        # records (an unclean election): restart at the leader's local start instead,
+        # below which the segment agrees with the leader. Its producer snapshot is the
+        # state after those other records: none, as when a segment has none.
+        below = tuple(e for e in state.epochs if e.start_offset < local_start)
+        state = RemoteLogAuxState(local_start, below, None)
     if state.producer_snapshot is not None:
         try:
             decode_snapshot(state.producer_snapshot)  # before anything changes

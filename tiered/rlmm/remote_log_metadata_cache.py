@@ -3,14 +3,17 @@ and RemoteLogLeaderEpochState).
 
 Every segment is kept by id in whatever state it is. Per leader epoch, the
 COPY_SEGMENT_FINISHED segments are indexed by the first offset the epoch has in each, so
-that `remote_log_segment_metadata(epoch, offset)` is a floor lookup; segments of the epoch
+that `remote_log_segment_metadata(epoch, offset)` looks from the floor entry down for a
+segment whose run of the epoch reaches the offset; segments of the epoch
 in any other state are "unreferenced" (a copy in progress, or being deleted), listed but
 never served. An epoch's highest offset is the largest end offset of that epoch in its
 finished segments. A finished segment that reaches a start offset already indexed for an
-epoch replaces the older one there (a new leader re-uploading after an unclean election);
-the older one becomes unreferenced until it is deleted. Which one an epoch serves thus
-depends on the order segments finished in, so the cache remembers it: a snapshot
-replays finished segments in that order (`segments_in_replay_order`).
+epoch (a new leader re-uploading after an unclean election) serves before the older one
+there, which still serves the offsets of the epoch only it reaches (Kafka makes it
+unreferenced; the expiration task here deletes segments off the lineage, so the older one
+may be the lineage's). Which one an epoch serves first thus depends on the order segments
+finished in, so the cache remembers it: a snapshot replays finished segments in that
+order (`segments_in_replay_order`).
 
 Not thread-safe: its owner calls it from the event loop.
 """
@@ -44,9 +47,10 @@ def epoch_end_offsets(metadata: RemoteLogSegmentMetadata) -> Iterator[tuple[int,
 @dataclass(slots=True)
 class _LeaderEpochState:
     """Kafka's RemoteLogLeaderEpochState. Invariant: ``starts`` is sorted and holds the
-    keys of ``offset_to_id``."""
+    keys of ``offset_to_ids``, each a non-empty list of finished segments in the order
+    they finished (the newest serves first)."""
 
-    offset_to_id: dict[int, RemoteLogSegmentId] = field(default_factory=dict)
+    offset_to_ids: dict[int, list[RemoteLogSegmentId]] = field(default_factory=dict)
     starts: list[int] = field(default_factory=list)
     unreferenced: set[RemoteLogSegmentId] = field(default_factory=set)
     highest_log_offset: int | None = None
@@ -55,35 +59,44 @@ class _LeaderEpochState:
         self.unreferenced.add(segment_id)
 
     def copy_finished(self, start: int, segment_id: RemoteLogSegmentId, end: int) -> None:
-        replaced = self.offset_to_id.get(start)
-        if replaced is None:
+        ids = self.offset_to_ids.get(start)
+        if ids is None:
             bisect.insort(self.starts, start)
-        elif replaced != segment_id:
-            self.unreferenced.add(replaced)
-        self.offset_to_id[start] = segment_id
+            self.offset_to_ids[start] = [segment_id]
+        elif segment_id not in ids:
+            ids.append(segment_id)
         self.unreferenced.discard(segment_id)
         if self.highest_log_offset is None or end > self.highest_log_offset:
             self.highest_log_offset = end
 
     def delete_started(self, start: int, segment_id: RemoteLogSegmentId) -> None:
-        if self.offset_to_id.get(start) == segment_id:
-            del self.offset_to_id[start]
-            self.starts.remove(start)
+        ids = self.offset_to_ids.get(start)
+        if ids is not None and segment_id in ids:
+            ids.remove(segment_id)
+            if not ids:
+                del self.offset_to_ids[start]
+                self.starts.remove(start)
         self.unreferenced.add(segment_id)
 
     def delete_finished(self, segment_id: RemoteLogSegmentId) -> None:
         self.unreferenced.discard(segment_id)
 
-    def floor_id(self, offset: int) -> RemoteLogSegmentId | None:
-        i = bisect.bisect_right(self.starts, offset)
-        return self.offset_to_id[self.starts[i - 1]] if i else None
+    def candidates(self, offset: int) -> Iterator[RemoteLogSegmentId]:
+        """Finished segments whose run of this epoch starts at or below ``offset``: the
+        nearest start first, the newest first at each start."""
+        for i in range(bisect.bisect_right(self.starts, offset) - 1, -1, -1):
+            yield from reversed(self.offset_to_ids[self.starts[i]])
+
+    def serving_ids(self) -> set[RemoteLogSegmentId]:
+        """The newest finished segment at each start (Kafka's offsetToId values)."""
+        return {ids[-1] for ids in self.offset_to_ids.values()}
 
     def segment_ids(self) -> set[RemoteLogSegmentId]:
-        return set(self.offset_to_id.values()) | self.unreferenced
+        return {i for ids in self.offset_to_ids.values() for i in ids} | self.unreferenced
 
     @property
     def empty(self) -> bool:
-        return not self.offset_to_id and not self.unreferenced
+        return not self.offset_to_ids and not self.unreferenced
 
 
 class RemoteLogMetadataCache:
@@ -147,16 +160,20 @@ class RemoteLogMetadataCache:
     def remote_log_segment_metadata(
         self, leader_epoch: int, offset: int
     ) -> RemoteLogSegmentMetadata | None:
-        """The finished segment holding ``offset`` of ``leader_epoch``: the floor entry of
-        the epoch, if the epoch's records in it reach ``offset``."""
+        """A finished segment holding ``offset`` of ``leader_epoch``: of those whose run
+        of the epoch reaches ``offset``, the nearest start's, the newest there. After an
+        unclean election several segments may start an epoch at the same offset, their
+        runs of it ending at different offsets; a record is one epoch's at one offset
+        whichever segment holds it (KIP-101), so any that reaches ``offset`` serves it,
+        and deleting one (off the lineage) leaves the others serving."""
         state = self._epochs.get(leader_epoch)
-        segment_id = state.floor_id(offset) if state is not None else None
-        if segment_id is None:
+        if state is None:
             return None
-        metadata = self._segments[segment_id]
-        for epoch, _, end in epoch_end_offsets(metadata):
-            if epoch == leader_epoch:
-                return metadata if offset <= end else None
+        for segment_id in state.candidates(offset):
+            metadata = self._segments[segment_id]
+            for epoch, _, end in epoch_end_offsets(metadata):
+                if epoch == leader_epoch and offset <= end:
+                    return metadata
         return None
 
     def highest_offset_for_epoch(self, leader_epoch: int) -> int | None:
@@ -204,9 +221,7 @@ class RemoteLogMetadataCache:
         state = self._epochs.get(leader_epoch)
         if state is None:
             return 0
-        return sum(
-            self._segments[i].segment_size_in_bytes for i in set(state.offset_to_id.values())
-        )
+        return sum(self._segments[i].segment_size_in_bytes for i in state.serving_ids())
 
     def __len__(self) -> int:
         return len(self._segments)

@@ -1,5 +1,6 @@
 """Kafka's isRemoteSegmentWithinLeaderEpochs: a remote segment is served only if its
-epochs are a slice of the log's leader-epoch lineage and it ends below the log end."""
+epochs are a slice of the log's leader-epoch lineage and it ends below the log end; and
+where a segment's records stop being the lineage's (`lineage_end_offset`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from tiercel.storage.topic_partition import TopicPartition
 from tiercel.tiered.leader_epoch_lineage import (
     filtered_leader_epoch_map,
     is_remote_segment_within_leader_epochs,
+    lineage_end_offset,
 )
 from tiercel.tiered.rsm.remote_storage_manager import RemoteLogSegmentId, RemoteLogSegmentMetadata
 
@@ -61,3 +63,24 @@ def test_epochs_without_records_are_ignored() -> None:
     assert is_remote_segment_within_leader_epochs(
         segment(10, 20, {5: 10, 6: 15, 7: 15}), 200, filtered_leader_epoch_map(LINEAGE)
     )
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "epochs", "offset", "expected"),
+    [
+        (10, 14, {5: 10}, 10, 15),  # wholly on the lineage
+        (10, 120, {5: 10, 7: 15, 9: 100}, 12, 121),
+        (10, 16, {5: 10}, 12, 15),  # epoch 5 runs past epoch 7's start
+        (10, 16, {5: 10}, 15, 15),  # offset 15 is epoch 7's on the lineage
+        (10, 50, {5: 10, 7: 16}, 10, 15),  # epoch 7 starts elsewhere on the lineage
+        (10, 50, {5: 10, 6: 15}, 11, 15),  # an epoch this lineage never had
+        (0, 9, {3: 0}, 0, 0),  # before the lineage
+        (12, 20, {7: 12}, 14, 14),  # epoch 7 starts at 15 on the lineage
+        (100, 130, {9: 100}, 110, 131),  # the last epoch: to the segment's end
+    ],
+)
+def test_where_a_segment_leaves_the_lineage(
+    start: int, end: int, epochs: dict[int, int], offset: int, expected: int
+) -> None:
+    lineage = filtered_leader_epoch_map(LINEAGE)
+    assert lineage_end_offset(segment(start, end, epochs), lineage, offset) == expected

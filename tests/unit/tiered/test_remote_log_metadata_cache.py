@@ -125,6 +125,29 @@ def test_a_reupload_at_the_same_offset_replaces_the_older_segment() -> None:
     assert len(cache.list_remote_log_segments(0)) == 2  # the older one awaits deletion
 
 
+def test_diverged_reuploads_each_serve_the_offsets_of_the_epoch_they_reach() -> None:
+    """KIP-405 scenario 5: A's seg-0-3 (LE-0 to 3) and B's re-upload seg-0-3 (LE-0 at 0,
+    LE-1 at 2) both start epoch 0 at 0. Offsets 2 and 3 of epoch 0 are only in A's; once
+    B's (off A's lineage) is deleted, A's serves offsets 0 and 1 too."""
+    cache = RemoteLogMetadataCache()
+    lineage_a, diverged = segment(0, 3, {0: 0}), segment(0, 3, {0: 0, 1: 2})
+    finished(cache, lineage_a)
+    finished(cache, diverged)
+
+    def served(epoch: int, offset: int) -> RemoteLogSegmentId | None:
+        found = cache.remote_log_segment_metadata(epoch, offset)
+        return None if found is None else found.remote_log_segment_id
+
+    assert served(0, 1) == diverged.remote_log_segment_id  # the newer first
+    assert served(0, 2) == served(0, 3) == lineage_a.remote_log_segment_id
+    assert served(1, 2) == diverged.remote_log_segment_id
+    for state in (S.DELETE_SEGMENT_STARTED, S.DELETE_SEGMENT_FINISHED):
+        cache.update_remote_log_segment_metadata(update(diverged, state))
+    assert [served(0, o) for o in range(4)] == [lineage_a.remote_log_segment_id] * 4
+    assert served(1, 2) is None
+    assert cache.remote_log_size(0) == lineage_a.segment_size_in_bytes
+
+
 def test_an_update_cannot_start_a_copy() -> None:
     with pytest.raises(ValueError):
         update(segment(0, 9, {0: 0}), S.COPY_SEGMENT_STARTED)

@@ -23,8 +23,14 @@ from support.tiering import (
     topic_id_partition,
 )
 from tiercel.protocol.errors import OffsetOutOfRangeError
-from tiercel.protocol.record_batch import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, read_header
+from tiercel.protocol.record_batch import (
+    LOG_OVERHEAD,
+    RECORD_BATCH_OVERHEAD,
+    iter_batches,
+    read_header,
+)
 from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
+from tiercel.storage.leader_epoch_cache import LeaderEpochFileCache
 from tiercel.storage.log_values import FetchIsolation
 from tiercel.storage.scheduler import Scheduler
 from tiercel.storage.unified_log import UnifiedLog
@@ -257,3 +263,34 @@ async def test_a_consumer_reads_the_whole_remote_range_across_segments(tiered: T
             position += size
     local = b"".join(os.pread(s.fd, s.size, 0) for s in tiered.log.segments[:-1])
     assert bytes(received) == local
+
+
+async def test_a_read_stops_where_the_segment_leaves_the_readers_lineage(
+    tmp_path: Path, scheduler: Scheduler, pool: RemoteStorageThreadPool
+) -> None:
+    """KIP-405 scenarios 3 to 5: a remote segment of an old leader holds epoch 0 up to
+    offset 3, but on the reading log's lineage epoch 1 starts at 2 (another leader's
+    records are at 2 and 3). A read from 0 returns offsets 0 and 1 only; the next read,
+    at 2, is epoch 1's and finds no remote segment of it."""
+    log = open_log(str(tmp_path / "old-leader-0"), small_config(), scheduler)
+    for n in range(4):
+        produce(log, [b"msg %d" % n], BASE_TS, epoch=0)
+    log.roll()
+    rsm, rlmm, reader = reader_over(tmp_path, pool)
+    await tier_rolled_segments(log, rsm, rlmm)
+    lineage = LeaderEpochFileCache(log.topic_partition, None)
+    lineage.assign(0, 0)
+    lineage.assign(1, 2)
+    info = RemoteStorageFetchInfo(1 << 20, True, topic_id_partition(log), 0)
+    read = await reader.read(info, lineage)
+    assert [h.base_offset for _, h in iter_batches(read.records)] == [0, 1]
+    with pytest.raises(OffsetOutOfRangeError):
+        await reader.read(
+            RemoteStorageFetchInfo(1 << 20, True, info.topic_id_partition, 2), lineage
+        )
+    # Timestamp lookups (ListOffsets) see the same records: from 1 on, none of them.
+    tip = info.topic_id_partition
+    for start, offset in ((0, 0), (1, 1), (2, None)):
+        found = await reader.find_offset_by_timestamp(tip, BASE_TS, start, lineage, 4)
+        assert (found and found.offset) == offset
+    await log.close()

@@ -207,6 +207,41 @@ async def test_segments_off_the_leader_epoch_lineage_are_deleted(
     await new.close()
 
 
+async def test_an_off_lineage_segment_holding_the_only_copy_of_lineage_records_stays(
+    tmp_path: Path, scheduler: Scheduler
+) -> None:
+    """KIP-405 scenario 3: the new leader's epoch 0 ends inside an old leader's segment,
+    where its own segments roll. It counts that segment's epoch-0 prefix as copied
+    (findHighestRemoteOffset caps the epoch's highest remote offset at the epoch's end)
+    and copies only from its epoch 1 on, so the segment, off its lineage past the
+    prefix, is the only remote copy of the prefix: it stays. The old leader's later
+    segments, with no record of this lineage, go."""
+    rlmm = InMemoryRemoteLogMetadataManager()
+    rsm = LocalTieredStorage(str(tmp_path / "remote"))
+    old = open_log(str(tmp_path / "a" / "orders-0"), tiered_config(), scheduler)
+    produce(old, 40, epoch=0)
+    await commit(old, scheduler)
+    await RLMCopyTask(make_context(rsm, rlmm, 1), PARTITION, old, 0).run_once()
+    by_old = segments(rlmm)
+    split = by_old[1].start_offset + 1  # where the new leader's epoch 1 starts
+    new = open_log(str(tmp_path / "b" / "orders-0"), tiered_config(), scheduler)
+    while new.log_end_offset < split:
+        produce(new, 1, epoch=0, records=1)
+    new.roll()
+    produce(new, 40, epoch=1)
+    await commit(new, scheduler)
+    context = make_context(rsm, rlmm, 2)
+    await RLMCopyTask(context, PARTITION, new, 1).run_once()
+    by_new = [m for m in segments(rlmm) if m.broker_id == 2]
+    assert by_new[0].start_offset == split  # the prefix below was not copied again
+    await RLMExpirationTask(context, PARTITION, new).run_once()
+    left = {m.remote_log_segment_id for m in segments(rlmm)}
+    assert {m.remote_log_segment_id for m in by_old[:2]} <= left
+    assert left.isdisjoint(m.remote_log_segment_id for m in by_old[2:])
+    await old.close()
+    await new.close()
+
+
 async def test_the_follower_task_tracks_the_highest_remote_offset(
     tmp_path: Path, scheduler: Scheduler
 ) -> None:
