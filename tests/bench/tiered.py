@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -87,6 +88,8 @@ class Observed:
 @dataclass
 class RoundResult:
     produce_mb_s: float
+    broker_cpu_s: float = 0.0
+    client_cpu_s: float = 0.0
     copied_by_produce_end: int = 0
     rolled: int = 0
     copy_mb_s: float | None = None
@@ -174,6 +177,18 @@ def create_topic(bootstrap: str, segment_bytes: int, tiered: bool) -> None:
     admin.create_topics([NewTopic(TOPIC, 1, 1, config=config)])[TOPIC].result(30)
 
 
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far, all its threads."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def wait_for(predicate: Callable[[], bool], timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -204,9 +219,14 @@ def run_round(broker: Broker, args: argparse.Namespace, interval_s: float) -> Ro
         warm_up(broker, watcher, args, value)
         observed = watcher.observed
         warm = set(observed.rolled_at)
+        broker_cpu, client_cpu = process_cpu_s(broker.pid), own_cpu_s()
         produce_s = produce_all(broker.bootstrap, count, value)
         watcher.poll()
-        result = RoundResult(count * args.value_bytes / 1e6 / produce_s)
+        result = RoundResult(
+            count * args.value_bytes / 1e6 / produce_s,
+            process_cpu_s(broker.pid) - broker_cpu,
+            own_cpu_s() - client_cpu,
+        )
         rolled = sorted(set(observed.rolled_at) - warm)
         result.copied_by_produce_end = len(set(observed.copied_at) & set(rolled))
         result.rolled = len(rolled)
@@ -248,7 +268,10 @@ def s3_store(endpoint: str, bucket: str) -> ObjectStore:
 
 
 def print_result(tier: str, result: RoundResult) -> None:
-    line = f"  {tier:5s} produce {result.produce_mb_s:7.1f} MB/s"
+    line = (
+        f"  {tier:5s} produce {result.produce_mb_s:7.1f} MB/s (CPU s: broker "
+        f"{result.broker_cpu_s:.2f}, client {result.client_cpu_s:.2f})"
+    )
     if result.copy_mb_s is not None:
         line += (
             f"   copy {result.copy_mb_s:6.1f} MB/s (roll -> tier median "
