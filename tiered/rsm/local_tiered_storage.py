@@ -1,11 +1,13 @@
 """The local-directory RemoteStorageManager: the embedded default tier.
 
 Objects are files under one root directory, at the keys of `object_layout`. Every object
-is written to a temporary name (ending ``.tmp``, never listed), fsynced, renamed and its
-directory synced, so the manifest, written last, is durable only after every other
-object is: a crash leaves either a complete segment with its manifest or objects without
-one, which a later copy of the same segment overwrites and a deletion removes. Kafka's
-own test tier is ``LocalTieredStorage``; this one is meant for use.
+is written to a temporary name (ending ``.tmp``, never listed) and fsynced before it is
+renamed to its key; a segment's data objects are renamed together and their directory
+synced once, before the manifest is written the same way, so the manifest, written last,
+is durable only after every other object is: a crash leaves either a complete segment
+with its manifest or objects without one, which a later copy of the same segment
+overwrites and a deletion removes. Kafka's own test tier is ``LocalTieredStorage``; this
+one is meant for use.
 
 Blocking, any thread: the RemoteLogManager's pools call it.
 """
@@ -13,10 +15,11 @@ Blocking, any thread: the RemoteLogManager's pools call it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Final
 
 from tiercel.tiered.rsm.object_store_rsm import ObjectStoreRemoteStorageManager
@@ -51,28 +54,43 @@ class LocalDirectoryStore:
         return os.path.join(self.root, key)
 
     def put_file(self, key: str, path: str) -> None:
-        self._put(
-            key, f"copying {path} to {key}", lambda temporary: shutil.copyfile(path, temporary)
-        )
+        self.put_all({key: path}, {})
 
     def put_bytes(self, key: str, data: bytes) -> None:
-        self._put(key, f"writing {key}", lambda temporary: _write(temporary, data))
+        self.put_all({}, {key: data})
 
-    def _put(self, key: str, what: str, write: Callable[[str], object]) -> None:
-        """``write`` a temporary file of this call's own, fsync it, rename it to ``key``'s
-        path and sync the directory."""
-        destination = self._path(key)
-        temporary = f"{destination}.{uuid.uuid4().hex}{_TEMPORARY}"
+    def put_all(self, files: Mapping[str, str], data: Mapping[str, bytes]) -> None:
+        """Write each object to a temporary file of this call's own and fsync it, then
+        rename them all to their keys' paths and sync their directories once: one fsync
+        per object and one per directory, not two per object (the syncs, not the
+        copies, were most of a segment's copy time)."""
+        writes: list[tuple[str, str, Callable[[str], object]]] = [
+            (key, f"copying {path} to {key}", functools.partial(_copy_file, path))
+            for key, path in files.items()
+        ]
+        writes += [
+            (key, f"writing {key}", functools.partial(_write, data=blob))
+            for key, blob in data.items()
+        ]
+        temporaries: dict[str, str] = {}
         try:
-            with _as_remote_errors(what):
-                os.makedirs(os.path.dirname(destination), exist_ok=True)
-                write(temporary)
-                _fsync(temporary)
-                os.replace(temporary, destination)
-                _fsync(os.path.dirname(destination))
+            for key, what, write in writes:
+                destination = self._path(key)
+                temporary = f"{destination}.{uuid.uuid4().hex}{_TEMPORARY}"
+                temporaries[destination] = temporary
+                with _as_remote_errors(what):
+                    os.makedirs(os.path.dirname(destination), exist_ok=True)
+                    write(temporary)
+                    _fsync(temporary)
+            with _as_remote_errors(f"renaming {', '.join([*files, *data])} into place"):
+                for destination, temporary in temporaries.items():
+                    os.replace(temporary, destination)
+                for directory in {os.path.dirname(d) for d in temporaries}:
+                    _fsync(directory)
         finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(temporary)
+            for temporary in temporaries.values():
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(temporary)
 
     def get(self, key: str) -> bytes:
         return self.get_range(key, 0, None)
@@ -136,6 +154,12 @@ class LocalTieredStorage(ObjectStoreRemoteStorageManager):
 
 def _name(entry: os.DirEntry[str]) -> str:
     return entry.name
+
+
+def _copy_file(source: str, path: str) -> None:
+    # shutil.copyfile copies with os.sendfile on Linux: in the kernel, no Python loop
+    # holding the GIL.
+    shutil.copyfile(source, path)
 
 
 def _write(path: str, data: bytes) -> None:

@@ -10,6 +10,7 @@ import pytest
 
 from support.rsm_contract import RemoteStorageManagerContract, metadata, segment_files
 from tiercel.tiered.rsm.local_tiered_storage import LocalTieredStorage
+from tiercel.tiered.rsm.object_layout import MANIFEST_SUFFIX
 from tiercel.tiered.rsm.remote_storage_manager import RemoteStorageError
 
 
@@ -39,8 +40,32 @@ def test_a_failed_copy_leaves_no_temporary_file(rsm: LocalTieredStorage, tmp_pat
     os.remove(data.time_index)
     with pytest.raises(RemoteStorageError):
         rsm.copy_log_segment_data(metadata(), data)
-    assert files_under(rsm.root)  # the log went up before the time index failed
-    assert not [key for key in files_under(rsm.root) if key.endswith(".tmp")]
+    # The data objects are renamed into place together, once all are written: none of
+    # them is, and no temporary file is left.
+    assert not files_under(rsm.root)
+
+
+def test_a_copy_syncs_each_object_once_and_its_directory_once_before_the_manifest(
+    rsm: LocalTieredStorage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Five data objects and the manifest: an fsync of each, one of the directory
+    before the manifest is written and one after it is renamed (not two per object)."""
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    rsm.copy_log_segment_data(metadata(), segment_files(tmp_path / "segment"))
+    directory = os.path.dirname(os.path.join(rsm.root, next(iter(rsm.store.list("")))))
+    objects = [path for path in synced if path != directory]
+    assert len(objects) == 6
+    assert synced.count(directory) == 2
+    # The directory is synced after every data object and before the manifest.
+    assert synced.index(directory) == 5
+    assert f".{MANIFEST_SUFFIX}." in objects[-1]
 
 
 def test_temporary_files_are_not_listed(rsm: LocalTieredStorage, tmp_path: Path) -> None:
