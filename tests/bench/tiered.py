@@ -2,7 +2,7 @@
 throughput to the local-directory tier and to S3 (moto).
 
     .venv/bin/python tests/bench/tiered.py [--mb 200] [--rounds 3] [--segment-mb 16]
-        [--tiers local,s3] [--task-interval-ms 250]
+        [--tiers local,s3[,deferred]] [--task-interval-ms 250]
 
 Each round starts, one after the other, a fresh broker per mode, exactly as a user starts
 it (``tiercel broker --override ...``, log dir in a temporary directory on disk, asyncio
@@ -13,7 +13,11 @@ and has librdkafka produce ``--mb`` MB of 1 KiB values with acks=all:
 - ``local``: ``remote.log.storage.system.enable=true``, the local-directory tier
   (``<log dir>/remote-storage``), the topic ``remote.storage.enable=true``;
 - ``s3``: the same with the S3 RemoteStorageManager on a moto server (a separate
-  process, as tests/support/moto_server.py starts it).
+  process, as tests/support/moto_server.py starts it);
+- ``deferred`` (only when asked for): as ``local``, but the topic is created with
+  ``remote.log.copy.disable=true``, so nothing is copied during the produce; copies are
+  turned on afterwards, and the time until the tier has the whole backlog gives the
+  copy throughput with no produce running.
 
 With tiering on, ``remote.log.manager.task.interval.ms`` is ``--task-interval-ms`` so
 that segments are copied while the produce runs (the run reports how many were in the
@@ -46,7 +50,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
 from produce_consume import TOPIC, _free_port, _wait_until_ready, produce_all
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -75,6 +85,7 @@ class Broker:
     log_dir: Path
     store: ObjectStore | None  # the tier, to list; None when tiering is off
     pid: int
+    deferred: bool = False  # the topic is created with remote.log.copy.disable=true
 
 
 @dataclass
@@ -169,10 +180,12 @@ class Watcher:
                 self.observed.copied_at.setdefault(parsed.start_offset, now)
 
 
-def create_topic(bootstrap: str, segment_bytes: int, tiered: bool) -> None:
+def create_topic(bootstrap: str, segment_bytes: int, tiered: bool, deferred: bool) -> None:
     config = {"segment.bytes": str(segment_bytes)}
     if tiered:
         config["remote.storage.enable"] = "true"
+    if deferred:
+        config["remote.log.copy.disable"] = "true"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(TOPIC, 1, 1, config=config)])[TOPIC].result(30)
 
@@ -205,14 +218,15 @@ def warm_up(broker: Broker, watcher: Watcher, args: argparse.Namespace, value: b
     count = (args.segment_mb + 1) * MIB // args.value_bytes
     produce_all(broker.bootstrap, count, value)
     observed = watcher.observed
-    done = (lambda: bool(observed.copied_at)) if broker.store else lambda: bool(observed.rolled_at)
+    copies = broker.store is not None and not broker.deferred
+    done = (lambda: bool(observed.copied_at)) if copies else lambda: bool(observed.rolled_at)
     if not wait_for(done, 120):
         raise TimeoutError("the warm-up segment did not roll (or reach the tier) in 120 s")
 
 
 def run_round(broker: Broker, args: argparse.Namespace, interval_s: float) -> RoundResult:
     tiered = broker.store is not None
-    create_topic(broker.bootstrap, args.segment_mb * MIB, tiered)
+    create_topic(broker.bootstrap, args.segment_mb * MIB, tiered, broker.deferred)
     count = args.mb * 1024 * 1024 // args.value_bytes
     value = os.urandom(args.value_bytes)
     with Watcher(broker, interval_s) as watcher:
@@ -232,8 +246,12 @@ def run_round(broker: Broker, args: argparse.Namespace, interval_s: float) -> Ro
         result.rolled = len(rolled)
         if not tiered:
             return result
-        if not wait_for(lambda: set(rolled) <= set(observed.copied_at), 300):
-            raise TimeoutError("the tier did not get every rolled segment within 300 s")
+        if broker.deferred:
+            result.copy_mb_s = copy_backlog(broker, observed)
+            return result
+        if not wait_for(lambda: set(rolled) <= set(observed.copied_at), 120):
+            missing = sorted(set(rolled) - set(observed.copied_at))
+            raise TimeoutError(f"segments {missing} not in the tier within 120 s")
     directory = broker.log_dir / f"{TOPIC}-0"
     total = sum(os.path.getsize(directory / f"{base:020d}.log") for base in rolled)
     first_roll = min(observed.rolled_at[base] for base in rolled)
@@ -243,6 +261,24 @@ def run_round(broker: Broker, args: argparse.Namespace, interval_s: float) -> Ro
         observed.copied_at[base] - observed.rolled_at[base] for base in rolled
     )
     return result
+
+
+def copy_backlog(broker: Broker, observed: Observed) -> float:
+    """Turn copies on (``remote.log.copy.disable=false``) and wait until every rolled
+    segment is in the tier: MB/s from the change to the last manifest."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    entry = ConfigEntry(
+        "remote.log.copy.disable", "false", incremental_operation=AlterConfigOpType.SET
+    )
+    topic = ConfigResource("TOPIC", TOPIC, incremental_configs=[entry])
+    start = time.monotonic()
+    admin.incremental_alter_configs([topic])[topic].result(30)
+    rolled = set(observed.rolled_at)
+    if not wait_for(lambda: rolled <= set(observed.copied_at), 300):
+        raise TimeoutError("the tier did not get the backlog within 300 s")
+    directory = broker.log_dir / f"{TOPIC}-0"
+    total = sum(os.path.getsize(directory / f"{base:020d}.log") for base in rolled)
+    return total / 1e6 / (max(observed.copied_at[base] for base in rolled) - start)
 
 
 def tier_overrides(tier: str, args: argparse.Namespace, endpoint: str | None) -> dict[str, str]:
@@ -269,10 +305,12 @@ def s3_store(endpoint: str, bucket: str) -> ObjectStore:
 
 def print_result(tier: str, result: RoundResult) -> None:
     line = (
-        f"  {tier:5s} produce {result.produce_mb_s:7.1f} MB/s (CPU s: broker "
+        f"  {tier:8s} produce {result.produce_mb_s:7.1f} MB/s (CPU s: broker "
         f"{result.broker_cpu_s:.2f}, client {result.client_cpu_s:.2f})"
     )
-    if result.copy_mb_s is not None:
+    if result.copy_mb_s is not None and result.copy_latency_s is None:
+        line += f"   copy of the backlog {result.copy_mb_s:6.1f} MB/s once enabled"
+    elif result.copy_mb_s is not None:
         line += (
             f"   copy {result.copy_mb_s:6.1f} MB/s (roll -> tier median "
             f"{result.copy_latency_s:.2f} s), {result.copied_by_produce_end} of "
@@ -316,7 +354,13 @@ def main() -> None:
                     interval_s = 0.2 if tier == "s3" else 0.05
                     overrides = tier_overrides(tier, args, endpoint)
                     with tiercel(work, overrides, store) as broker:
-                        result = run_round(broker, args, interval_s)
+                        broker.deferred = tier == "deferred"
+                        try:
+                            result = run_round(broker, args, interval_s)
+                        except TimeoutError:
+                            kept = shutil.copy(work / "tiercel.log", f"{tmp}-{tier}.log")
+                            print(f"the broker's log is kept in {kept}", flush=True)
+                            raise
                     results[tier].append(result)
                     print_result(tier, result)
                     shutil.rmtree(work, ignore_errors=True)
@@ -328,16 +372,17 @@ def main() -> None:
 
 def report(results: dict[str, list[RoundResult]]) -> None:
     off = statistics.median(r.produce_mb_s for r in results["off"])
-    print(f"median off   produce {off:7.1f} MB/s")
+    print(f"median off      produce {off:7.1f} MB/s")
     for tier, rounds in results.items():
         if tier == "off":
             continue
         produce = statistics.median(r.produce_mb_s for r in rounds)
         copy = statistics.median(r.copy_mb_s or 0.0 for r in rounds)
-        latency = statistics.median(r.copy_latency_s or 0.0 for r in rounds)
+        latencies = [r.copy_latency_s for r in rounds if r.copy_latency_s is not None]
+        during = f", roll -> tier {statistics.median(latencies):.2f} s" if latencies else ""
         print(
-            f"median {tier:5s} produce {produce:7.1f} MB/s (ratio {tier}/off {produce / off:.2f})"
-            f"   copy {copy:6.1f} MB/s, roll -> tier {latency:.2f} s"
+            f"median {tier:8s} produce {produce:7.1f} MB/s (ratio {tier}/off {produce / off:.2f})"
+            f"   copy {copy:6.1f} MB/s{during}"
         )
 
 
