@@ -3,6 +3,7 @@ RemoteStorageManager contract (support.rsm_contract), and what is particular to 
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -74,3 +75,52 @@ def test_temporary_files_are_not_listed(rsm: LocalTieredStorage, tmp_path: Path)
     log = next(key for key in rsm.store.list("") if key.endswith(".log"))
     Path(rsm.root, log + ".0123.tmp").write_bytes(b"half")  # a copy cut short by a crash
     assert not [key for key in rsm.store.list("") if key.endswith(".tmp")]
+
+
+@pytest.mark.parametrize("size", [0, 1, 4095, 4096, 4097, 8 * 1024 * 1024 + 1, 20_000_000])
+def test_a_file_is_copied_byte_for_byte_whatever_its_length(
+    rsm: LocalTieredStorage, tmp_path: Path, size: int
+) -> None:
+    """The O_DIRECT copy writes whole blocks and cuts the file back to the source's
+    length: no padding is ever left at the end."""
+    source = tmp_path / "source.log"
+    source.write_bytes(os.urandom(size))
+    rsm.store.put_file("t/0/segment.log", str(source))
+    assert rsm.store.get("t/0/segment.log") == source.read_bytes()
+
+
+def test_segment_files_are_written_with_o_direct(
+    rsm: LocalTieredStorage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The copy of a segment bypasses the page cache (no second cached copy for the
+    kernel to allocate and write back on the broker's cores)."""
+    direct: list[str] = []
+    real_open = os.open
+
+    def recording_open(path: str, flags: int, *args: int) -> int:
+        if flags & os.O_DIRECT:
+            direct.append(path)
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", recording_open)
+    rsm.copy_log_segment_data(metadata(), segment_files(tmp_path / "segment"))
+    assert any(".log." in path for path in direct)
+
+
+def test_a_file_system_without_o_direct_gets_a_plain_copy(
+    rsm: LocalTieredStorage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tmpfs refuses O_DIRECT with EINVAL: the copy falls back to ``shutil.copyfile``."""
+    real_open = os.open
+
+    def refusing_open(path: str, flags: int, *args: int) -> int:
+        if flags & os.O_DIRECT:
+            raise OSError(errno.EINVAL, "Invalid argument", path)
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", refusing_open)
+    data = segment_files(tmp_path / "segment")
+    m = metadata()
+    rsm.copy_log_segment_data(m, data)
+    with open(data.log_segment, "rb") as file:
+        assert rsm.fetch_log_segment(m, 0, None) == file.read()
