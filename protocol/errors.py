@@ -271,3 +271,10 @@ class ElectionNotNeededError(KafkaError):
 
 class NoReassignmentInProgressError(KafkaError):
     error_code = ErrorCode.no_reassignment_in_progress
+
+
+class OffsetMovedToTieredStorageError(KafkaError):
+    """A follower fetched below the leader's local log start (KIP-405): it rebuilds its
+    state from the remote tier and fetches from there."""
+
+    error_code = ErrorCode.offset_moved_to_tiered_storage

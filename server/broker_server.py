@@ -111,7 +111,7 @@ class BrokerServer:
         )
         self.replica_manager.startup()
         admin_manager = AdminManager(config, self.store, self.cache)
-        self.remote_log_wiring = start_remote_log_manager(
+        self.remote_log_wiring = await start_remote_log_manager(
             config, self.replica_manager, self.cache, admin_manager
         )
         group_config = GroupCoordinatorConfig.from_broker_config(config)

@@ -18,6 +18,7 @@ from tiercel.protocol.errors import KafkaError
 from tiercel.server.partition import LogReadResult, Partition
 from tiercel.storage.log_values import FetchIsolation, LogOffsetMetadata
 from tiercel.storage.topic_partition import TopicPartition
+from tiercel.tiered.remote_log_reader import RemoteStorageFetchInfo
 
 # What `bytes_available` answers when the fetch must be answered now.
 _COMPLETE_NOW: Final = 2**31
@@ -38,10 +39,12 @@ class FetchRequestPartition:
 
 @dataclass(frozen=True, slots=True)
 class FetchResult:
-    """A partition's read, or the error it failed with."""
+    """A partition's read, or the error it failed with; ``remote_fetch_info`` when the
+    read must go to the remote tier (its ``read`` is then empty, KIP-405)."""
 
     read: LogReadResult | None
     error: KafkaError | None = None
+    remote_fetch_info: RemoteStorageFetchInfo | None = None
 
 
 class FetchPartitionStatus(NamedTuple):

@@ -36,12 +36,15 @@ from tiercel.protocol.errors import (
 from tiercel.protocol.list_offsets import (
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
-    LATEST_TIERED_TIMESTAMP,
     LATEST_TIMESTAMP,
-    MAX_TIMESTAMP,
     IsolationLevel,
 )
+from tiercel.server.offset_by_timestamp import (
+    DEFAULT_REMOTE_LIST_OFFSETS_TIMEOUT_MS,
+    fetch_offset_by_timestamp,
+)
 from tiercel.server.partition_isr import AlterPartitionManager, PartitionIsr, committed
+from tiercel.server.remote_log_reads import RemoteLogReads
 from tiercel.server.replica import Replica
 from tiercel.storage.log_validator import ValidatedRecords
 from tiercel.storage.log_values import (
@@ -51,7 +54,7 @@ from tiercel.storage.log_values import (
     LogOffsetMetadata,
     TimestampAndOffset,
 )
-from tiercel.storage.topic_partition import TopicPartition
+from tiercel.storage.topic_partition import TopicIdPartition, TopicPartition
 from tiercel.storage.unified_log import UnexpectedAppendOffsetError, UnifiedLog
 
 _log: Final = logging.getLogger("tiercel.partition")
@@ -377,6 +380,8 @@ class Partition(PartitionIsr):
         isolation_level: IsolationLevel | None,
         current_leader_epoch: int | None,
         fetch_only_from_leader: bool,
+        remote: RemoteLogReads | None = None,
+        remote_timeout_ms: int = DEFAULT_REMOTE_LIST_OFFSETS_TIMEOUT_MS,
     ) -> OffsetResultHolder:
         """ListOffsets (Kafka's Partition.fetchOffsetForTimestamp). ``isolation_level``
         is None for a follower, which may see up to the log end; a client sees up to the
@@ -384,7 +389,8 @@ class Partition(PartitionIsr):
         without them it is the high watermark). While a new leader's high watermark is
         below its epoch's start offset, a client's LATEST (and a lookup landing past the
         high watermark) is OFFSET_NOT_AVAILABLE: the old leader may have answered a
-        higher offset (KIP-207)."""
+        higher offset (KIP-207). ``remote`` serves the lookups below the local log
+        (`offset_by_timestamp`), each bounded by ``remote_timeout_ms``."""
         self.check_epoch(current_leader_epoch)
         if fetch_only_from_leader and not self.is_leader:
             raise NotLeaderOrFollowerError(
@@ -405,21 +411,10 @@ class Partition(PartitionIsr):
                 raise offsets_error
             epoch = log.leader_epoch_cache.latest_epoch
             return OffsetResultHolder(TimestampAndOffset(-1, last_fetchable, epoch))
+        tip = TopicIdPartition(self.topic_id, self.topic_partition)
+        found = await fetch_offset_by_timestamp(log, timestamp, tip, remote, remote_timeout_ms)
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
-            # -2 is the first offset a reader can get, remote segments included; -4 the
-            # first on local disk (KIP-405). Without a remote tier they are equal.
-            if timestamp == EARLIEST_TIMESTAMP:
-                start = log.log_start_offset
-            else:
-                start = log.local_log_start_offset
-            return OffsetResultHolder(TimestampAndOffset(-1, start, log.epoch_for_offset(start)))
-        if timestamp == LATEST_TIERED_TIMESTAMP:
-            # Nothing is tiered: Kafka answers -1 with epoch -1 (KIP-1005).
-            found: TimestampAndOffset | None = TimestampAndOffset(-1, -1, -1)
-        elif timestamp == MAX_TIMESTAMP:
-            found = await log.fetch_max_timestamp()
-        else:
-            found = await log.fetch_offset_by_timestamp(timestamp)
+            return OffsetResultHolder(found)  # never past what the asker may read
         return OffsetResultHolder(found, last_fetchable, offsets_error)
 
     def last_offset_for_leader_epoch(
@@ -466,9 +461,10 @@ class Partition(PartitionIsr):
         """Cut the follower's log (and epoch cache) at ``offset``; its HW follows."""
         self.log.truncate_to(offset)
 
-    def truncate_fully_and_start_at(self, offset: int) -> None:
-        """Replace the follower's log by an empty one starting at ``offset``."""
-        self.log.truncate_fully_and_start_at(offset)
+    def truncate_fully_and_start_at(self, offset: int, log_start_offset: int | None = None) -> None:
+        """Replace the follower's log by an empty one starting at ``offset``, its log
+        start at ``log_start_offset`` when older records are remote."""
+        self.log.truncate_fully_and_start_at(offset, log_start_offset)
 
     def initial_fetch_offset(self) -> int:
         """Where a new fetcher starts: the log end when epochs can settle truncation, the

@@ -36,6 +36,7 @@ from tiercel.server.replica_manager import ReplicaManager
 from tiercel.storage.topic_partition import TopicIdPartition, TopicPartition
 from tiercel.storage.unified_log import UnifiedLog
 from tiercel.tiered.remote_log_manager import RemoteLogManager
+from tiercel.tiered.remote_log_reader import RemoteLogReader
 from tiercel.tiered.rlmm.topic_based_remote_log_metadata_manager import (
     TopicBasedRemoteLogMetadataManager,
 )
@@ -87,14 +88,26 @@ class RemoteLogWiring:
     the partitions hosted here whose log has a remote tier. Event-loop only."""
 
     def __init__(
-        self, rlm: RemoteLogManager, replica_manager: ReplicaManager, metadata_cache: MetadataCache
+        self,
+        rlm: RemoteLogManager,
+        reader: RemoteLogReader,
+        replica_manager: ReplicaManager,
+        metadata_cache: MetadataCache,
     ) -> None:
         self.rlm = rlm
+        self.reader = reader
         self._replica_manager = replica_manager
         self._metadata_cache = metadata_cache
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
+        # Consumers below the local start read through the reader; the expiration task
+        # tells its index cache of each segment deleted.
+        self._replica_manager.remote_log_manager = self.reader
+        self._replica_manager.remote_fetch_max_wait_ms = self.rlm.config.remote_fetch_max_wait_ms
+        self.rlm.context.segment_deleted_listeners.append(
+            lambda metadata: self.reader.index_cache.remove(metadata.remote_log_segment_id.id)
+        )
         self._replica_manager.leadership_listeners.append(self._on_leadership_change)
         self._task = asyncio.get_running_loop().create_task(self._every_interval(), name="rlm")
 
@@ -160,11 +173,14 @@ class RemoteLogWiring:
                 await self._task
         with contextlib.suppress(ValueError):
             self._replica_manager.leadership_listeners.remove(self._on_leadership_change)
+        self._replica_manager.remote_log_manager = None
         await self.rlm.close()
+        # Reads in flight finish in their threads; the storage manager is closed by now.
+        await asyncio.get_running_loop().run_in_executor(None, self.reader.close)
         await self.rlm.context.rlmm.close()
 
 
-def start_remote_log_manager(
+async def start_remote_log_manager(
     config: BrokerConfig,
     replica_manager: ReplicaManager,
     metadata_cache: MetadataCache,
@@ -181,6 +197,17 @@ def start_remote_log_manager(
         create_remote_storage_manager(config),
         create_remote_log_metadata_manager(config, replica_manager, metadata_cache, admin_manager),
     )
-    wiring = RemoteLogWiring(rlm, replica_manager, metadata_cache)
+    reader = await asyncio.get_running_loop().run_in_executor(
+        None,
+        RemoteLogReader.create,
+        rlm.context.rsm,
+        rlm.context.rlmm,
+        config.log_dirs[0],
+        rlm_config.remote_log_reader_threads,
+        rlm_config.remote_log_reader_max_pending_tasks,
+        rlm_config.remote_log_index_file_cache_total_size_bytes,
+        rlm_config.remote_log_manager_fetch_max_bytes_per_second,
+    )
+    wiring = RemoteLogWiring(rlm, reader, replica_manager, metadata_cache)
     wiring.start()
     return wiring

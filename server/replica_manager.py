@@ -52,8 +52,13 @@ from tiercel.server.delayed_fetch import (
     bytes_available,
 )
 from tiercel.server.delayed_produce import DelayedProduce, ProducePartitionStatus
+from tiercel.server.delayed_remote_fetch import (
+    DEFAULT_REMOTE_FETCH_MAX_WAIT_MS,
+    DelayedRemoteFetch,
+)
 from tiercel.server.error_mapping import as_kafka_error
 from tiercel.server.metadata.metadata_cache import MetadataCache, TopicMetadata
+from tiercel.server.offset_by_timestamp import DEFAULT_REMOTE_LIST_OFFSETS_TIMEOUT_MS
 from tiercel.server.partition import (
     Partition,
     PartitionState,
@@ -61,6 +66,8 @@ from tiercel.server.partition import (
 )
 from tiercel.server.partition_isr import AlterPartitionManager
 from tiercel.server.purgatory import Purgatory
+from tiercel.server.read_from_log import read_from_log
+from tiercel.server.remote_log_reads import RemoteLogReads
 from tiercel.server.replication.fetch_state import InitialFetchState
 from tiercel.server.replication.fetcher_factory import replica_fetcher_factory
 from tiercel.server.replication.replica_fetcher_manager import ReplicaFetcherManager
@@ -146,13 +153,22 @@ class ReplicaManager:
             clock_ms=_clock_ms,
         )
         self.fetcher_manager = ReplicaFetcherManager(
-            replica_fetcher_factory(config, node_id, metadata_cache, self.partitions.get)
+            replica_fetcher_factory(
+                config,
+                node_id,
+                metadata_cache,
+                self.partitions.get,
+                lambda: self.remote_log_manager,
+            )
         )
         self._isr_expiration: asyncio.Task[None] | None = None
         # ISR writes retry until the store answers: shutdown cancels them, or a SIGTERM
         # during a ZooKeeper outage would wait for ZooKeeper.
         self._isr_writes: set[asyncio.Task[None]] = set()
         self._closed = False
+        # The broker's RemoteLogManager, once tiering is on (KIP-405): remote reads.
+        self.remote_log_manager: RemoteLogReads | None = None
+        self.remote_fetch_max_wait_ms = DEFAULT_REMOTE_FETCH_MAX_WAIT_MS
 
     @property
     def closed(self) -> bool:
@@ -459,11 +475,13 @@ class ReplicaManager:
         current_leader_epoch: int | None,
         fetch_only_from_leader: bool,
         version: int,
+        remote_timeout_ms: int = DEFAULT_REMOTE_LIST_OFFSETS_TIMEOUT_MS,
     ) -> ListOffsetsResult:
         """One partition of a ListOffsets request, its errors as results (Kafka's
         ReplicaManager.fetchOffset): a lookup landing at or past what the asker may read
         finds nothing, or OFFSET_NOT_AVAILABLE while a new leader's HW lags its epoch
-        (LEADER_NOT_AVAILABLE for versions before 5)."""
+        (LEADER_NOT_AVAILABLE for versions before 5). A remote-tier lookup longer than
+        ``remote_timeout_ms`` is REQUEST_TIMED_OUT (KIP-1075)."""
         try:
             if is_timestamp_unsupported(timestamp, version):
                 raise UnsupportedVersionError(
@@ -471,7 +489,12 @@ class ReplicaManager:
                 )
             partition = self.get_partition_or_error(tp)
             holder = await partition.fetch_offset_for_timestamp(
-                timestamp, isolation_level, current_leader_epoch, fetch_only_from_leader
+                timestamp,
+                isolation_level,
+                current_leader_epoch,
+                fetch_only_from_leader,
+                self.remote_log_manager,
+                remote_timeout_ms,
             )
             found = holder.found
             last = holder.last_fetchable_offset
@@ -497,47 +520,14 @@ class ReplicaManager:
         replica_id: int = -1,
         update_fetch_state: bool = True,
     ) -> list[FetchResult]:
-        """One pass over the partitions, Kafka's readFromLog: the response's byte budget
-        is shared in order, and the first partition with data may exceed it by one batch.
-        A follower's read (``replica_id`` >= 0) also records where the follower is, unless
-        it is the re-read after a long poll (``update_fetch_state`` False)."""
-        limit = max_bytes
-        min_one_message = True
-        results = []
-        for request in requests:
-            try:
-                partition = self.get_partition_or_error(request.topic_partition)
-                if replica_id >= 0:
-                    read = partition.fetch_records_for_follower(
-                        replica_id,
-                        request.fetch_offset,
-                        request.log_start_offset,
-                        min(request.max_bytes, limit),
-                        min_one_message,
-                        request.current_leader_epoch,
-                        request.last_fetched_epoch,
-                        update_fetch_state,
-                    )
-                else:
-                    read = partition.read_records(
-                        request.fetch_offset,
-                        min(request.max_bytes, limit),
-                        isolation,
-                        min_one_message,
-                        request.current_leader_epoch,
-                        request.last_fetched_epoch,
-                    )
-            except Exception as e:
-                results.append(
-                    FetchResult(None, as_kafka_error(e, f"fetch from {request.topic_partition}"))
-                )
-                continue
-            size = read.info.size
-            if size:
-                min_one_message = False
-                limit = max(limit - size, 0)
-            results.append(FetchResult(read))
-        return results
+        return read_from_log(
+            self.get_partition_or_error,
+            requests,
+            max_bytes,
+            isolation,
+            replica_id,
+            update_fetch_state,
+        )
 
     async def fetch_messages(
         self,
@@ -553,6 +543,15 @@ class ReplicaManager:
         follower (``replica_id`` >= 0) reads to the log end and is also answered as soon
         as a high watermark moves, so that it learns the new one without delay."""
         results = self._read(requests, max_bytes, isolation, replica_id)
+        if any(r.remote_fetch_info for r in results):  # Kafka: then it always waits for it
+            remote = DelayedRemoteFetch(
+                results,
+                self.remote_log_manager,
+                self.partitions,
+                self.fetch_purgatory,
+                self.remote_fetch_max_wait_ms,
+            )
+            return await remote.complete()
         available = sum(r.read.info.size for r in results if r.read is not None)
         if (
             max_wait_ms <= 0

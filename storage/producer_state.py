@@ -331,6 +331,26 @@ class ProducerStateManager:
         self._last_snap_offset = 0
         self._last_map_offset = offset
 
+    def load_snapshot(self, offset: int, data: bytes, now_ms: int) -> None:
+        """Take the state a snapshot made elsewhere holds at ``offset`` and keep it as
+        this log's snapshot there: a follower restarting at its leader's local start
+        with the producer snapshot of the remote segment below it (Kafka's
+        buildProducerSnapshotFile, then reloadSnapshots). CorruptSnapshotError if
+        ``data`` is not a snapshot."""
+        entries = decode_snapshot(data)
+        self.producers.clear()
+        for entry in entries:
+            if not self._is_expired(entry, now_ms):
+                self.producers[entry.producer_id] = entry
+        if offset not in self._snapshots:
+            bisect.insort(self._snapshots, offset)
+        self._unwritten[offset] = data
+        self._last_snap_offset = self._last_map_offset = offset
+        self._io.submit(
+            functools.partial(self._write, self._snapshot_path(offset), data),
+            functools.partial(self._written, offset, data),
+        )
+
     def on_log_start_offset_incremented(self, log_start_offset: int) -> None:
         """The log start moved (retention, DeleteRecords). Producers are kept until they
         expire, as in Kafka since KIP-360: their last batch may be gone, but a retry of it

@@ -28,10 +28,10 @@ from tiercel.config.logging_setup import log_event
 from tiercel.config.remote_log_manager_config import RemoteLogManagerConfig
 from tiercel.storage.topic_partition import TopicIdPartition
 from tiercel.storage.unified_log import UnifiedLog
-from tiercel.tiered.rlm_copy_quota import CopyQuota
 from tiercel.tiered.rlm_copy_task import RLMCopyTask
 from tiercel.tiered.rlm_expiration_task import RLMExpirationTask, delete_remote_log_segment
 from tiercel.tiered.rlm_follower_task import RLMFollowerTask
+from tiercel.tiered.rlm_quota import RLMQuota
 from tiercel.tiered.rlm_task import RLMContext, RLMTask
 from tiercel.tiered.rlmm.remote_log_metadata_manager import (
     RemoteLogMetadataManager,
@@ -83,7 +83,7 @@ class RemoteLogManager:
             concurrent.futures.ThreadPoolExecutor(
                 config.remote_log_manager_expiration_thread_pool_size, "rlm-expiration"
             ),
-            CopyQuota(config.remote_log_manager_copy_max_bytes_per_second),
+            RLMQuota(config.remote_log_manager_copy_max_bytes_per_second),
         )
         self._partitions: dict[TopicIdPartition, _Running] = {}
         self._deletions: set[asyncio.Task[None]] = set()

@@ -22,6 +22,7 @@ Event-loop only, but for the upload itself.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from typing import Final
@@ -136,30 +137,23 @@ class RLMCopyTask(RLMTask):
         state = self.log.producer_state
         return offset not in state.snapshot_offsets or state.snapshot_written(offset)
 
-    def _segment_metadata(self, candidate: EnrichedLogSegment) -> RemoteLogSegmentMetadata:
-        """A new remote segment's COPY_SEGMENT_STARTED metadata for ``candidate``."""
-        log, segment = self.log, candidate.segment
-        epochs = log.leader_epoch_cache.epoch_entries_in_range(
-            segment.base_offset, candidate.next_segment_offset
-        )
-        return RemoteLogSegmentMetadata(
-            RemoteLogSegmentId.generate(self.partition.topic_id, log.topic_partition),
-            segment.base_offset,
-            candidate.end_offset,
-            segment.largest_timestamp(),
-            self.context.broker_id,
-            self.context.clock_ms(),
-            segment.size,
-            {entry.epoch: entry.start_offset for entry in epochs},
-        )
-
     async def _copy_log_segment(self, candidate: EnrichedLogSegment) -> bool:
         """Copy one segment; False if the copy was abandoned."""
         context, log, segment = self.context, self.log, candidate.segment
         next_offset = candidate.next_segment_offset
         truncations = log.truncations
         cache = log.leader_epoch_cache
-        metadata = self._segment_metadata(candidate)
+        epochs = cache.epoch_entries_in_range(segment.base_offset, next_offset)
+        metadata = RemoteLogSegmentMetadata(
+            RemoteLogSegmentId.generate(self.partition.topic_id, log.topic_partition),
+            segment.base_offset,
+            candidate.end_offset,
+            segment.largest_timestamp(),
+            context.broker_id,
+            context.clock_ms(),
+            segment.size,
+            {entry.epoch: entry.start_offset for entry in epochs},
+        )
         snapshot = (
             producer_snapshot_file(log.dir, next_offset)
             if next_offset in log.producer_state.snapshot_offsets
@@ -169,11 +163,24 @@ class RLMCopyTask(RLMTask):
         # its epoch cache from this segment needs the epochs before it too.
         epochs_index = epoch_entries_as_bytes(cache.epoch_entries_in_range(-1, next_offset))
         segment_id = metadata.remote_log_segment_id
-        # From before the metadata is visible until the FINISHED record is: the
-        # expiration task must never take this copy for an orphan.
-        being_copied = _BeingCopied(context.segment_ids_being_copied, segment_id)
+        # Kafka's segmentIdsBeingCopied: from before the metadata is visible until the
+        # copy is FINISHED or abandoned *and* its upload thread has returned (a cancelled
+        # task's thread runs on), so that the expiration task never takes this copy for
+        # an orphan — not even between the upload and the FINISHED update.
+        pending = {"upload", "task"}
+
+        def done(part: str) -> None:
+            pending.discard(part)
+            if not pending:
+                context.segment_ids_being_copied.discard(segment_id)
+
+        context.segment_ids_being_copied.add(segment_id)
         try:
             await context.rlmm.add_remote_log_segment_metadata(metadata)
+        except BaseException:
+            context.segment_ids_being_copied.discard(segment_id)
+            raise
+        try:
             await run_blocking(
                 context.copier_pool,
                 _copy,
@@ -184,8 +191,7 @@ class RLMCopyTask(RLMTask):
                 segment.time_index.path,
                 snapshot,
                 epochs_index,
-                # Once the upload has returned, also when this task was cancelled meanwhile.
-                on_done=being_copied.hold_for_call().release,
+                on_done=functools.partial(done, "upload"),
             )
             if self.is_cancelled() or log.deleted or log.truncations != truncations:
                 log_event(
@@ -206,7 +212,7 @@ class RLMCopyTask(RLMTask):
                 )
             )
         finally:
-            being_copied.release()
+            done("task")
         self.copied_offset = candidate.end_offset
         log.update_highest_offset_in_remote_storage(candidate.end_offset)
         log_event(
@@ -220,30 +226,6 @@ class RLMCopyTask(RLMTask):
             segment_id=str(segment_id.id),
         )
         return True
-
-
-class _BeingCopied:
-    """Keeps ``segment_id`` in ``ids`` (the context's ``segment_ids_being_copied``) while
-    the copy task or the upload thread still holds it: until the task has written the
-    COPY_SEGMENT_FINISHED record or given the copy up, and the upload thread has
-    returned, whichever is later (Kafka's RLMCopyTask removes the id only once
-    copyLogSegment, FINISHED update included, has returned). Event-loop only."""
-
-    def __init__(self, ids: set[RemoteLogSegmentId], segment_id: RemoteLogSegmentId) -> None:
-        self._ids = ids
-        self._segment_id = segment_id
-        self._holders = 1  # the copy task
-        ids.add(segment_id)
-
-    def hold_for_call(self) -> _BeingCopied:
-        """One more holder (the upload thread); each holder calls `release` once."""
-        self._holders += 1
-        return self
-
-    def release(self) -> None:
-        self._holders -= 1
-        if self._holders == 0:
-            self._ids.discard(self._segment_id)
 
 
 def _copy(

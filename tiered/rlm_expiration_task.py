@@ -61,6 +61,8 @@ async def delete_remote_log_segment(
             )
         )
     await run_blocking(context.expiration_pool, context.rsm.delete_log_segment_data, metadata)
+    for listener in context.segment_deleted_listeners:
+        listener(metadata)
     await context.rlmm.update_remote_log_segment_metadata(
         RemoteLogSegmentMetadataUpdate(
             segment_id,
@@ -111,9 +113,14 @@ class RLMExpirationTask(RLMTask):
         self._off_lineage(lineage, doomed)
         if handler.log_start_offset is not None:
             self._advance_log_start_offset(handler.log_start_offset)
-        for metadata in doomed:
+        for planned in doomed:
             if self.is_cancelled():
                 return
+            # Each deletion awaits the metadata topic: re-check the segment against the
+            # view now, so a copy that finished meanwhile is never taken for an orphan.
+            metadata = self._unchanged(planned)
+            if metadata is None:
+                continue
             await delete_remote_log_segment(self.context, metadata)
             log_event(
                 _log,
@@ -170,6 +177,17 @@ class RLMExpirationTask(RLMTask):
             and m.state == _FINISHED
             and not is_remote_segment_within_leader_epochs(m, log_end, lineage)
         )
+
+    def _unchanged(self, planned: RemoteLogSegmentMetadata) -> RemoteLogSegmentMetadata | None:
+        """``planned`` as the view has it now, or None if it changed state, went away or
+        is being copied: the next round plans again."""
+        segment_id = planned.remote_log_segment_id
+        if segment_id in self.context.segment_ids_being_copied:
+            return None
+        for current in self.context.rlmm.list_remote_log_segments(self.partition):
+            if current.remote_log_segment_id == segment_id:
+                return current if current.state == planned.state else None
+        return None
 
     def _orphans(self) -> list[RemoteLogSegmentMetadata]:
         """Copies no thread of this broker is doing, and deletions left half done."""

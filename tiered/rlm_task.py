@@ -29,9 +29,13 @@ from tiercel.config.logging_setup import log_event
 from tiercel.config.remote_log_manager_config import RemoteLogManagerConfig
 from tiercel.storage.topic_partition import TopicIdPartition
 from tiercel.storage.unified_log import UnifiedLog
-from tiercel.tiered.rlm_copy_quota import CopyQuota
+from tiercel.tiered.rlm_quota import RLMQuota
 from tiercel.tiered.rlmm.remote_log_metadata_manager import RemoteLogMetadataManager
-from tiercel.tiered.rsm.remote_storage_manager import RemoteLogSegmentId, RemoteStorageManager
+from tiercel.tiered.rsm.remote_storage_manager import (
+    RemoteLogSegmentId,
+    RemoteLogSegmentMetadata,
+    RemoteStorageManager,
+)
 
 __all__ = ["RLMContext", "RLMTask", "RetryBackoff", "run_blocking"]
 
@@ -55,11 +59,16 @@ class RLMContext:
     rlmm: RemoteLogMetadataManager
     copier_pool: concurrent.futures.ThreadPoolExecutor
     expiration_pool: concurrent.futures.ThreadPoolExecutor
-    copy_quota: CopyQuota
+    copy_quota: RLMQuota
     # Uploads whose copy thread has not returned: the expiration task leaves them alone
     # (Kafka's segmentIdsBeingCopied).
     segment_ids_being_copied: set[RemoteLogSegmentId] = field(default_factory=set)
     clock_ms: Callable[[], int] = _now_ms
+    # Told of each segment whose objects are gone (the reader's index cache forgets it,
+    # as Kafka's deleteRemoteLogSegment removes it from the RemoteIndexCache).
+    segment_deleted_listeners: list[Callable[[RemoteLogSegmentMetadata], None]] = field(
+        default_factory=list
+    )
 
 
 async def run_blocking(

@@ -19,7 +19,7 @@ from tiercel.storage.topic_partition import TopicPartition
 
 API_KEY: Final = 2
 MIN_VERSION: Final = 1
-MAX_VERSION: Final = 9
+MAX_VERSION: Final = 11
 
 
 def _isolation_level(request: Any) -> IsolationLevel | None:
@@ -30,6 +30,13 @@ def _isolation_level(request: Any) -> IsolationLevel | None:
     if getattr(request, "isolation_level", 0) == IsolationLevel.READ_COMMITTED:
         return IsolationLevel.READ_COMMITTED
     return IsolationLevel.READ_UNCOMMITTED
+
+
+def _remote_timeout_ms(request: Any) -> tuple[int, ...]:
+    """v10+ bounds remote-tier lookups itself (KIP-1075); older versions get the
+    broker's remote.list.offsets.request.timeout.ms."""
+    timeout = getattr(request, "timeout", None)
+    return () if timeout is None else (int(timeout.total_seconds() * 1000),)
 
 
 async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
@@ -52,6 +59,7 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
                     getattr(p, "current_leader_epoch", -1),
                     fetch_only_from_leader,
                     ctx.api_version,
+                    *_remote_timeout_ms(request),
                 )
             error, found = result.error, result.found
             topics[topic.name].append(

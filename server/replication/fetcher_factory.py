@@ -5,8 +5,11 @@ its registration names it, with the replica.fetch.* settings."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from tiercel.config.broker_config import BrokerConfig
 from tiercel.server.metadata.metadata_cache import MetadataCache
+from tiercel.server.remote_log_reads import RemoteLogReads
 from tiercel.server.replication.broker_client import BrokerClient, Endpoint
 from tiercel.server.replication.remote_leader_end_point import FetcherConfig, RemoteLeaderEndPoint
 from tiercel.server.replication.replica_fetcher import FollowerPartitions, ReplicaFetcher
@@ -14,7 +17,11 @@ from tiercel.server.replication.replica_fetcher_manager import FetcherFactory
 
 
 def replica_fetcher_factory(
-    config: BrokerConfig, node_id: int, cache: MetadataCache, partitions: FollowerPartitions
+    config: BrokerConfig,
+    node_id: int,
+    cache: MetadataCache,
+    partitions: FollowerPartitions,
+    remote_log_manager: Callable[[], RemoteLogReads | None] = lambda: None,
 ) -> FetcherFactory:
     def inter_broker_endpoint(broker_id: int) -> Endpoint | None:
         broker = cache.brokers.get(broker_id)
@@ -39,7 +46,11 @@ def replica_fetcher_factory(
             ),
         )
         return ReplicaFetcher(
-            leader, partitions, config.replica_fetch_max_bytes, config.replica_fetch_backoff_ms
+            leader,
+            partitions,
+            config.replica_fetch_max_bytes,
+            config.replica_fetch_backoff_ms,
+            remote_log_manager,
         )
 
     return make_fetcher

@@ -45,6 +45,14 @@ class LeaderEndPoint(Protocol):
         """The leader's log start offset (ListOffsets EARLIEST)."""
         ...
 
+    async def fetch_earliest_local_offset(
+        self, tp: TopicPartition, current_leader_epoch: int
+    ) -> tuple[ErrorCode, int, int]:
+        """The leader's local log start offset and its epoch (ListOffsets
+        EARLIEST_LOCAL, KIP-405): where a follower told OFFSET_MOVED_TO_TIERED_STORAGE
+        restarts."""
+        ...
+
     async def fetch_latest_offset(
         self, tp: TopicPartition, current_leader_epoch: int
     ) -> tuple[ErrorCode, int]:

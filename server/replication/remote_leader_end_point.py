@@ -37,6 +37,7 @@ _OFFSET_FOR_LEADER_EPOCH_KEY: Final = 23
 _OFFSET_FOR_LEADER_EPOCH_VERSIONS: Final = (3, 4)
 _EARLIEST_TIMESTAMP: Final = -2
 _LATEST_TIMESTAMP: Final = -1
+_EARLIEST_LOCAL: Final = -4  # KIP-405, ListOffsets v8+
 _NO_SESSION: Final = 0
 _FINAL_EPOCH: Final = -1
 
@@ -160,9 +161,20 @@ class RemoteLeaderEndPoint:
     ) -> tuple[ErrorCode, int]:
         return await self._list_offset(tp, current_leader_epoch, _LATEST_TIMESTAMP)
 
+    async def fetch_earliest_local_offset(
+        self, tp: TopicPartition, current_leader_epoch: int
+    ) -> tuple[ErrorCode, int, int]:
+        return await self._list_offset_and_epoch(tp, current_leader_epoch, _EARLIEST_LOCAL)
+
     async def _list_offset(
         self, tp: TopicPartition, current_leader_epoch: int, timestamp: int
     ) -> tuple[ErrorCode, int]:
+        error, offset, _ = await self._list_offset_and_epoch(tp, current_leader_epoch, timestamp)
+        return error, offset
+
+    async def _list_offset_and_epoch(
+        self, tp: TopicPartition, current_leader_epoch: int, timestamp: int
+    ) -> tuple[ErrorCode, int, int]:
         body = {
             "replica_id": self._config.replica_id,
             "isolation_level": 0,
@@ -183,5 +195,5 @@ class RemoteLeaderEndPoint:
         for topic in response.topics:
             for p in topic.partitions:
                 if topic.name == tp.topic and p.partition_index == tp.partition:
-                    return ErrorCode(p.error_code), p.offset
-        return ErrorCode.unknown_topic_or_partition, -1
+                    return ErrorCode(p.error_code), p.offset, getattr(p, "leader_epoch", -1)
+        return ErrorCode.unknown_topic_or_partition, -1, -1

@@ -12,7 +12,9 @@ one fetcher per source broker). Each partition goes through two phases (`FetchPh
   leader's batches as they are (`Partition.append_records_to_follower`) and take its high
   watermark and log start offset. A diverging epoch in the answer truncates as above;
   OFFSET_OUT_OF_RANGE moves the fetch position by the leader's log end and start offsets
-  (Kafka's fetchOffsetAndTruncate). Any other error holds the partition back for
+  (Kafka's fetchOffsetAndTruncate); OFFSET_MOVED_TO_TIERED_STORAGE restarts the log at
+  the leader's local start with the state the remote tier holds below it (KIP-405,
+  `replica_fetcher_tier_state_machine`). Any other error holds the partition back for
   replica.fetch.backoff.ms, as does a failed request (the connection is reopened by the
   next one): the fetcher never spins and never stops on an error.
 
@@ -34,6 +36,7 @@ from typing import Final
 from tiercel.config.logging_setup import log_event
 from tiercel.protocol.errors import ErrorCode, KafkaError
 from tiercel.server.partition import Partition
+from tiercel.server.remote_log_reads import RemoteLogReads
 from tiercel.server.replication.fetch_state import (
     EpochEndOffset,
     FetchPartition,
@@ -44,6 +47,9 @@ from tiercel.server.replication.fetch_state import (
     PartitionFetchState,
 )
 from tiercel.server.replication.leader_end_point import LeaderEndPoint
+from tiercel.server.replication.replica_fetcher_tier_state_machine import (
+    build_remote_log_aux_state,
+)
 from tiercel.server.replication.truncation import offset_truncation_state
 from tiercel.storage.topic_partition import TopicPartition
 from tiercel.storage.unified_log import UnexpectedAppendOffsetError, UnifiedLog
@@ -86,8 +92,11 @@ class ReplicaFetcher:
         partitions: FollowerPartitions,
         partition_max_bytes: int,
         backoff_ms: int,
+        remote_log_manager: Callable[[], RemoteLogReads | None] = lambda: None,
     ) -> None:
+        """``remote_log_manager``: the broker's, once tiering is on (KIP-405)."""
         self._leader = leader
+        self._remote_log_manager = remote_log_manager
         self._partitions = partitions
         self._partition_max_bytes = partition_max_bytes
         self._backoff_s = backoff_ms / 1000
@@ -302,6 +311,8 @@ class ReplicaFetcher:
     ) -> None:
         if data.error == ErrorCode.offset_out_of_range:
             await self._handle_out_of_range(tp, state, partition)
+        elif data.error == ErrorCode.offset_moved_to_tiered_storage:
+            await self._handle_offset_moved_to_tiered_storage(tp, state, partition)
         elif data.error != ErrorCode.none:
             self._partition_error(tp, state, data.error, "fetch")
         elif data.diverging_epoch is not None:
@@ -389,6 +400,38 @@ class ReplicaFetcher:
             # (it did not know the last fetched epoch): do not ask again at once.
             0.0 if moved else self._retry_at(),
         )
+
+    async def _handle_offset_moved_to_tiered_storage(
+        self, tp: TopicPartition, state: PartitionFetchState, partition: Partition
+    ) -> None:
+        """KIP-405: restart at the leader's local start with the state the remote tier
+        holds below it (`replica_fetcher_tier_state_machine`); on failure back off and
+        fetch (and be told 109) again, as Kafka retries."""
+        try:
+            offset = await build_remote_log_aux_state(
+                self._leader, self._remote_log_manager(), tp, state.current_leader_epoch, partition
+            )
+        except Exception as e:
+            self._partition_failed(tp, state, "build_remote_log_aux_state", repr(e))
+            return
+        log = partition.log
+        log_event(
+            _log,
+            logging.INFO,
+            "follower_built_remote_log_aux_state",
+            partition=str(tp),
+            leader=self.leader_id,
+            fetch_offset=offset,
+            log_start_offset=log.log_start_offset,
+        )
+        if self._current(tp, state) is not None:
+            self._states[tp] = PartitionFetchState(
+                state.topic_id,
+                offset,
+                state.current_leader_epoch,
+                FetchPhase.FETCHING,
+                log.leader_epoch_cache.latest_epoch,
+            )
 
     # -- errors ----------------------------------------------------------------------------
 

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Final
 
 import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
-from support.broker import BrokerProcess
+from support.broker import REPO, BrokerProcess
 from support.clients import Outgoing, create_topic, produce, running_broker, wait_until, watermarks
 from tiercel.tiered.rsm.object_layout import MANIFEST_SUFFIX, decode_manifest
 
@@ -180,3 +181,20 @@ def test_turning_tiering_off_with_delete_on_disable_deletes_the_remote_data(
     first_local = _local_bases(broker, "untiered")[0]
     assert first_local > 0
     assert wait_until(lambda: watermarks(broker.bootstrap, "untiered") == (first_local, COUNT), 10)
+
+
+def test_the_make_run_configuration_tiers_a_topic_that_asks(tmp_path: Path) -> None:
+    # config/single-node.yaml as `make run` uses it, moved to a free port and a temporary
+    # data directory: a topic with remote.storage.enable=true tiers with no other setting.
+    broker = BrokerProcess(
+        tmp_path,
+        {"remote.log.manager.task.interval.ms": 200},
+        config_file=REPO / "config" / "single-node.yaml",
+    )
+    broker.start()
+    try:
+        create_topic(broker.bootstrap, "out-of-the-box", config=TIERED)
+        _fill(broker.bootstrap, "out-of-the-box")
+        assert wait_until(lambda: len(_remote_segments(broker, "out-of-the-box")) > 2, 30)
+    finally:
+        broker.kill()

@@ -132,3 +132,6 @@ def test_single_node_yaml() -> None:
     assert b.log_dirs == ["./data"]
     assert b.zookeeper_connect is None
     assert b.offsets_topic_replication_factor == 1
+    # `make run` tiers out of the box to the local directory under ./data.
+    assert b.get("remote.log.storage.system.enable") is True
+    assert b.get("remote.log.storage.manager.class.name") == "local"

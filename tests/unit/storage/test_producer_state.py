@@ -340,3 +340,22 @@ async def test_a_closed_manager_writes_no_more_files(tmp_path: Path, scheduler: 
     p.manager.close()
     await io.drain()
     assert os.listdir(tmp_path) == []
+
+
+def test_a_snapshot_from_the_remote_tier_becomes_the_state_and_a_file(tmp_path: Path) -> None:
+    """A follower restarting at its leader's local start (KIP-405) takes the producer
+    snapshot of the remote segment below it: the producers, and this log's snapshot."""
+    (tmp_path / "follower").mkdir()
+    leader = new_partition()
+    leader.send(1, 0, 0, 3)
+    leader.send(2, 5, 0)
+    data = encode_snapshot(leader.manager.producers.values())
+    follower = new_partition(tmp_path / "follower")
+    follower.manager.truncate_fully_and_start_at(40)
+    follower.manager.load_snapshot(40, data, NOW)
+    assert {k: repr(v) for k, v in follower.manager.producers.items()} == {
+        k: repr(v) for k, v in leader.manager.producers.items()
+    }
+    assert follower.manager.snapshot_offsets == (40,)
+    assert follower.manager.map_end_offset == 40
+    assert os.listdir(tmp_path / "follower") == [f"{40:020d}.snapshot"]

@@ -18,7 +18,7 @@ from tiercel.storage.log_validator import validate_records
 from tiercel.storage.scheduler import Scheduler
 from tiercel.storage.topic_partition import TopicIdPartition, TopicPartition
 from tiercel.storage.unified_log import UnifiedLog
-from tiercel.tiered.rlm_copy_quota import CopyQuota
+from tiercel.tiered.rlm_quota import RLMQuota
 from tiercel.tiered.rlm_task import RLMContext
 from tiercel.tiered.rsm.remote_storage_manager import (
     LogSegmentData,
@@ -119,7 +119,7 @@ def make_context(
         rlmm,
         concurrent.futures.ThreadPoolExecutor(2),
         concurrent.futures.ThreadPoolExecutor(2),
-        CopyQuota(2**62),
+        RLMQuota(2**62),
     )
 
 

@@ -21,10 +21,10 @@ from rlm_support import (
 from support.in_memory_rlmm import InMemoryRemoteLogMetadataManager
 from tiercel.storage.scheduler import Scheduler
 from tiercel.tiered.remote_log_manager import RemoteLogManager
-from tiercel.tiered.rlm_copy_quota import CopyQuota
 from tiercel.tiered.rlm_copy_task import RLMCopyTask
 from tiercel.tiered.rlm_expiration_task import delete_remote_log_segment
 from tiercel.tiered.rlm_follower_task import RLMFollowerTask
+from tiercel.tiered.rlm_quota import RLMQuota
 from tiercel.tiered.rsm.local_tiered_storage import LocalTieredStorage
 
 
@@ -104,7 +104,7 @@ async def test_a_new_leader_takes_the_log_start_offset_of_the_remote_tier(
 
 async def test_the_copy_quota_bounds_bytes_per_second() -> None:
     now = [0.0]
-    quota = CopyQuota(1000, clock=lambda: now[0])
+    quota = RLMQuota(1000, clock=lambda: now[0])
     assert quota.throttle_time_s(600) == 0
     quota.record(600)
     assert quota.throttle_time_s(600) == 0.2  # 400 tokens left, 600 needed

@@ -3,6 +3,7 @@ on a tiered log, on real logs, a LocalTieredStorage and the in-memory metadata m
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -237,4 +238,38 @@ async def test_with_copy_disabled_nothing_is_copied_and_local_retention_is_total
     second = log.segments[2].base_offset
     assert log.delete_old_segments() == 2
     assert (log.log_start_offset, log.local_log_start_offset) == (second, second)
+    await log.close()
+
+
+async def test_a_copy_whose_finished_update_is_in_flight_is_no_orphan(
+    tmp_path: Path, scheduler: Scheduler
+) -> None:
+    """The topic-based metadata manager's FINISHED update takes a round trip through
+    __remote_log_metadata after the upload returned. An expiration round meanwhile must
+    not take the STARTED segment for an orphan and delete an upload that is about to
+    be FINISHED (local retention would then drop the only copy of its records)."""
+    log = open_log(str(tmp_path / "orders-0"), tiered_config(), scheduler)
+    produce(log, 40)
+    await commit(log, scheduler)
+    rlmm = InMemoryRemoteLogMetadataManager()
+    context = make_context(LocalTieredStorage(str(tmp_path / "remote")), rlmm)
+    release = asyncio.Event()
+    in_flight = asyncio.Event()
+    update = rlmm.update_remote_log_segment_metadata
+
+    async def slow(u):  # type: ignore[no-untyped-def]
+        if u.state == RemoteLogSegmentState.COPY_SEGMENT_FINISHED:
+            in_flight.set()
+            await release.wait()
+        await update(u)
+
+    rlmm.update_remote_log_segment_metadata = slow  # type: ignore[method-assign]
+    copy = asyncio.create_task(RLMCopyTask(context, PARTITION, log, 0).run_once())
+    await asyncio.wait_for(in_flight.wait(), 10)
+    [copying] = segments(rlmm, STARTED)
+    await RLMExpirationTask(context, PARTITION, log).run_once()
+    assert segments(rlmm, STARTED) == [copying]
+    release.set()
+    await asyncio.wait_for(copy, 10)
+    assert copying.remote_log_segment_id in {m.remote_log_segment_id for m in segments(rlmm)}
     await log.close()

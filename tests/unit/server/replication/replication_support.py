@@ -23,6 +23,7 @@ from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
 from tiercel.server.delayed_fetch import FetchRequestPartition, FetchResult
 from tiercel.server.metadata.metadata_cache import TopicMetadata
 from tiercel.server.partition import Partition, PartitionState, ReplicationContext
+from tiercel.server.read_from_log import read_from_log
 from tiercel.server.replica_manager import ReplicaManager
 from tiercel.server.replication.fetch_state import (
     EpochEndOffset,
@@ -294,20 +295,23 @@ class InProcessLeader:
         leader = self._leader("fetch", dict(partitions))
         result = {}
         for tp, p in partitions.items():
-            try:
-                read = leader.fetch_records_for_follower(
-                    self._replica_id,
-                    p.fetch_offset,
-                    p.log_start_offset,
-                    p.max_bytes,
-                    True,
-                    p.current_leader_epoch,
-                    p.last_fetched_epoch,
-                    True,
-                )
-            except KafkaError as e:
-                result[tp] = FetchPartitionData(e.error_code)
+            request = FetchRequestPartition(
+                tp,
+                p.fetch_offset,
+                p.max_bytes,
+                p.current_leader_epoch,
+                p.last_fetched_epoch,
+                p.log_start_offset,
+            )
+            # The leader broker's own read (KIP-405's OFFSET_MOVED_TO_TIERED_STORAGE too).
+            (answer,) = read_from_log(
+                lambda _: leader, [request], 1 << 30, FetchIsolation.LOG_END, self._replica_id, True
+            )
+            if answer.error is not None or answer.read is None:
+                error = answer.error.error_code if answer.error else ErrorCode.unknown_server_error
+                result[tp] = FetchPartitionData(error)
                 continue
+            read = answer.read
             if not read.info.records:
                 await asyncio.sleep(self.idle_wait_s)
             result[tp] = FetchPartitionData(
@@ -352,6 +356,16 @@ class InProcessLeader:
     ) -> tuple[ErrorCode, int]:
         error, log = await self._list_offset("earliest", tp, current_leader_epoch)
         return error, -1 if log is None else log.log_start_offset
+
+    async def fetch_earliest_local_offset(
+        self, tp: TopicPartition, current_leader_epoch: int
+    ) -> tuple[ErrorCode, int, int]:
+        error, log = await self._list_offset("earliest_local", tp, current_leader_epoch)
+        if log is None:
+            return error, -1, -1
+        start = log.local_log_start_offset
+        epoch = log.epoch_for_offset(start)
+        return error, start, -1 if epoch is None else epoch
 
     async def fetch_latest_offset(
         self, tp: TopicPartition, current_leader_epoch: int

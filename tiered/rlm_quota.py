@@ -1,8 +1,13 @@
-"""The broker's bound on copy throughput (Kafka's RLMQuotaManager for
-``remote.log.manager.copy.max.bytes.per.second``): a token bucket over all partitions,
-charged a whole segment before its copy starts — never per record. A bucket holds at
-most one second of tokens; a segment larger than that waits until the bucket is full
-and then drives it negative, so the long-run rate still holds. Event-loop only.
+"""The broker's bounds on remote traffic (Kafka's RLMQuotaManager): a token bucket over
+all partitions, one for copies (``remote.log.manager.copy.max.bytes.per.second``) and
+one for remote fetches (``remote.log.manager.fetch.max.bytes.per.second``).
+
+A copy is charged its whole segment before it starts, never per record: a bucket holds
+at most one second of tokens, and a segment larger than that waits until the bucket is
+full and then drives it negative, so the long-run rate still holds. A remote fetch is
+charged what it read once it completes; while the bucket is empty (`exceeded`) a
+consumer fetch below the local start gets no records and retries, as Kafka's
+isRemoteLogFetchQuotaExceeded path answers. Event-loop only.
 """
 
 from __future__ import annotations
@@ -11,10 +16,10 @@ import asyncio
 import time
 from collections.abc import Callable
 
-__all__ = ["CopyQuota"]
+__all__ = ["RLMQuota"]
 
 
-class CopyQuota:
+class RLMQuota:
     def __init__(self, bytes_per_second: int, clock: Callable[[], float] = time.monotonic) -> None:
         self._rate = float(bytes_per_second)
         self._clock = clock
@@ -31,6 +36,10 @@ class CopyQuota:
         self._refill()
         needed = min(float(size), self._rate)
         return 0.0 if self._tokens >= needed else (needed - self._tokens) / self._rate
+
+    def exceeded(self) -> bool:
+        """Whether the bucket is spent (Kafka's getThrottleTimeMs() > 0)."""
+        return self.throttle_time_s(1) > 0
 
     def record(self, size: int) -> None:
         self._refill()

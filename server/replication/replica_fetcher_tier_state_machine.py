@@ -1,0 +1,119 @@
+"""A follower told OFFSET_MOVED_TO_TIERED_STORAGE (109) catches up through the remote tier
+(Kafka's ReplicaFetcherTierStateMachine, KIP-405's BuildingRemoteLogAuxState).
+
+The leader has moved the records the follower asked for to the remote tier and no
+longer has them locally. The follower asks the leader's local log start and its epoch
+(ListOffsets EARLIEST_LOCAL) and its log start (EARLIEST), finds the remote segment
+holding the offset just before the leader's local start, and from it installs what the
+remote records leave behind: its log restarts, empty, at that segment's end + 1 with
+its log start at the leader's; the leader-epoch entries below that offset; the producer
+snapshot there. It then fetches normally from that offset. When the segment is not
+known yet (this broker's remote metadata still loading) it retries after
+replica.fetch.backoff.ms, as Kafka does.
+
+Event-loop only; the object-store reads run in the RemoteLogManager's reader pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from tiercel.protocol.errors import ErrorCode
+from tiercel.server.partition import Partition
+from tiercel.server.remote_log_reads import RemoteLogReads
+from tiercel.server.replication.leader_end_point import LeaderEndPoint
+from tiercel.storage.producer_snapshot import CorruptSnapshotError, decode_snapshot
+from tiercel.storage.topic_partition import TopicIdPartition, TopicPartition
+from tiercel.tiered.remote_log_aux_state import (
+    RemoteLogAuxState,
+    aux_state_target_epoch,
+    fetch_remote_log_aux_state,
+    find_aux_state_segment,
+)
+from tiercel.tiered.rsm.remote_storage_manager import RemoteStorageError
+
+__all__ = ["TierStateMachineError", "build_remote_log_aux_state"]
+
+
+class TierStateMachineError(Exception):
+    """The aux state cannot be built now; the partition backs off and tries again."""
+
+
+def _check(error: ErrorCode, what: str) -> None:
+    if error != ErrorCode.none:
+        raise TierStateMachineError(f"{what}: {error.name}")
+
+
+async def _target_epoch(
+    leader: LeaderEndPoint,
+    tp: TopicPartition,
+    current_leader_epoch: int,
+    local_start: int,
+    epoch_at_local_start: int,
+) -> int:
+    """The epoch of ``local_start - 1``: the leader's end of the epoch before the one
+    at its local start tells whether that offset belongs to an earlier epoch (Kafka's
+    fetchEarlierEpochEndOffset)."""
+    if epoch_at_local_start == 0:
+        return 0
+    answers = await leader.fetch_epoch_end_offsets(
+        {tp: (current_leader_epoch, epoch_at_local_start - 1)}
+    )
+    answer = answers.get(tp)
+    if answer is None:
+        raise TierStateMachineError("no OffsetForLeaderEpoch answer")
+    _check(answer.error, "offset_for_leader_epoch")
+    earlier = (answer.leader_epoch, answer.end_offset) if answer.leader_epoch >= 0 else None
+    return aux_state_target_epoch(epoch_at_local_start, earlier, local_start)
+
+
+async def build_remote_log_aux_state(
+    leader: LeaderEndPoint,
+    remote: RemoteLogReads | None,
+    tp: TopicPartition,
+    current_leader_epoch: int,
+    partition: Partition,
+) -> int:
+    """Install the state below the leader's local start (see the module docstring) and
+    return the offset to fetch from. TierStateMachineError (or a request error) when
+    it cannot be done now; nothing is changed then."""
+    if remote is None:
+        raise TierStateMachineError("the leader tiers this partition but tiering is off here")
+    error, local_start, epoch = await leader.fetch_earliest_local_offset(tp, current_leader_epoch)
+    _check(error, "list_offsets earliest_local")
+    error, log_start = await leader.fetch_earliest_offset(tp, current_leader_epoch)
+    _check(error, "list_offsets earliest")
+    target = await _target_epoch(leader, tp, current_leader_epoch, local_start, epoch)
+    tip = TopicIdPartition(partition.topic_id, tp)
+    metadata = find_aux_state_segment(remote.rlmm, tip, target, local_start)
+    if metadata is None:
+        raise TierStateMachineError(
+            f"no remote segment of epoch {target} holds offset {local_start - 1} yet"
+        )
+    try:
+        state = await asyncio.get_running_loop().run_in_executor(
+            remote.pool.executor, fetch_remote_log_aux_state, remote.rsm, metadata
+        )
+    except RemoteStorageError as e:
+        raise TierStateMachineError(f"reading the remote aux state: {e}") from e
+    if state.producer_snapshot is not None:
+        try:
+            decode_snapshot(state.producer_snapshot)  # before anything changes
+        except CorruptSnapshotError as e:
+            raise TierStateMachineError(f"the remote producer snapshot: {e}") from e
+    _install(partition, state, log_start)
+    return state.next_offset
+
+
+def _install(partition: Partition, state: RemoteLogAuxState, leader_log_start: int) -> None:
+    """Kafka's order: truncate fully, then the epochs, then the producer state."""
+    log_start = min(leader_log_start, state.next_offset)
+    partition.truncate_fully_and_start_at(state.next_offset, log_start)
+    log = partition.log
+    for entry in state.epochs:
+        log.maybe_assign_epoch_start_offset(entry.epoch, entry.start_offset)
+    if state.producer_snapshot is not None:
+        log.producer_state.load_snapshot(
+            state.next_offset, state.producer_snapshot, int(time.time() * 1000)
+        )

@@ -1,0 +1,117 @@
+"""A follower whose leader keeps only the tail locally catches up through the remote tier
+(Kafka's ReplicaFetcherTierStateMachine, KIP-405 follower scenarios 1 and 2): told
+OFFSET_MOVED_TO_TIERED_STORAGE, it asks EARLIEST_LOCAL, restarts its log at the
+leader's local start with the epochs and producer snapshot of the remote segment below
+it, then fetches normally; while that segment is unknown here it backs off and retries."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from replication_support import TP, Cluster, InProcessLeader, MakeCluster, epochs, log_bytes, values
+
+from support.in_memory_rlmm import InMemoryRemoteLogMetadataManager
+from support.tiering import drop_local_segments_below, tier_rolled_segments
+from tiercel.server.replication.fetch_state import FetchPhase, InitialFetchState
+from tiercel.server.replication.replica_fetcher import ReplicaFetcher
+from tiercel.storage.producer_snapshot import encode_snapshot
+from tiercel.tiered.remote_index_cache import RemoteIndexCache
+from tiercel.tiered.remote_log_reader import RemoteLogReader
+from tiercel.tiered.remote_storage_thread_pool import RemoteStorageThreadPool
+from tiercel.tiered.rsm.local_tiered_storage import LocalTieredStorage
+
+LOCAL_START = 30
+
+
+@pytest.fixture
+def pool() -> Iterator[RemoteStorageThreadPool]:
+    p = RemoteStorageThreadPool("remote-reader-test", threads=1, max_pending_tasks=4)
+    yield p
+    p.shutdown()
+
+
+def leader_with_tiered_prefix(make_cluster: MakeCluster) -> Cluster:
+    """Broker 1 leads; epochs 0 (offsets 0-14), 2 (15-34) and 3 (35-44) in segments of
+    10 records: broker 2 is out of the ISR with an empty log."""
+    c = make_cluster(ids=(1, 2))
+    c.elect(leader=1, leader_epoch=0, isr=(1,))
+    log = c[1].log
+    for epoch, batches in ((0, 3), (2, 4), (3, 2)):
+        if epoch:
+            c.elect(leader=1, leader_epoch=epoch, isr=(1,))
+        for _ in range(batches):
+            c.produce(1, values(5))
+            if log.log_end_offset % 10 == 0:
+                log.roll()
+    assert log.log_end_offset == 45
+    return c
+
+
+def follower_fetcher(
+    c: Cluster, remote: RemoteLogReader, backoff_ms: int = 0
+) -> tuple[ReplicaFetcher, InProcessLeader]:
+    endpoint = c.endpoint(2)
+    fetcher = ReplicaFetcher(
+        endpoint, lambda tp: c[2] if tp == TP else None, 1 << 20, backoff_ms, lambda: remote
+    )
+    state = c[2].state
+    fetcher.add_partitions(
+        {TP: InitialFetchState(c[2].topic_id, 1, state.leader_epoch, c[2].initial_fetch_offset())}
+    )
+    return fetcher, endpoint
+
+
+async def tier(c: Cluster, rsm: LocalTieredStorage, rlmm: InMemoryRemoteLogMetadataManager) -> None:
+    log = c[1].log
+    snapshots = {LOCAL_START: encode_snapshot([])}
+    await tier_rolled_segments(log, rsm, rlmm, snapshots, LOCAL_START, c[1].topic_id)
+    drop_local_segments_below(log, LOCAL_START)
+
+
+async def test_the_follower_restarts_at_the_leaders_local_start_with_its_history(
+    make_cluster: MakeCluster, tmp_path: Path, pool: RemoteStorageThreadPool
+) -> None:
+    c = leader_with_tiered_prefix(make_cluster)
+    rsm = LocalTieredStorage(str(tmp_path / "remote"))
+    rlmm = InMemoryRemoteLogMetadataManager()
+    await tier(c, rsm, rlmm)
+    reader = RemoteLogReader(rsm, rlmm, RemoteIndexCache(rsm, str(tmp_path / "cache")), pool)
+    fetcher, endpoint = follower_fetcher(c, reader)
+
+    await c.catch_up(fetcher, 2)
+
+    leader, follower = c[1].log, c[2].log
+    assert (follower.log_start_offset, follower.local_log_start_offset) == (0, LOCAL_START)
+    assert follower.log_end_offset == leader.log_end_offset == 45
+    assert epochs(follower) == epochs(leader) == [(0, 0), (2, 15), (3, 35)]
+    assert log_bytes(follower) == log_bytes(leader)
+    assert LOCAL_START in follower.producer_state.snapshot_offsets
+    asked = [api for api, _ in endpoint.requests]
+    assert asked.count("earliest_local") == 1  # one 109, one catch-up
+
+
+async def test_an_unknown_remote_segment_backs_off_and_retries(
+    make_cluster: MakeCluster, tmp_path: Path, pool: RemoteStorageThreadPool
+) -> None:
+    c = leader_with_tiered_prefix(make_cluster)
+    rsm = LocalTieredStorage(str(tmp_path / "remote"))
+    rlmm = InMemoryRemoteLogMetadataManager()
+    await tier(c, rsm, rlmm)
+    empty = InMemoryRemoteLogMetadataManager()  # this broker has not loaded the metadata yet
+    cache = RemoteIndexCache(rsm, str(tmp_path / "cache"))
+    reader = RemoteLogReader(rsm, empty, cache, pool)
+    fetcher, _ = follower_fetcher(c, reader, backoff_ms=20)
+    for _ in range(3):
+        await fetcher.run_once()
+    state = fetcher.fetch_state(TP)
+    assert state is not None and state.phase is FetchPhase.FETCHING
+    assert state.fetch_offset == 0 and state.delayed_until > 0
+    assert c[2].log.log_end_offset == 0  # nothing installed
+    reader.rlmm = rlmm
+    await asyncio.sleep(0.05)
+    await c.catch_up(fetcher, 2)
+    assert c[2].log.local_log_start_offset == LOCAL_START
+    assert log_bytes(c[2].log) == log_bytes(c[1].log)

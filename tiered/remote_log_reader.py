@@ -1,0 +1,303 @@
+"""Reads below the local log start, from the remote tier (Kafka's RemoteLogManager.read,
+RemoteLogReader and findOffsetByTimestamp).
+
+A remote read finds the COPY_SEGMENT_FINISHED segment holding the fetch offset in the
+offset's leader epoch, asks the remote offset index (`RemoteIndexCache`) where to start,
+fetches only the byte range it needs and drops the whole batches before the offset: the
+answer is the bytes a local read of the same segment would have given — the batch holding
+the offset, then whole batches up to the size limit (the last one possibly cut, as Kafka
+returns it; the whole first batch when ``min_one_message``, KIP-74). An offset the segment
+does not reach (compacted away) continues in the next segment of the lineage, as Kafka's
+findNextSegmentMetadata.
+
+Thread contract: the coroutines run on the event loop, where they read the RLMM and the
+epoch cache; every object-store and index-file access runs in the reader pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from tiercel.protocol.errors import OffsetOutOfRangeError
+from tiercel.protocol.record_batch import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, read_header
+from tiercel.storage.epoch_entry import EpochEntry
+from tiercel.storage.leader_epoch_cache import LeaderEpochFileCache
+from tiercel.storage.log_values import FetchDataInfo, LogOffsetMetadata, TimestampAndOffset
+from tiercel.storage.timestamp_lookup import first_record_at_or_after
+from tiercel.storage.topic_partition import TopicIdPartition
+from tiercel.tiered.leader_epoch_lineage import (
+    filtered_leader_epoch_map,
+    is_remote_segment_within_leader_epochs,
+)
+from tiercel.tiered.remote_index_cache import RemoteIndexCache
+from tiercel.tiered.remote_storage_thread_pool import RemoteStorageThreadPool
+from tiercel.tiered.rlm_quota import RLMQuota
+from tiercel.tiered.rlmm.remote_log_metadata_manager import RemoteLogMetadataManager
+from tiercel.tiered.rsm.remote_storage_manager import (
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentState,
+    RemoteStorageManager,
+)
+
+__all__ = ["RemoteLogReader", "RemoteStorageFetchInfo", "read_from_segment"]
+
+# Bytes fetched past the wanted range to cover the distance from the index entry to the
+# batch holding the offset (one index.interval.bytes, 4096 by default, and some).
+_SCAN_SLACK: Final = 16 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteStorageFetchInfo:
+    """One partition's share of a fetch that must read the remote tier (Kafka's
+    RemoteStorageFetchInfo)."""
+
+    fetch_max_bytes: int
+    min_one_message: bool
+    topic_id_partition: TopicIdPartition
+    fetch_offset: int
+
+
+class _SegmentBytes:
+    """A growing prefix of a remote segment from ``start``, fetched range by range."""
+
+    def __init__(self, rsm: RemoteStorageManager, metadata: RemoteLogSegmentMetadata, start: int):
+        self._rsm = rsm
+        self._metadata = metadata
+        self.start = start
+        self.data = bytearray()
+        self.exhausted = start >= metadata.segment_size_in_bytes
+
+    def ensure(self, length: int) -> bool:
+        """Have at least ``length`` bytes (from ``start``) if the segment has them."""
+        size = self._metadata.segment_size_in_bytes
+        while len(self.data) < length and not self.exhausted:
+            begin = self.start + len(self.data)
+            end = min(self.start + length, size)
+            if begin >= end:
+                self.exhausted = True
+                break
+            chunk = self._rsm.fetch_log_segment(self._metadata, begin, end - 1)
+            self.data += chunk
+            self.exhausted = len(chunk) < end - begin or end == size
+        return len(self.data) >= length
+
+
+def read_from_segment(
+    rsm: RemoteStorageManager,
+    index_cache: RemoteIndexCache,
+    metadata: RemoteLogSegmentMetadata,
+    offset: int,
+    max_bytes: int,
+    min_one_message: bool,
+) -> tuple[LogOffsetMetadata, bytes] | None:
+    """Bytes of ``metadata``'s segment from the batch holding ``offset``, as a local
+    `LogSegment.read` gives them; None when no batch of the segment reaches ``offset``.
+    Blocking: the reader pool."""
+    segment = _SegmentBytes(rsm, metadata, index_cache.lookup_offset(metadata, offset))
+    segment.ensure(max_bytes + _SCAN_SLACK)
+    position = 0
+    while segment.ensure(position + RECORD_BATCH_OVERHEAD):
+        header = read_header(segment.data, position)
+        batch_size = header.batch_length + LOG_OVERHEAD
+        if header.last_offset >= offset:
+            limit = max(max_bytes, batch_size) if min_one_message else max_bytes
+            segment.ensure(position + limit)
+            first = segment.start + position
+            found = LogOffsetMetadata(offset, metadata.start_offset, first)
+            return found, bytes(segment.data[position : position + limit])
+        position += batch_size
+    return None
+
+
+def timestamp_in_segment(
+    rsm: RemoteStorageManager,
+    index_cache: RemoteIndexCache,
+    metadata: RemoteLogSegmentMetadata,
+    timestamp: int,
+    starting_offset: int,
+) -> TimestampAndOffset | None:
+    """The first record of the segment at or after ``starting_offset`` with a timestamp
+    >= ``timestamp`` (Kafka's RemoteLogManager.lookupTimestamp). Blocking: the pool."""
+    start = index_cache.lookup_timestamp(metadata, timestamp, starting_offset)
+    segment = _SegmentBytes(rsm, metadata, start)
+    position = 0
+    while segment.ensure(position + RECORD_BATCH_OVERHEAD):
+        header = read_header(segment.data, position)
+        batch_size = header.batch_length + LOG_OVERHEAD
+        if header.max_timestamp >= timestamp and header.last_offset >= starting_offset:
+            if not segment.ensure(position + batch_size):
+                return None
+            batch = bytes(segment.data[position : position + batch_size])
+            found = first_record_at_or_after(batch, timestamp, starting_offset)
+            if found is not None:
+                epoch = header.partition_leader_epoch
+                return TimestampAndOffset(found[0], found[1], epoch if epoch >= 0 else None)
+        position += batch_size
+    return None
+
+
+def _next_epoch(entries: Sequence[EpochEntry], epoch: int) -> int | None:
+    return next((entry.epoch for entry in entries if entry.epoch > epoch), None)
+
+
+class RemoteLogReader:
+    """Remote reads and timestamp lookups of the partitions this broker hosts, through
+    ``pool`` (see the module docstring). The RemoteLogManager builds one at start-up
+    (`create`) and calls ``index_cache.remove`` for every remote segment it deletes."""
+
+    def __init__(
+        self,
+        rsm: RemoteStorageManager,
+        rlmm: RemoteLogMetadataManager,
+        index_cache: RemoteIndexCache,
+        pool: RemoteStorageThreadPool,
+        fetch_quota: RLMQuota | None = None,
+    ) -> None:
+        self.rsm = rsm
+        self.rlmm = rlmm
+        self.index_cache = index_cache
+        self.pool = pool
+        # remote.log.manager.fetch.max.bytes.per.second over every remote read.
+        self.fetch_quota = fetch_quota or RLMQuota(2**63 - 1)
+
+    @classmethod
+    def create(
+        cls,
+        rsm: RemoteStorageManager,
+        rlmm: RemoteLogMetadataManager,
+        log_dir: str,
+        reader_threads: int,
+        max_pending_tasks: int,
+        index_cache_size_bytes: int,
+        fetch_max_bytes_per_second: int = 2**63 - 1,
+    ) -> RemoteLogReader:
+        """A reader over ``remote.log.reader.threads``, ``remote.log.reader.max.pending.
+        tasks``, an index cache of ``remote.log.index.file.cache.total.size.bytes``
+        under the first log dir, and ``remote.log.manager.fetch.max.bytes.per.second``.
+        Blocking (the cache loads its files): an executor."""
+        pool = RemoteStorageThreadPool("remote-log-reader", reader_threads, max_pending_tasks)
+        cache = RemoteIndexCache(rsm, log_dir, index_cache_size_bytes)
+        return cls(rsm, rlmm, cache, pool, RLMQuota(fetch_max_bytes_per_second))
+
+    def fetch_throttle_time_s(self) -> float:
+        """How long remote fetches must wait for the fetch quota (0: they may read)."""
+        return self.fetch_quota.throttle_time_s(1)
+
+    def close(self) -> None:
+        """Stop the pool (reads in flight finish, queued ones are dropped)."""
+        self.pool.shutdown()
+        self.index_cache.close()
+
+    def async_read(
+        self, fetch_info: RemoteStorageFetchInfo, epoch_cache: LeaderEpochFileCache
+    ) -> asyncio.Task[FetchDataInfo]:
+        """Start a remote read (Kafka's asyncRead); RejectedExecutionError at once when
+        the pool has no room. Event-loop only."""
+        self.pool.try_reserve()
+        task = asyncio.get_running_loop().create_task(self.read(fetch_info, epoch_cache))
+        task.add_done_callback(self._read_done)
+        return task
+
+    def _read_done(self, task: asyncio.Task[FetchDataInfo]) -> None:
+        self.pool.release()
+        if not task.cancelled():
+            task.exception()  # retrieved: a fetch that stopped waiting has reported it
+
+    async def read(
+        self, fetch_info: RemoteStorageFetchInfo, epoch_cache: LeaderEpochFileCache
+    ) -> FetchDataInfo:
+        """Kafka's RemoteLogManager.read; OffsetOutOfRangeError when the remote tier has
+        no segment for the offset's epoch."""
+        offset = fetch_info.fetch_offset
+        tip = fetch_info.topic_id_partition
+        epoch = epoch_cache.epoch_for_offset(offset)
+        metadata = None
+        if epoch is not None:
+            metadata = self.rlmm.remote_log_segment_metadata(tip, epoch, offset)
+        if metadata is None:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} of leader epoch {epoch} of {tip.topic_partition} "
+                "is not in the remote tier"
+            )
+        loop = asyncio.get_running_loop()
+        while metadata is not None:
+            found = await loop.run_in_executor(
+                self.pool.executor,
+                read_from_segment,
+                self.rsm,
+                self.index_cache,
+                metadata,
+                offset,
+                fetch_info.fetch_max_bytes,
+                fetch_info.min_one_message,
+            )
+            if found is not None:
+                self.fetch_quota.record(len(found[1]))
+                return FetchDataInfo(found[0], found[1])
+            metadata = self._next_segment(metadata, epoch_cache)
+        return FetchDataInfo(LogOffsetMetadata(offset), b"")
+
+    def _next_segment(
+        self, metadata: RemoteLogSegmentMetadata, epoch_cache: LeaderEpochFileCache
+    ) -> RemoteLogSegmentMetadata | None:
+        """Kafka's findNextSegmentMetadata: the segment holding the offset after it."""
+        next_offset = metadata.end_offset + 1
+        epoch = epoch_cache.epoch_for_offset(next_offset)
+        if epoch is None:
+            return None
+        tip = metadata.topic_id_partition
+        return self.rlmm.remote_log_segment_metadata(tip, epoch, next_offset)
+
+    async def find_offset_by_timestamp(
+        self,
+        tip: TopicIdPartition,
+        timestamp: int,
+        starting_offset: int,
+        epoch_cache: LeaderEpochFileCache,
+        log_end_offset: int,
+    ) -> TimestampAndOffset | None:
+        """Kafka's findOffsetByTimestamp: from the epoch of ``starting_offset`` on, the
+        first finished segment on the lineage whose max timestamp reaches ``timestamp``
+        is searched; None when no remote segment qualifies. RejectedExecutionError when
+        the reader pool has no room (Kafka submits these lookups to the same pool)."""
+        self.pool.try_reserve()
+        try:
+            return await self._find_offset_by_timestamp(
+                tip, timestamp, starting_offset, epoch_cache, log_end_offset
+            )
+        finally:
+            self.pool.release()
+
+    async def _find_offset_by_timestamp(
+        self,
+        tip: TopicIdPartition,
+        timestamp: int,
+        starting_offset: int,
+        epoch_cache: LeaderEpochFileCache,
+        log_end_offset: int,
+    ) -> TimestampAndOffset | None:
+        entries = epoch_cache.entries
+        lineage = filtered_leader_epoch_map(entries)
+        epoch = epoch_cache.epoch_for_offset(starting_offset)
+        while epoch is not None:
+            for metadata in self.rlmm.list_remote_log_segments(tip, epoch):
+                if (
+                    metadata.state == RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+                    and metadata.max_timestamp_ms >= timestamp
+                    and metadata.end_offset >= starting_offset
+                    and is_remote_segment_within_leader_epochs(metadata, log_end_offset, lineage)
+                ):
+                    return await asyncio.get_running_loop().run_in_executor(
+                        self.pool.executor,
+                        timestamp_in_segment,
+                        self.rsm,
+                        self.index_cache,
+                        metadata,
+                        timestamp,
+                        starting_offset,
+                    )
+            epoch = _next_epoch(entries, epoch)
+        return None

@@ -1,0 +1,59 @@
+"""The bounded pool remote reads run in (Kafka's RemoteStorageThreadPool).
+
+Kafka runs each remote read as one task in a fixed pool of ``remote.log.reader.threads``
+threads whose queue holds at most ``remote.log.reader.max.pending.tasks``; a submission
+beyond that fails with RejectedExecutionException, which the fetch answers as an error
+for the partition instead of queueing without bound. Here a remote read is a coroutine
+that hops between the event loop (metadata lookups) and the pool (object-store I/O), so
+the bound is taken per read: `try_reserve` admits a read when fewer than ``threads +
+max_pending_tasks`` are in flight, `release` ends it.
+
+Thread contract: `try_reserve` and `release` are event-loop only; the executor is any
+thread.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+__all__ = ["RejectedExecutionError", "RemoteStorageThreadPool"]
+
+# remote.log.reader.threads and remote.log.reader.max.pending.tasks defaults (Kafka)
+DEFAULT_READER_THREADS = 10
+DEFAULT_MAX_PENDING_TASKS = 100
+
+
+class RejectedExecutionError(Exception):
+    """The pool is full (Kafka's RejectedExecutionException)."""
+
+
+class RemoteStorageThreadPool:
+    """Invariant: 0 <= ``in_flight`` <= ``threads + max_pending_tasks``."""
+
+    def __init__(
+        self,
+        thread_name_prefix: str,
+        threads: int = DEFAULT_READER_THREADS,
+        max_pending_tasks: int = DEFAULT_MAX_PENDING_TASKS,
+    ) -> None:
+        if threads < 1 or max_pending_tasks < 1:
+            raise ValueError(f"a pool needs threads ({threads}) and a queue ({max_pending_tasks})")
+        self.threads = threads
+        self.max_pending_tasks = max_pending_tasks
+        self.executor = ThreadPoolExecutor(threads, thread_name_prefix=thread_name_prefix)
+        self.in_flight = 0
+
+    def try_reserve(self) -> None:
+        """Admit one more task; RejectedExecutionError when the queue is full."""
+        if self.in_flight >= self.threads + self.max_pending_tasks:
+            raise RejectedExecutionError(
+                f"{self.in_flight} remote reads in flight, at most {self.threads} running "
+                f"and {self.max_pending_tasks} pending"
+            )
+        self.in_flight += 1
+
+    def release(self) -> None:
+        self.in_flight -= 1
+
+    def shutdown(self) -> None:
+        self.executor.shutdown(wait=False, cancel_futures=True)
