@@ -79,9 +79,14 @@ async def run_blocking(
 ) -> T:
     """``fn(*args)`` in ``pool``, its result posted back to the loop. A caller cancelled
     meanwhile stops waiting; the call itself finishes in its thread, and ``on_done``
-    runs (on the loop) once it has, whether or not anyone still waits."""
+    runs (on the loop) once it has, whether or not anyone still waits — or at once if
+    the pool refuses the call (shut down)."""
     loop = asyncio.get_running_loop()
-    call = loop.run_in_executor(pool, functools.partial(fn, *args))
+    try:
+        call = loop.run_in_executor(pool, functools.partial(fn, *args))
+    except BaseException:
+        on_done()
+        raise
 
     def done(future: asyncio.Future[T]) -> None:
         # Retrieved even when no one waits any more, so asyncio reports nothing.

@@ -103,9 +103,13 @@ def _consumer(bootstrap: str) -> Consumer:
 
 
 def produce_all(
-    bootstrap: str, count: int, value: bytes, config: dict[str, object] | None = None
+    bootstrap: str,
+    count: int,
+    value: bytes,
+    config: dict[str, object] | None = None,
+    topic: str = TOPIC,
 ) -> float:
-    """Produce ``count`` copies of ``value`` to TOPIC with librdkafka, acks=all, linger
+    """Produce ``count`` copies of ``value`` to ``topic`` with librdkafka, acks=all, linger
     5 ms (plus ``config``); the seconds until every one is acknowledged."""
     producer = Producer(
         {
@@ -129,7 +133,7 @@ def produce_all(
     for _ in range(count):
         while True:
             try:
-                producer.produce(TOPIC, value, on_delivery=on_delivery)
+                producer.produce(topic, value, on_delivery=on_delivery)
                 break
             except BufferError:
                 producer.poll(0.01)

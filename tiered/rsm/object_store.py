@@ -12,7 +12,7 @@ other failure a `RemoteStorageError` (retriable). Blocking; any thread.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Protocol
 
 __all__ = ["ObjectStore"]
@@ -27,6 +27,11 @@ class ObjectStore(Protocol):
 
     def put_bytes(self, key: str, data: bytes) -> None:
         """Store ``data`` under ``key``, as `put_file`."""
+
+    def put_all(self, files: Mapping[str, str], data: Mapping[str, bytes]) -> None:
+        """`put_file` of each key -> path of ``files`` and `put_bytes` of each key ->
+        bytes of ``data``, in any order: all durable when this returns. A store may make
+        them durable together, cheaper than one by one."""
 
     def get(self, key: str) -> bytes:
         """The whole object."""

@@ -60,10 +60,11 @@ class ObjectStoreRemoteStorageManager:
         self, metadata: RemoteLogSegmentMetadata, data: LogSegmentData
     ) -> None:
         files = segment_files(data)
-        for suffix, path in files.items():
-            self.store.put_file(object_key(metadata, suffix), path)
         epochs = IndexType.LEADER_EPOCH.value
-        self.store.put_bytes(object_key(metadata, epochs), data.leader_epoch_index)
+        self.store.put_all(
+            {object_key(metadata, suffix): path for suffix, path in files.items()},
+            {object_key(metadata, epochs): data.leader_epoch_index},
+        )
         # Last: the manifest's presence says every object above is in place.
         manifest = encode_manifest(metadata, frozenset([*files, epochs]))
         self.store.put_bytes(object_key(metadata, MANIFEST_SUFFIX), manifest)

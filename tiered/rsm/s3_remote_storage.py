@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -156,6 +156,13 @@ class S3ObjectStore:
     def put_bytes(self, key: str, data: bytes) -> None:
         with _as_remote_errors(f"writing {self._where(key)}"):
             self._client.put_object(Bucket=self.bucket, Key=self.prefix + key, Body=data)
+
+    def put_all(self, files: Mapping[str, str], data: Mapping[str, bytes]) -> None:
+        # Each PUT is durable when S3 answers it: nothing to batch.
+        for key, path in files.items():
+            self.put_file(key, path)
+        for key, blob in data.items():
+            self.put_bytes(key, blob)
 
     def get(self, key: str) -> bytes:
         with _as_remote_errors(f"reading {self._where(key)}"):

@@ -4,7 +4,6 @@ or JSON, the incomplete ones marked, and bad arguments refused."""
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from support.rsm_contract import metadata, segment_files
 from tiercel.server.cli import main
 from tiercel.storage.checkpoint_file import uuid_to_kafka_str
 from tiercel.tiered.rsm.local_tiered_storage import LocalTieredStorage
-from tiercel.tiered.rsm.remote_storage_manager import RemoteStorageError
+from tiercel.tiered.rsm.object_layout import object_key
 
 
 @pytest.fixture
@@ -23,10 +22,8 @@ def tier(tmp_path: Path) -> tuple[str, list[str]]:
     rsm = LocalTieredStorage(str(tmp_path / "remote"))
     complete, cut_short = metadata(1200), metadata(1300)
     rsm.copy_log_segment_data(complete, segment_files(tmp_path / "a"))
-    data = segment_files(tmp_path / "b")
-    os.remove(data.offset_index)
-    with pytest.raises(RemoteStorageError):
-        rsm.copy_log_segment_data(cut_short, data)
+    # A copy cut short by a crash once the log was in place.
+    rsm.store.put_file(object_key(cut_short, "log"), segment_files(tmp_path / "b").log_segment)
     ids = [uuid_to_kafka_str(m.remote_log_segment_id.id) for m in (complete, cut_short)]
     return rsm.root, ids
 

@@ -30,7 +30,10 @@ from tiercel.tiered.rlm_expiration_task import RLMExpirationTask
 from tiercel.tiered.rlm_task import RetryBackoff
 from tiercel.tiered.rsm.local_tiered_storage import LocalTieredStorage
 from tiercel.tiered.rsm.object_layout import MANIFEST_SUFFIX
-from tiercel.tiered.rsm.remote_storage_manager import RemoteLogSegmentMetadata
+from tiercel.tiered.rsm.remote_storage_manager import (
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentMetadataUpdate,
+)
 
 
 def ends(log: UnifiedLog) -> list[tuple[int, int]]:
@@ -204,6 +207,34 @@ async def test_the_expiration_task_never_takes_a_copy_in_progress_for_an_orphan(
     rlmm.add_remote_log_segment_metadata = add_then_expire  # type: ignore[method-assign]
     await RLMCopyTask(context, PARTITION, log, 0).run_once()
     assert [m.start_offset for m in segments(rlmm)] == [s.base_offset for s in log.segments[:-1]]
+    await log.close()
+
+
+async def test_the_expiration_task_never_takes_an_uploaded_copy_for_an_orphan(
+    tmp_path: Path, scheduler: Scheduler
+) -> None:
+    """Between the upload's return and the COPY_SEGMENT_FINISHED record (a round trip
+    through the metadata topic) the segment is still COPY_SEGMENT_STARTED: an expiration
+    round run right then must leave it alone (Kafka's RLMCopyTask keeps the id in
+    segmentIdsBeingCopied until copyLogSegment, FINISHED update included, returns)."""
+    log = open_log(str(tmp_path / "orders-0"), tiered_config(), scheduler)
+    produce(log, 20)
+    await commit(log, scheduler)
+    rlmm = InMemoryRemoteLogMetadataManager()
+    context = make_context(LocalTieredStorage(str(tmp_path / "remote")), rlmm)
+    expiration = RLMExpirationTask(context, PARTITION, log)
+    update = rlmm.update_remote_log_segment_metadata
+
+    async def expire_then_update(metadata: RemoteLogSegmentMetadataUpdate) -> None:
+        rlmm.update_remote_log_segment_metadata = update  # type: ignore[method-assign]
+        await expiration.run_once()  # its own updates, if any, go straight through
+        rlmm.update_remote_log_segment_metadata = expire_then_update  # type: ignore[method-assign]
+        await update(metadata)
+
+    rlmm.update_remote_log_segment_metadata = expire_then_update  # type: ignore[method-assign]
+    await RLMCopyTask(context, PARTITION, log, 0).run_once()
+    assert [m.start_offset for m in segments(rlmm)] == [s.base_offset for s in log.segments[:-1]]
+    assert not context.segment_ids_being_copied
     await log.close()
 
 
