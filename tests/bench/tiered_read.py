@@ -3,7 +3,7 @@
 
     .venv/bin/python tests/bench/tiered_read.py [--mb 200] [--rounds 5] [--segment-mb 16]
 
-One broker, started as a user starts it (tests/bench/tiered.py's ``tiercel``), with the
+One broker, started as a user starts it (tests/bench/tiered_produce.py's ``tiercel``), with the
 local-directory tier and two one-partition topics that receive the same ``--mb`` MB of
 1 KiB values from librdkafka (acks=all): ``tiered`` (``remote.storage.enable=true``,
 ``local.retention.bytes=1``: each segment is deleted locally once it is in the tier) and
@@ -29,8 +29,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from produce_consume import produce_all
-
-from tiered import MIB, Broker, tiercel, wait_for
+from tiered_produce import MIB, Broker, tiercel, wait_for
 
 TOPICS = ("tiered", "local")
 

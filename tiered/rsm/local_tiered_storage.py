@@ -182,19 +182,23 @@ def _copy_file(source: str, path: str) -> None:
 def _copy_file_direct(source: str, path: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_DIRECT, 0o644)
     try:
-        with open(source, "rb", buffering=0) as file, mmap.mmap(-1, _DIRECT_CHUNK) as buffer:
-            view = memoryview(buffer)
+        # The view is released before the mmap closes, also on an error (an exported
+        # buffer would make the close raise and hide the error).
+        with (
+            open(source, "rb", buffering=0) as file,
+            mmap.mmap(-1, _DIRECT_CHUNK) as buffer,
+            memoryview(buffer) as view,
+        ):
             size = 0
             while filled := _read_fully(file, view):
-                # O_DIRECT writes whole blocks: the last one padded with zeros, and the
-                # file cut back to the source's length below.
+                # O_DIRECT writes whole blocks: the last one padded with zeros, and
+                # the file cut back to the source's length below.
                 padded = -(-filled // _DIRECT_ALIGNMENT) * _DIRECT_ALIGNMENT
                 view[filled:padded] = bytes(padded - filled)
                 _write_fully(fd, view[:padded])
                 size += filled
                 if filled < len(view):
                     break
-            view.release()
         os.ftruncate(fd, size)
     finally:
         os.close(fd)

@@ -1,7 +1,7 @@
 """Tiered storage figures (KIP-405): produce throughput with tiering on vs off, and copy
 throughput to the local-directory tier and to S3 (moto).
 
-    .venv/bin/python tests/bench/tiered.py [--mb 200] [--rounds 3] [--segment-mb 16]
+    .venv/bin/python tests/bench/tiered_produce.py [--mb 200] [--rounds 3] [--segment-mb 16]
         [--tiers local,s3[,deferred]] [--task-interval-ms 250]
 
 Each round starts, one after the other, a fresh broker per mode, exactly as a user starts
