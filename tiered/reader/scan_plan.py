@@ -31,6 +31,7 @@ one asked for, else the one with the newest upload, and says which. Blocking; an
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -203,7 +204,7 @@ def _cover(
     candidates: Iterable[_Candidate], lo: int, hi: int
 ) -> tuple[tuple[SegmentRange, ...], tuple[OffsetGap, ...]]:
     """Rules 4 and 5 over ``lo`` to ``hi``: at each offset the newest candidate holding
-    it, read to its end; the offsets none holds as gaps."""
+    it, read until its end or a newer one starts; the offsets none holds as gaps."""
     pending = sorted(candidates, key=lambda c: c.first)
     ranges: list[SegmentRange] = []
     gaps: list[OffsetGap] = []
@@ -212,19 +213,31 @@ def _cover(
     while offset <= hi:
         while i < len(pending) and pending[i].first <= offset:
             c = pending[i]
-            heapq.heappush(holding, (tuple(-p for p in c.priority), i, c))  # type: ignore[misc]
+            epoch, event_ms, end = c.priority
+            heapq.heappush(holding, ((-epoch, -event_ms, -end), i, c))
             i += 1
         while holding and holding[0][2].last < offset:
             heapq.heappop(holding)
         if holding:
             chosen = holding[0][2]
-            last = min(chosen.last, hi)
+            last = min(chosen.last, hi, _newer_start(pending, i, chosen) - 1)
             ranges.append(SegmentRange(chosen.segment, offset, last))
         else:
             last = min(pending[i].first - 1 if i < len(pending) else hi, hi)
             gaps.append(OffsetGap(offset, last))
         offset = last + 1
     return tuple(ranges), tuple(gaps)
+
+
+def _newer_start(pending: Sequence[_Candidate], i: int, chosen: _Candidate) -> int:
+    """Where the first candidate from ``pending[i]`` on that is newer than ``chosen``
+    starts within it (past its end if none)."""
+    for candidate in itertools.islice(pending, i, None):
+        if candidate.first > chosen.last:
+            break
+        if candidate.priority > chosen.priority:
+            return candidate.first
+    return chosen.last + 1
 
 
 def topic_partitions(store: ObjectStore, topic: str, topic_id: str) -> list[int]:
