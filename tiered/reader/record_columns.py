@@ -61,12 +61,11 @@ class _BinaryColumn:
         lengths = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(self.lengths)])
         valid = pc.greater_equal(lengths, 0)
         null_count = n - pc.sum(valid).as_py() if n else 0
-        offsets = array("i", itertools.accumulate((max(x, 0) for x in self.lengths), initial=0))
+        ends = pc.cumulative_sum(pc.max_element_wise(lengths, 0))
+        offsets = pa.concat_arrays([pa.array([0], pa.int32()), ends.cast(pa.int32())]).buffers()[1]
         data = pa.py_buffer(b"".join(self.parts))
         validity = valid.buffers()[1] if null_count else None
-        return pa.Array.from_buffers(
-            arrow_type, n, [validity, pa.py_buffer(offsets), data], null_count
-        )
+        return pa.Array.from_buffers(arrow_type, n, [validity, offsets, data], null_count)
 
 
 class RecordColumns:
@@ -87,7 +86,7 @@ class RecordColumns:
     def __len__(self) -> int:
         return len(self.offsets)
 
-    def append_records(
+    def append_records(  # noqa: C901 - the reader's per-record loop, kept flat for speed
         self,
         records: bytes | bytearray,
         count: int,
@@ -103,21 +102,32 @@ class RecordColumns:
         the framing is broken."""
         view = memoryview(records)
         end = len(records)
-        offsets, timestamps, keys, values = self.offsets, self.timestamps, self.keys, self.values
+        offsets, timestamps = self.offsets, self.timestamps
         headers = self.include_headers
         appended = 0
         p = 0
+        key_lengths, key_parts = self.keys.lengths, self.keys.parts
+        value_lengths, value_parts = self.values.lengths, self.values.parts
         try:
             for _ in range(count):
+                # Varints of one or two bytes inline (zigzag-decoded below); longer ones
+                # through `decode_varint`, which returns them decoded.
                 b = records[p]
                 if b < 0x80:
                     length, p = (b >> 1) ^ -(b & 1), p + 1
+                elif records[p + 1] < 0x80:
+                    raw = (b & 0x7F) | (records[p + 1] << 7)
+                    length, p = (raw >> 1) ^ -(raw & 1), p + 2
                 else:
                     length, p = decode_varint(records, p)
                 record_end = p + length
                 if length <= 0 or record_end > end:
                     raise InvalidRecordError(f"invalid record size {length} at {p}")
-                timestamp_delta, p = decode_varlong(records, p + 1)
+                b = records[p + 1]
+                if b < 0x80:
+                    timestamp_delta, p = (b >> 1) ^ -(b & 1), p + 2
+                else:
+                    timestamp_delta, p = decode_varlong(records, p + 1)
                 b = records[p]
                 if b < 0x80:
                     offset_delta, p = (b >> 1) ^ -(b & 1), p + 1
@@ -131,15 +141,34 @@ class RecordColumns:
                 timestamps.append(
                     base_timestamp + timestamp_delta if log_append_time is None else log_append_time
                 )
-                for column in (keys, values):
+                b = records[p]
+                if b < 0x80:
+                    size, p = (b >> 1) ^ -(b & 1), p + 1
+                else:
                     size, p = decode_varint(records, p)
-                    if size < -1 or p + max(size, 0) > record_end:
-                        raise InvalidRecordError(f"invalid key or value size {size} at {p}")
-                    column.lengths.append(size)
-                    if size > 0:
-                        column.parts.append(view[p : p + size])
-                        p += size
-                        appended += size
+                key_lengths.append(size)
+                if size > 0:
+                    key_parts.append(view[p : p + size])
+                    p += size
+                elif size < -1:
+                    raise InvalidRecordError(f"invalid key size {size} at {p}")
+                b = records[p]
+                if b < 0x80:
+                    size, p = (b >> 1) ^ -(b & 1), p + 1
+                elif records[p + 1] < 0x80:
+                    raw = (b & 0x7F) | (records[p + 1] << 7)
+                    size, p = (raw >> 1) ^ -(raw & 1), p + 2
+                else:
+                    size, p = decode_varint(records, p)
+                value_lengths.append(size)
+                if size > 0:
+                    value_parts.append(view[p : p + size])
+                    p += size
+                    appended += size
+                elif size < -1:
+                    raise InvalidRecordError(f"invalid value size {size} at {p}")
+                if p > record_end:
+                    raise InvalidRecordError(f"key or value past the record's end at {p}")
                 if headers:
                     p = self._append_headers(records, view, p, record_end)
                 p = record_end
