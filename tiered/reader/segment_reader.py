@@ -142,7 +142,12 @@ def _batches(
                 raise RemoteTierError(f"{key}: truncated record batch at position {position}")
             return
         want = max(read_bytes, _wanted(buffer))
-        chunk = store.get_range(key, position + len(buffer), position + len(buffer) + want - 1)
+        begin = position + len(buffer)
+        try:
+            chunk = store.get_range(key, begin, begin + want - 1)
+        except RemoteResourceNotFoundError as e:
+            # Deleted since planning (retention, or an expired off-lineage upload).
+            raise RemoteTierError(f"{key}: the segment object is missing ({e})") from e
         exhausted = len(chunk) < want
         buffer += chunk
 

@@ -5,7 +5,6 @@ corrupt batch is an error naming the object."""
 
 from __future__ import annotations
 
-import itertools
 import struct
 import uuid
 from collections.abc import Iterator
@@ -18,6 +17,7 @@ import pyarrow as pa
 import pytest
 
 from support.in_memory_rlmm import InMemoryRemoteLogMetadataManager
+from support.reader_rows import Row, produce_every_codec, rows_of
 from support.tiering import BASE_TS, open_log, scheduler, small_config, tier_rolled_segments
 from tiercel.protocol.compression import CompressionType
 from tiercel.protocol.record_batch import (
@@ -28,7 +28,6 @@ from tiercel.protocol.record_batch import (
     read_header,
 )
 from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
-from tiercel.storage.log_validator import validate_records
 from tiercel.storage.scheduler import Scheduler
 from tiercel.storage.topic_partition import TopicPartition
 from tiercel.tiered.reader import (
@@ -50,52 +49,13 @@ from tiercel.tiered.rsm.remote_storage_manager import (
 
 __all__ = ["scheduler"]
 
-Row = tuple[int, bytes | None, bytes | None, list[tuple[str, bytes | None]], int, int]
-CODECS = list(CompressionType)
-
-
-def records_for(batch_no: int) -> list[SimpleRecord]:
-    """1 to 5 records: null keys and values, empty ones, headers (a null header value)."""
-    out = []
-    for i in range(batch_no % 5 + 1):
-        n = batch_no * 10 + i
-        key = None if n % 7 == 0 else f"key-{n}".encode()
-        value = None if n % 11 == 0 else (b"" if n % 13 == 0 else f"value {n} ".encode() * (n % 9))
-        headers = [("h", f"{n}".encode()), ("null", None)][: n % 3]
-        out.append(SimpleRecord(key, value, headers, BASE_TS + n))
-    return out
-
-
-def rows_of(batches: list[pa.RecordBatch]) -> list[Row]:
-    table = pa.Table.from_batches(batches, kafka_source_schema(True))
-    return [
-        (
-            r["offset"],
-            r["key"],
-            r["value"],
-            [(h["key"], h["value"]) for h in r["headers"]],
-            int(r["timestamp"].timestamp() * 1000),
-            r["timestampType"],
-        )
-        for r in table.to_pylist()
-    ]
-
 
 @pytest.fixture
 async def tier(tmp_path: Path, scheduler: Scheduler) -> tuple[ObjectStore, list[Row]]:
     """40 batches over every codec, rolled into many 1 KiB segments and
     tiered; the rows a consumer would read."""
     log = open_log(str(tmp_path / "t-0"), small_config(), scheduler)
-    expected: list[Row] = []
-    for batch_no, codec in zip(range(40), itertools.cycle(CODECS), strict=False):
-        records = records_for(batch_no)
-        batch = build_record_batch(records, compression=codec)
-        info = log.append_as_leader(validate_records(batch, log.config, BASE_TS), 0, BASE_TS)
-        for i, r in enumerate(records):
-            assert r.timestamp is not None
-            expected.append(
-                (info.first_offset + i, r.key, r.value, list(r.headers), r.timestamp, 0)
-            )
+    expected = produce_every_codec(log, 40)
     log.roll()
     rsm = LocalTieredStorage(str(tmp_path / "remote"))
     segments = await tier_rolled_segments(log, rsm, InMemoryRemoteLogMetadataManager())
