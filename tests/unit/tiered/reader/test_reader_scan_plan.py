@@ -3,10 +3,14 @@ object layout: incomplete uploads, gaps, overlaps, recreated topics, corrupt man
 
 from __future__ import annotations
 
+import itertools
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tiercel.storage.checkpoint_file import uuid_to_kafka_str
 from tiercel.storage.epoch_entry import EpochEntry
@@ -154,3 +158,84 @@ def test_a_corrupt_manifest_or_checkpoint_is_an_error_naming_it(
     store.put_bytes(object_key(metadata, MANIFEST_SUFFIX), b"{")
     with pytest.raises(RemoteTierError, match="manifest of segment"):
         plan_topic(store, "t")
+
+
+class CheckpointStore:
+    """Just the `get` planning needs of a store: the winner's epoch checkpoint."""
+
+    def __init__(self, lineage: list[tuple[int, int]]) -> None:
+        self.data = epoch_entries_as_bytes([EpochEntry(e, s) for e, s in lineage])
+
+    def get(self, key: str) -> bytes:
+        assert key.endswith(IndexType.LEADER_EPOCH.value)
+        return self.data
+
+
+def epochs_between(lineage: list[tuple[int, int]], start: int, end: int) -> dict[int, int]:
+    """The segment epoch map of offsets ``start`` to ``end`` on ``lineage``."""
+    found = {}
+    for i, (epoch, first) in enumerate(lineage):
+        next_first = lineage[i + 1][1] if i + 1 < len(lineage) else end + 1
+        if first <= end and next_first > start:
+            found[epoch] = max(first, start)
+    return found
+
+
+def epoch_at(entries: Iterable[tuple[int, int]], offset: int) -> int:
+    """The epoch whose records hold ``offset``: the last one starting at or below it."""
+    return max((first, epoch) for epoch, first in entries if first <= offset)[1]
+
+
+@given(
+    starts=st.lists(st.integers(1, 60), min_size=1, max_size=3, unique=True),
+    spans_=st.lists(st.tuples(st.integers(0, 80), st.integers(0, 20)), min_size=1, max_size=8),
+    strays=st.lists(st.tuples(st.integers(0, 80), st.integers(0, 20)), max_size=3),
+)
+@settings(max_examples=200, deadline=None)
+def test_ranges_and_gaps_cover_each_offset_once_on_the_lineage(
+    starts: list[int], spans_: list[tuple[int, int]], strays: list[tuple[int, int]]
+) -> None:
+    """Uploads of a lineage (epochs 0, 2, 4, ...) and strays of odd epochs (truncated
+    lineages) in any overlap: the plan's ranges and gaps tile the range exactly, every
+    range lies on the lineage, and no offset an on-lineage upload holds is a gap."""
+    lineage = [(0, 0)] + [(2 * (i + 1), s) for i, s in enumerate(sorted(starts))]
+    segments = [
+        RemoteLogSegmentMetadata(
+            RemoteLogSegmentId.generate(TOPIC_ID, TP),
+            s,
+            s + n,
+            0,
+            0,
+            0,
+            1,
+            epochs_between(lineage, s, s + n),
+        )
+        for s, n in spans_
+    ]
+    segments += [
+        RemoteLogSegmentMetadata(
+            RemoteLogSegmentId.generate(TOPIC_ID, TP), s, s + n, 0, 0, 0, 1, {2 * i + 1: s}
+        )
+        for i, (s, n) in enumerate(strays)
+    ]
+    # The last lineage upload reaching the highest epoch is the winner: end it there.
+    winner_end = max(s.end_offset for s in segments[: len(spans_)])
+    last_epoch = max(e for e, first in lineage if first <= winner_end)
+    segments = [s for s in segments if max(s.segment_leader_epochs) <= last_epoch]
+    store = CheckpointStore([(e, s) for e, s in lineage if e <= last_epoch])
+    plan = plan_partition(store, TP, "x", 0, 100, segments=segments)  # type: ignore[arg-type]
+    tiles = sorted(
+        [(r.first_offset, r.last_offset) for r in plan.ranges]
+        + [(g.first_offset, g.last_offset) for g in plan.gaps]
+    )
+    assert tiles[0][0] == 0 and tiles[-1][1] == 100
+    assert all(a[1] + 1 == b[0] for a, b in itertools.pairwise(tiles))
+    for r in plan.ranges:
+        assert r.segment.start_offset <= r.first_offset <= r.last_offset <= r.segment.end_offset
+        for offset in range(r.first_offset, r.last_offset + 1):
+            assert epoch_at(r.segment.segment_leader_epochs.items(), offset) == epoch_at(
+                lineage, offset
+            )
+    held = {o for s in segments[: len(spans_)] for o in range(s.start_offset, s.end_offset + 1)}
+    for g in plan.gaps:
+        assert not held & set(range(g.first_offset, g.last_offset + 1))
