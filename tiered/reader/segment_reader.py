@@ -4,11 +4,13 @@ The segment's ``.index`` object (the offset index: 8-byte entries, 4-byte offset
 relative to the segment's base and 4-byte position, each keyed by a batch's last
 offset, as Kafka's OffsetIndex) gives the position of the last batch ending at or
 below the first wanted offset, so the read starts there, not at the segment's start
-(Kafka's RemoteLogManager.read does the same through RemoteIndexCache.lookupOffset).
-From there the ``.log`` object is read in large sequential ranges until a batch starts
-past the last wanted offset. Each batch is checked as a consumer checks it: magic 2,
-CRC-32C; then decompressed (`protocol.compression`), control batches skipped, and its
-records decoded into columns (`record_columns`), clipped to the range.
+(Kafka's RemoteLogManager.read does the same through RemoteIndexCache.lookupOffset),
+and the entry after the first one past the last wanted offset bounds the end. The
+``.log`` object is read in large sequential ranges between the two. Each batch is
+checked as a consumer checks it: magic 2, CRC-32C; then decompressed
+(`protocol.compression`), control batches skipped, and its records decoded into columns
+(`record_columns`), clipped to the range. An object shorter than its manifest says is
+an error, as is a missing one.
 
 Blocking; any thread (the store's contract); one call per range.
 """
@@ -40,9 +42,9 @@ from tiercel.tiered.rsm.remote_storage_manager import RemoteResourceNotFoundErro
 __all__ = [
     "DEFAULT_BATCH_BYTES",
     "DEFAULT_READ_BYTES",
+    "byte_range",
     "read_partition",
     "read_segment_range",
-    "start_position",
 ]
 
 DEFAULT_READ_BYTES: Final = 8 * 1024 * 1024  # one ranged GET
@@ -50,13 +52,16 @@ DEFAULT_BATCH_BYTES: Final = 16 * 1024 * 1024  # keys and values per Arrow batch
 _INDEX_ENTRY: Final = struct.Struct(">ii")
 
 
-def start_position(store: ObjectStore, segment_range: SegmentRange) -> int:
-    """Where the batch holding ``segment_range.first_offset`` or an earlier one starts
-    in the segment: by the offset index, 0 without one."""
+def byte_range(store: ObjectStore, segment_range: SegmentRange) -> tuple[int, int]:
+    """The bytes of the segment holding ``segment_range``'s offsets, by its offset index:
+    from the batch at the last entry at or below the first offset, up to the end of the
+    batch at the first entry past the last offset (the start of the entry after it),
+    or the segment's end. Without an index, the whole segment."""
+    size = segment_range.segment.segment_size_in_bytes
     try:
         index = store.get(segment_range.offset_index_key)
     except RemoteResourceNotFoundError:
-        return 0
+        return 0, size
     relative: list[int] = []
     positions: list[int] = []
     for offset, position in _INDEX_ENTRY.iter_unpack(index[: len(index) // 8 * 8]):
@@ -64,9 +69,11 @@ def start_position(store: ObjectStore, segment_range: SegmentRange) -> int:
             break  # the unused, zeroed tail of an index file not trimmed
         relative.append(offset)
         positions.append(position)
-    target = segment_range.first_offset - segment_range.segment.start_offset
-    i = bisect.bisect_right(relative, target) - 1
-    return positions[i] if i >= 0 else 0
+    base = segment_range.segment.start_offset
+    first = bisect.bisect_right(relative, segment_range.first_offset - base) - 1
+    past = bisect.bisect_right(relative, segment_range.last_offset - base) + 1
+    start = positions[first] if first >= 0 else 0
+    return start, positions[past] if past < len(positions) else size
 
 
 def read_segment_range(
@@ -84,7 +91,8 @@ def read_segment_range(
     key = segment_range.log_key
     first, last = segment_range.first_offset, segment_range.last_offset
     columns = RecordColumns(include_headers)
-    for position, batch in _batches(store, key, start_position(store, segment_range), read_bytes):
+    start, end = byte_range(store, segment_range)
+    for position, batch in _batches(store, key, start, end, read_bytes):
         header = read_header(batch)
         if header.base_offset > last:
             break
@@ -119,13 +127,12 @@ def read_segment_range(
 
 
 def _batches(
-    store: ObjectStore, key: str, start: int, read_bytes: int
+    store: ObjectStore, key: str, start: int, end: int, read_bytes: int
 ) -> Iterator[tuple[int, bytes]]:
-    """(position, bytes) of each whole batch of object ``key`` from ``start``, fetched
-    ``read_bytes`` (or one batch, if larger) at a time."""
+    """(position, bytes) of each whole batch of object ``key`` from ``start`` to
+    ``end``, fetched ``read_bytes`` (or one batch, if larger) at a time."""
     buffer = b""
     position = start  # of buffer[0] in the object
-    exhausted = False
     while True:
         used = 0
         while len(buffer) - used >= RECORD_BATCH_OVERHEAD:
@@ -137,18 +144,22 @@ def _batches(
             yield position + used, buffer[used : used + size]
             used += size
         buffer, position = buffer[used:], position + used
-        if exhausted:
+        begin = position + len(buffer)
+        if begin >= end:
             if buffer:
                 raise RemoteTierError(f"{key}: truncated record batch at position {position}")
             return
-        want = max(read_bytes, _wanted(buffer))
-        begin = position + len(buffer)
+        want = min(max(read_bytes, _wanted(buffer)), end - begin)
         try:
             chunk = store.get_range(key, begin, begin + want - 1)
         except RemoteResourceNotFoundError as e:
             # Deleted since planning (retention, or an expired off-lineage upload).
             raise RemoteTierError(f"{key}: the segment object is missing ({e})") from e
-        exhausted = len(chunk) < want
+        if len(chunk) < want:
+            raise RemoteTierError(
+                f"{key}: {begin + len(chunk)} bytes, shorter than its manifest's "
+                f"{end} (a truncated object)"
+            )
         buffer += chunk
 
 

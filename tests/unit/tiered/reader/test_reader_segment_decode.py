@@ -121,6 +121,23 @@ def test_a_range_clips_and_starts_at_the_offset_index_entry(
     assert start > 0 and start + size == whole.segment.segment_size_in_bytes
 
 
+def test_a_range_in_the_middle_reads_only_the_bytes_around_it(
+    tier: tuple[ObjectStore, list[Row]],
+) -> None:
+    """The offset index bounds both ends: one GET, from past the segment's start to
+    before its end."""
+    store, expected = tier
+    [partition] = plan_topic(store, "t").partitions
+    whole = max(partition.ranges, key=lambda r: r.last_offset - r.first_offset)
+    middle = (whole.first_offset + whole.last_offset) // 2
+    counting = CountingStore(store)
+    part = SegmentRange(whole.segment, middle, middle)
+    rows = rows_of(list(read_segment_range(counting, part, True)))  # type: ignore[arg-type]
+    assert rows == [row for row in expected if row[0] == middle]
+    [(_, start, size)] = counting.ranges
+    assert start > 0 and start + size < whole.segment.segment_size_in_bytes
+
+
 def corrupt_byte(store: LocalDirectoryStore, key: str, position: int) -> None:
     path = Path(store.root) / key
     data = bytearray(path.read_bytes())
