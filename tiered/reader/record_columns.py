@@ -183,19 +183,37 @@ class RecordColumns:
     def _append_headers(
         self, records: bytes | bytearray, view: memoryview, p: int, end: int
     ) -> int:
-        count, p = decode_varint(records, p)
+        b = records[p]
+        if b < 0x80:
+            count, p = (b >> 1) ^ -(b & 1), p + 1
+        else:
+            count, p = decode_varint(records, p)
         if count < 0 or count > end - p:
             raise InvalidRecordError(f"invalid header count {count}")
         self.header_counts.append(count)
+        keys, values = self.header_keys, self.header_values
         for _ in range(count):
-            for column, smallest in ((self.header_keys, 0), (self.header_values, -1)):
+            b = records[p]
+            if b < 0x80:
+                size, p = (b >> 1) ^ -(b & 1), p + 1
+            else:
                 size, p = decode_varint(records, p)
-                if size < smallest or p + max(size, 0) > end:
-                    raise InvalidRecordError(f"invalid header key or value size {size}")
-                column.lengths.append(size)
-                if size > 0:
-                    column.parts.append(view[p : p + size])
-                    p += size
+            if size < 0 or p + size > end:
+                raise InvalidRecordError(f"invalid header key size {size}")
+            keys.lengths.append(size)
+            keys.parts.append(view[p : p + size])
+            p += size
+            b = records[p]
+            if b < 0x80:
+                size, p = (b >> 1) ^ -(b & 1), p + 1
+            else:
+                size, p = decode_varint(records, p)
+            if size < -1 or p + size > end:
+                raise InvalidRecordError(f"invalid header value size {size}")
+            values.lengths.append(size)
+            if size > 0:
+                values.parts.append(view[p : p + size])
+                p += size
         return p
 
     def to_arrow(self, topic: str, partition: int) -> pa.RecordBatch:
