@@ -6,8 +6,9 @@ positions and numbers: offsets, timestamps and lengths go into ``array`` buffers
 and values stay zero-copy ``memoryview`` slices of the decompressed records until
 `to_arrow` joins them into one data buffer per column and builds the Arrow arrays from
 buffers (`pyarrow.Array.from_buffers`), so no Python object is made per record beyond
-the slices. Single-byte varints (offset deltas and lengths below 64, the common case)
-take an inline fast path.
+the slices. Varints of one or two bytes (deltas and lengths below 64 and 8192, the
+common case) are decoded inline, longer ones by `protocol.records`. Header keys are
+taken as UTF-8, as Kafka's clients write them.
 
 Not thread-safe: one accumulator per reading thread.
 """
@@ -233,7 +234,10 @@ class RecordColumns:
         if self.include_headers:
             header_offsets = array("i", itertools.accumulate(self.header_counts, initial=0))
             entries = pa.StructArray.from_arrays(
-                [self.header_keys.to_arrow(pa.string()), self.header_values.to_arrow(pa.binary())],
+                [
+                    _utf8(self.header_keys.to_arrow(pa.string())),
+                    self.header_values.to_arrow(pa.binary()),
+                ],
                 fields=list(_HEADER),
             )
             columns.append(
@@ -243,3 +247,14 @@ class RecordColumns:
                 )
             )
         return pa.RecordBatch.from_arrays(columns, schema=kafka_source_schema(self.include_headers))
+
+
+def _utf8(keys: pa.Array) -> pa.Array:
+    """``keys``, with malformed UTF-8 replaced by U+FFFD as Java's String constructor
+    (Kafka's header decoding) replaces it; an Arrow string array must be valid UTF-8."""
+    try:
+        keys.validate(full=True)
+    except pa.ArrowInvalid:
+        raw = keys.cast(pa.binary()).to_pylist()
+        return pa.array([key.decode("utf-8", "replace") for key in raw], pa.string())
+    return keys

@@ -22,9 +22,11 @@ from support.tiering import BASE_TS, open_log, scheduler, small_config, tier_rol
 from tiercel.protocol.compression import CompressionType
 from tiercel.protocol.record_batch import (
     ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
     LOG_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
     TimestampType,
+    compute_crc,
     read_header,
 )
 from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
@@ -240,3 +242,24 @@ def test_large_ranges_come_as_several_arrow_batches(tmp_path: Path) -> None:
     assert len(batches) > 1
     offsets = pa.Table.from_batches(batches).column("offset").to_pylist()
     assert offsets == list(range(400))
+
+
+def test_a_header_key_of_malformed_utf8_reads_with_replacement_characters(
+    tmp_path: Path,
+) -> None:
+    """As Kafka's header decoding (Java's String constructor), not an invalid Arrow
+    string."""
+    batch = bytearray(
+        build_record_batch([SimpleRecord(b"k", b"v", [("h\u00e9", b"x"), ("ok", None)])])
+    )
+    at = batch.index("h\u00e9".encode())
+    batch[at + 1] = 0xFF
+    struct.pack_into(">I", batch, CRC_OFFSET, compute_crc(batch, 0, len(batch)))
+    store = LocalDirectoryStore(str(tmp_path))
+    table = pa.Table.from_batches(
+        list(read_segment_range(store, segment_with(store, [bytes(batch)]), True))
+    )
+    table.validate(full=True)
+    assert table.column("headers").to_pylist() == [
+        [{"key": "h\ufffd\ufffd", "value": b"x"}, {"key": "ok", "value": None}]
+    ]
