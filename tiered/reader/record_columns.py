@@ -175,6 +175,8 @@ class RecordColumns:
                 p = record_end
         except IndexError:
             raise InvalidRecordError("records section ends inside a record") from None
+        if p != end:
+            raise InvalidRecordError(f"{end - p} bytes after the batch's {count} records")
         stamp = CREATE_TIME if log_append_time is None else LOG_APPEND_TIME
         self.timestamp_types.extend(
             itertools.repeat(stamp, len(offsets) - len(self.timestamp_types))

@@ -25,6 +25,7 @@ from tiercel.protocol.record_batch import (
     CRC_OFFSET,
     LOG_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
+    RECORDS_COUNT_OFFSET,
     TimestampType,
     compute_crc,
     read_header,
@@ -263,3 +264,15 @@ def test_a_header_key_of_malformed_utf8_reads_with_replacement_characters(
     assert table.column("headers").to_pylist() == [
         [{"key": "h\ufffd\ufffd", "value": b"x"}, {"key": "ok", "value": None}]
     ]
+
+
+def test_a_record_count_short_of_the_records_is_an_error(tmp_path: Path) -> None:
+    """A batch whose CRC holds but whose records outnumber its count (a writer's bug)
+    is reported, not read as fewer records."""
+    batch = bytearray(build_record_batch(simple(0, 3)))
+    struct.pack_into(">i", batch, RECORDS_COUNT_OFFSET, 2)
+    struct.pack_into(">I", batch, CRC_OFFSET, compute_crc(batch, 0, len(batch)))
+    store = LocalDirectoryStore(str(tmp_path))
+    segment = segment_with(store, [bytes(batch)])
+    with pytest.raises(RemoteTierError, match="bytes after the batch's 2 records"):
+        list(read_segment_range(store, segment))
