@@ -17,8 +17,10 @@ from tiercel.tiered.reader.scan_plan import (
     RemoteTierError,
     SegmentRange,
     TopicPlan,
+    complete_segments,
     plan_partition,
     plan_topic,
+    topic_partitions,
 )
 from tiercel.tiered.reader.segment_reader import read_partition, read_segment_range
 
@@ -28,10 +30,12 @@ __all__ = [
     "RemoteTierError",
     "SegmentRange",
     "TopicPlan",
+    "complete_segments",
     "kafka_source_schema",
     "open_object_root",
     "plan_partition",
     "plan_topic",
     "read_partition",
     "read_segment_range",
+    "topic_partitions",
 ]

@@ -49,9 +49,12 @@ __all__ = [
     "RemoteTierError",
     "SegmentRange",
     "TopicPlan",
+    "complete_segments",
     "parse_epoch_checkpoint",
     "plan_partition",
     "plan_topic",
+    "topic_partitions",
+    "winning_lineage",
 ]
 
 
