@@ -23,6 +23,8 @@ def open_object_root(
     directory (a typo must not read as an empty tier)."""
     parts = urlsplit(root)
     if parts.scheme == "file":
+        if parts.netloc not in ("", "localhost"):
+            raise ValueError(f"{root}: a file:// root is an absolute path (file:///dir)")
         path = unquote(parts.path)
         if not os.path.isdir(path):
             raise ValueError(f"{root}: no such directory")
