@@ -12,7 +12,8 @@ checked as a consumer checks it: magic 2, CRC-32C; then decompressed
 (`record_columns`), clipped to the range. An object shorter than its manifest says is
 an error, as is a missing one.
 
-Blocking; any thread (the store's contract); one call per range.
+Blocking; any thread (the store's contract); one call per range, which fetches the next
+range of bytes in a helper thread of its own while it decodes the current one.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import bisect
 import struct
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Final
 
 import pyarrow as pa
@@ -130,10 +132,11 @@ def _batches(
     store: ObjectStore, key: str, start: int, end: int, read_bytes: int
 ) -> Iterator[tuple[int, bytes]]:
     """(position, bytes) of each whole batch of object ``key`` from ``start`` to
-    ``end``, fetched ``read_bytes`` (or one batch, if larger) at a time."""
+    ``end``."""
     buffer = b""
     position = start  # of buffer[0] in the object
-    while True:
+    for chunk in _chunks(store, key, start, end, read_bytes):
+        buffer += chunk
         used = 0
         while len(buffer) - used >= RECORD_BATCH_OVERHEAD:
             size = read_header(buffer, used).batch_length + LOG_OVERHEAD
@@ -144,30 +147,38 @@ def _batches(
             yield position + used, buffer[used : used + size]
             used += size
         buffer, position = buffer[used:], position + used
-        begin = position + len(buffer)
-        if begin >= end:
-            if buffer:
-                raise RemoteTierError(f"{key}: truncated record batch at position {position}")
-            return
-        want = min(max(read_bytes, _wanted(buffer)), end - begin)
-        try:
-            chunk = store.get_range(key, begin, begin + want - 1)
-        except RemoteResourceNotFoundError as e:
-            # Deleted since planning (retention, or an expired off-lineage upload).
-            raise RemoteTierError(f"{key}: the segment object is missing ({e})") from e
-        if len(chunk) < want:
-            raise RemoteTierError(
-                f"{key}: {begin + len(chunk)} bytes, shorter than its manifest's "
-                f"{end} (a truncated object)"
-            )
-        buffer += chunk
+    if buffer:
+        raise RemoteTierError(f"{key}: truncated record batch at position {position}")
 
 
-def _wanted(buffer: bytes) -> int:
-    """Bytes still needed to complete the batch ``buffer`` starts with."""
-    if len(buffer) < RECORD_BATCH_OVERHEAD:
-        return RECORD_BATCH_OVERHEAD
-    return read_header(buffer).batch_length + LOG_OVERHEAD - len(buffer)
+def _chunks(store: ObjectStore, key: str, start: int, end: int, read_bytes: int) -> Iterator[bytes]:
+    """Bytes ``start`` to ``end`` of ``key`` in ranged GETs of ``read_bytes``, the next
+    one fetched by a helper thread while the caller decodes this one."""
+    ranges = [(begin, min(begin + read_bytes, end)) for begin in range(start, end, read_bytes)]
+    if len(ranges) <= 1:
+        yield from (_get_range(store, key, *r) for r in ranges)
+        return
+    with ThreadPoolExecutor(1, thread_name_prefix="tiercel-reader-prefetch") as prefetch:
+        pending = [prefetch.submit(_get_range, store, key, *r) for r in ranges[:1]]
+        for following in [*ranges[1:], None]:
+            chunk = pending.pop().result()
+            if following is not None:
+                pending.append(prefetch.submit(_get_range, store, key, *following))
+            yield chunk
+
+
+def _get_range(store: ObjectStore, key: str, begin: int, end: int) -> bytes:
+    try:
+        chunk = store.get_range(key, begin, end - 1)
+    except RemoteResourceNotFoundError as e:
+        # Deleted since planning (retention, or an expired off-lineage upload).
+        raise RemoteTierError(f"{key}: the segment object is missing ({e})") from e
+    if len(chunk) < end - begin:
+        raise RemoteTierError(
+            f"{key} ends at byte {begin + len(chunk)}, before the {end} its manifest and "
+            "offset index promise (a truncated object)"
+        )
+    return chunk
 
 
 def read_partition(

@@ -5,6 +5,7 @@ corrupt batch is an error naming the object."""
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 import uuid
 from collections.abc import Iterator
@@ -276,3 +277,12 @@ def test_a_record_count_short_of_the_records_is_an_error(tmp_path: Path) -> None
     segment = segment_with(store, [bytes(batch)])
     with pytest.raises(RemoteTierError, match="bytes after the batch's 2 records"):
         list(read_segment_range(store, segment))
+
+
+def test_an_object_shorter_than_its_manifest_says_is_an_error(tmp_path: Path) -> None:
+    store = LocalDirectoryStore(str(tmp_path))
+    segment = segment_with(store, list(batches_of(40)))
+    size = segment.segment.segment_size_in_bytes
+    longer = dataclasses.replace(segment.segment, segment_size_in_bytes=size + 100)
+    with pytest.raises(RemoteTierError, match=f"ends at byte {size}, before the {size + 100}"):
+        list(read_segment_range(store, SegmentRange(longer, 0, 39), read_bytes=512))
