@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import struct
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -286,3 +287,12 @@ def test_an_object_shorter_than_its_manifest_says_is_an_error(tmp_path: Path) ->
     longer = dataclasses.replace(segment.segment, segment_size_in_bytes=size + 100)
     with pytest.raises(RemoteTierError, match=f"ends at byte {size}, before the {size + 100}"):
         list(read_segment_range(store, SegmentRange(longer, 0, 39), read_bytes=512))
+
+
+def test_a_read_stopped_early_leaves_no_prefetch_thread(tmp_path: Path) -> None:
+    store = LocalDirectoryStore(str(tmp_path))
+    segment = segment_with(store, list(batches_of(400)))
+    reads = read_segment_range(store, segment, read_bytes=1000, batch_bytes=100)
+    assert next(reads).num_rows > 0
+    reads.close()
+    assert not [t for t in threading.enumerate() if t.name.startswith("tiercel-reader-prefetch")]
