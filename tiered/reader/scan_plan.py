@@ -15,10 +15,10 @@ rule:
    reaching the highest (leader epoch, end offset): the latest leader's view of the log.
 3. Every upload (the winner included) is read from its start offset up to
    `lineage_end_offset` against that lineage: only when its first records are the
-   lineage's (the epoch of its start offset started there in the lineage too, as
-   Kafka's isRemoteSegmentWithinLeaderEpochs requires), and only up to where its epochs
-   leave the lineage. By KIP-101 a record is the one its epoch wrote at its offset, so
-   those records are exactly the ones the broker serves.
+   lineage's (its epoch at its start offset is the lineage's epoch at that offset, as
+   Kafka's isRemoteSegmentWithinLeaderEpochs requires of a segment's first epoch), and
+   only up to where its epochs leave the lineage. By KIP-101 a record is the one its
+   epoch wrote at its offset, so those records are exactly the ones the broker serves.
 4. Where usable uploads overlap, each offset is read once, from the newer upload (higher
    leader epoch, then later event time) covering it.
 5. Offsets of the requested range no usable upload holds (deleted by retention, never
