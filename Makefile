@@ -24,7 +24,7 @@ $(BIN)/tiercel: pyproject.toml
 	    exit 1; }; \
 	fi
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q -e '.[test,spark]'
 	touch $@
 
 run: $(BIN)/tiercel

@@ -1,0 +1,61 @@
+"""Records of every kind for the reader library's tests (tiered.reader): produced into a
+real UnifiedLog, and the rows Spark's Kafka-source schema gives them back as."""
+
+from __future__ import annotations
+
+import itertools
+
+import pyarrow as pa
+
+from support.tiering import BASE_TS
+from tiercel.protocol.compression import CompressionType
+from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
+from tiercel.storage.log_validator import validate_records
+from tiercel.storage.unified_log import UnifiedLog
+from tiercel.tiered.reader import kafka_source_schema
+
+# offset, key, value, headers, timestamp (ms), timestampType
+Row = tuple[int, bytes | None, bytes | None, list[tuple[str, bytes | None]], int, int]
+
+
+def records_for(batch_no: int) -> list[SimpleRecord]:
+    """1 to 5 records: null keys and values, empty ones, headers (a null header value)."""
+    out = []
+    for i in range(batch_no % 5 + 1):
+        n = batch_no * 10 + i
+        key = None if n % 7 == 0 else f"key-{n}".encode()
+        value = None if n % 11 == 0 else (b"" if n % 13 == 0 else f"value {n} ".encode() * (n % 9))
+        headers = [("h", f"{n}".encode()), ("null", None)][: n % 3]
+        out.append(SimpleRecord(key, value, headers, BASE_TS + n))
+    return out
+
+
+def produce_every_codec(log: UnifiedLog, batches: int, epoch: int = 0) -> list[Row]:
+    """``batches`` batches, the codecs in turn, appended as leader of ``epoch``; the rows
+    a consumer reads back."""
+    expected: list[Row] = []
+    for batch_no, codec in zip(range(batches), itertools.cycle(CompressionType), strict=False):
+        records = records_for(batch_no)
+        batch = build_record_batch(records, compression=codec)
+        info = log.append_as_leader(validate_records(batch, log.config, BASE_TS), epoch, BASE_TS)
+        for i, r in enumerate(records):
+            assert r.timestamp is not None
+            row = (info.first_offset + i, r.key, r.value, list(r.headers), r.timestamp, 0)
+            expected.append(row)
+    return expected
+
+
+def rows_of(batches: list[pa.RecordBatch]) -> list[Row]:
+    """The rows of Arrow batches of the Kafka-source schema with headers."""
+    table = pa.Table.from_batches(batches, kafka_source_schema(True))
+    return [
+        (
+            r["offset"],
+            r["key"],
+            r["value"],
+            [(h["key"], h["value"]) for h in r["headers"]],
+            int(r["timestamp"].timestamp() * 1000),
+            r["timestampType"],
+        )
+        for r in table.to_pylist()
+    ]

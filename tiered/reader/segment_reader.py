@@ -1,0 +1,189 @@
+"""A planned range of one remote segment, read by ranged GETs and decoded into Arrow.
+
+The segment's ``.index`` object (the offset index: 8-byte entries, 4-byte offset
+relative to the segment's base and 4-byte position, each keyed by a batch's last
+offset, as Kafka's OffsetIndex) gives the position of the last batch ending at or
+below the first wanted offset, so the read starts there, not at the segment's start
+(Kafka's RemoteLogManager.read does the same through RemoteIndexCache.lookupOffset),
+and the entry after the first one past the last wanted offset bounds the end. The
+``.log`` object is read in large sequential ranges between the two. Each batch is
+checked as a consumer checks it: magic 2, CRC-32C; then decompressed
+(`protocol.compression`), control batches skipped, and its records decoded into columns
+(`record_columns`), clipped to the range. An object shorter than its manifest says is
+an error, as is a missing one.
+
+Blocking; any thread (the store's contract); one call per range, which fetches the next
+range of bytes in a helper thread of its own while it decodes the current one.
+"""
+
+from __future__ import annotations
+
+import bisect
+import struct
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Final
+
+import pyarrow as pa
+
+from tiercel.protocol.compression import decompress
+from tiercel.protocol.errors import KafkaError
+from tiercel.protocol.record_batch import (
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    RECORD_BATCH_OVERHEAD,
+    TimestampType,
+    is_crc_valid,
+    read_header,
+)
+from tiercel.tiered.reader.record_columns import RecordColumns
+from tiercel.tiered.reader.scan_plan import PartitionPlan, RemoteTierError, SegmentRange
+from tiercel.tiered.rsm.object_store import ObjectStore
+from tiercel.tiered.rsm.remote_storage_manager import RemoteResourceNotFoundError
+
+__all__ = [
+    "DEFAULT_BATCH_BYTES",
+    "DEFAULT_READ_BYTES",
+    "byte_range",
+    "read_partition",
+    "read_segment_range",
+]
+
+DEFAULT_READ_BYTES: Final = 8 * 1024 * 1024  # one ranged GET
+DEFAULT_BATCH_BYTES: Final = 16 * 1024 * 1024  # keys and values per Arrow batch
+_INDEX_ENTRY: Final = struct.Struct(">ii")
+
+
+def byte_range(store: ObjectStore, segment_range: SegmentRange) -> tuple[int, int]:
+    """The bytes of the segment holding ``segment_range``'s offsets, by its offset index:
+    from the batch at the last entry at or below the first offset, up to the end of the
+    batch at the first entry past the last offset (the start of the entry after it),
+    or the segment's end. Without an index, the whole segment."""
+    size = segment_range.segment.segment_size_in_bytes
+    try:
+        index = store.get(segment_range.offset_index_key)
+    except RemoteResourceNotFoundError:
+        return 0, size
+    relative: list[int] = []
+    positions: list[int] = []
+    for offset, position in _INDEX_ENTRY.iter_unpack(index[: len(index) // 8 * 8]):
+        if relative and offset <= relative[-1]:
+            break  # the unused, zeroed tail of an index file not trimmed
+        relative.append(offset)
+        positions.append(position)
+    base = segment_range.segment.start_offset
+    first = bisect.bisect_right(relative, segment_range.first_offset - base) - 1
+    past = bisect.bisect_right(relative, segment_range.last_offset - base) + 1
+    start = positions[first] if first >= 0 else 0
+    return start, positions[past] if past < len(positions) else size
+
+
+def read_segment_range(
+    store: ObjectStore,
+    segment_range: SegmentRange,
+    include_headers: bool = False,
+    read_bytes: int = DEFAULT_READ_BYTES,
+    batch_bytes: int = DEFAULT_BATCH_BYTES,
+) -> Iterator[pa.RecordBatch]:
+    """The records of ``segment_range`` as Arrow batches of Spark's Kafka-source schema
+    (`record_columns.kafka_source_schema`); RemoteTierError naming the object and the
+    position for a corrupt batch."""
+    segment = segment_range.segment
+    tp = segment.remote_log_segment_id.topic_partition
+    key = segment_range.log_key
+    first, last = segment_range.first_offset, segment_range.last_offset
+    columns = RecordColumns(include_headers)
+    start, end = byte_range(store, segment_range)
+    for position, batch in _batches(store, key, start, end, read_bytes):
+        header = read_header(batch)
+        if header.base_offset > last:
+            break
+        if header.base_offset + header.last_offset_delta < first:
+            continue
+        where = f"{key} at position {position} (offset {header.base_offset})"
+        if header.magic != MAGIC_V2:
+            raise RemoteTierError(f"{where}: record batch magic {header.magic}, not 2")
+        if not is_crc_valid(batch, 0, header):
+            raise RemoteTierError(f"{where}: record batch fails its CRC-32C check")
+        if header.is_control:
+            continue
+        log_append = header.timestamp_type == TimestampType.LOG_APPEND_TIME
+        try:
+            records = decompress(header.compression, batch[RECORD_BATCH_OVERHEAD:])
+            columns.append_records(
+                records,
+                header.records_count,
+                header.base_offset,
+                header.base_timestamp,
+                header.max_timestamp if log_append else None,
+                first,
+                last,
+            )
+        except KafkaError as e:
+            raise RemoteTierError(f"{where}: {e}") from e
+        if columns.data_bytes >= batch_bytes:
+            yield columns.to_arrow(tp.topic, tp.partition)
+            columns = RecordColumns(include_headers)
+    if len(columns):
+        yield columns.to_arrow(tp.topic, tp.partition)
+
+
+def _batches(
+    store: ObjectStore, key: str, start: int, end: int, read_bytes: int
+) -> Iterator[tuple[int, bytes]]:
+    """(position, bytes) of each whole batch of object ``key`` from ``start`` to
+    ``end``."""
+    buffer = b""
+    position = start  # of buffer[0] in the object
+    for chunk in _chunks(store, key, start, end, read_bytes):
+        buffer += chunk
+        used = 0
+        while len(buffer) - used >= RECORD_BATCH_OVERHEAD:
+            size = read_header(buffer, used).batch_length + LOG_OVERHEAD
+            if size < RECORD_BATCH_OVERHEAD:
+                raise RemoteTierError(f"{key} at position {position + used}: bad batch size")
+            if len(buffer) - used < size:
+                break
+            yield position + used, buffer[used : used + size]
+            used += size
+        buffer, position = buffer[used:], position + used
+    if buffer:
+        raise RemoteTierError(f"{key}: truncated record batch at position {position}")
+
+
+def _chunks(store: ObjectStore, key: str, start: int, end: int, read_bytes: int) -> Iterator[bytes]:
+    """Bytes ``start`` to ``end`` of ``key`` in ranged GETs of ``read_bytes``, the next
+    one fetched by a helper thread while the caller decodes this one."""
+    ranges = [(begin, min(begin + read_bytes, end)) for begin in range(start, end, read_bytes)]
+    if len(ranges) <= 1:
+        yield from (_get_range(store, key, *r) for r in ranges)
+        return
+    with ThreadPoolExecutor(1, thread_name_prefix="tiercel-reader-prefetch") as prefetch:
+        pending = [prefetch.submit(_get_range, store, key, *r) for r in ranges[:1]]
+        for following in [*ranges[1:], None]:
+            chunk = pending.pop().result()
+            if following is not None:
+                pending.append(prefetch.submit(_get_range, store, key, *following))
+            yield chunk
+
+
+def _get_range(store: ObjectStore, key: str, begin: int, end: int) -> bytes:
+    try:
+        chunk = store.get_range(key, begin, end - 1)
+    except RemoteResourceNotFoundError as e:
+        # Deleted since planning (retention, or an expired off-lineage upload).
+        raise RemoteTierError(f"{key}: the segment object is missing ({e})") from e
+    if len(chunk) < end - begin:
+        raise RemoteTierError(
+            f"{key} ends at byte {begin + len(chunk)}, before the {end} its manifest and "
+            "offset index promise (a truncated object)"
+        )
+    return chunk
+
+
+def read_partition(
+    store: ObjectStore, plan: PartitionPlan, include_headers: bool = False
+) -> Iterator[pa.RecordBatch]:
+    """Every range of ``plan`` in offset order (its gaps are the caller's to judge)."""
+    for segment_range in plan.ranges:
+        yield from read_segment_range(store, segment_range, include_headers)
