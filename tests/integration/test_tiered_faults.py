@@ -1,0 +1,230 @@
+"""A broker tiering to S3 (moto's server, a private process) while the store is
+unreachable: paused with SIGSTOP (connections accepted, never answered) or stopped.
+
+Local produce and consume go on at their usual pace; the copy retries with backoff and
+reports its backlog (a WARNING naming the partition and the bytes not yet copied);
+local retention deletes no segment that is not yet remote, however small
+``local.retention.bytes``; a consumer below the local start gets an empty answer or an
+error within about ``remote.fetch.max.wait.ms`` while other partitions are served; and
+once the store is back every rolled segment below the high watermark is remote, in
+order, with no gap, and reads from offset 0 return every record.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Final
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from support.broker import BrokerProcess
+from support.clients import Outgoing, create_topic, produce, wait_until
+from support.moto_server import MotoServer, create_bucket
+from support.tiered_s3 import (
+    assert_contiguous,
+    bucket_segments,
+    complete_uploads,
+    local_segment_bases,
+    local_segment_sizes,
+    log_events,
+    s3_broker,
+    s3_broker_overrides,
+)
+
+TIERED: Final = {
+    "remote.storage.enable": "true",
+    "segment.bytes": "2048",
+    "local.retention.bytes": "1",
+    "file.delete.delay.ms": "300",
+}
+# acks=all produce and a local fetch answer well within this, store or no store.
+LOCAL_LATENCY_S: Final = 1.5
+
+
+def value(i: int) -> bytes:
+    return b"%05d:" % i + b"v" * 90
+
+
+@pytest.fixture
+def store(moto_server_factory: Callable[[], MotoServer]) -> MotoServer:
+    return moto_server_factory()
+
+
+@pytest.fixture
+def broker(store: MotoServer, tmp_path: Path) -> Iterator[BrokerProcess]:
+    bucket = create_bucket(store.endpoint_url, "tier")
+    broker = s3_broker(
+        tmp_path / "broker",
+        s3_broker_overrides(store.endpoint_url, bucket.name, **{"remote.fetch.max.wait.ms": 500}),
+    )
+    try:
+        yield broker.start()
+    finally:
+        broker.kill()
+
+
+def produce_range(broker: BrokerProcess, topic: str, first: int, count: int) -> None:
+    records = [Outgoing(0, value(i), None, (), None) for i in range(first, first + count)]
+    delivered = produce(
+        "confluent", broker.bootstrap, topic, records, {"batch.num.messages": 2, "linger.ms": 2}
+    )
+    assert [d.offset for d in delivered] == list(range(first, first + count))
+
+
+def timed_produce(broker: BrokerProcess, topic: str, first: int, count: int) -> float:
+    """The slowest acks=all delivery of ``count`` records produced one at a time."""
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 0})
+    slowest = 0.0
+    errors: list[object] = []
+    for i in range(first, first + count):
+        began = time.monotonic()
+        producer.produce(topic, value(i), partition=0, on_delivery=lambda e, m: errors.append(e))
+        producer.flush(10)
+        assert errors == [None], f"record {i} not delivered: {errors}"
+        errors.clear()
+        slowest = max(slowest, time.monotonic() - began)
+    return slowest
+
+
+def read(
+    broker: BrokerProcess, topic: str, start: int, until: int, timeout: float
+) -> list[tuple[int, bytes]]:
+    """Records [start, until) of partition 0 as librdkafka reads them in ``timeout``."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": "faults",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "error",
+            "fetch.wait.max.ms": 100,
+        }
+    )
+    got: list[tuple[int, bytes]] = []
+    try:
+        consumer.assign([TopicPartition(topic, 0, start)])
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and (not got or got[-1][0] < until - 1):
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                got.append((message.offset(), message.value()))
+    finally:
+        consumer.close()
+    return got
+
+
+def remote_uploads(store: MotoServer, topic: str) -> dict[int, int]:
+    return complete_uploads(bucket_segments(store.endpoint_url, "tier", topic))
+
+
+def all_rolled_remote(broker: BrokerProcess, store: MotoServer, topic: str) -> bool:
+    uploads = remote_uploads(store, topic)
+    return bool(uploads) and max(uploads.values()) == local_segment_bases(broker, topic)[-1] - 1
+
+
+def not_yet_remote_bytes(broker: BrokerProcess, topic: str, copied_end: int) -> int:
+    """The bytes of rolled local segments above ``copied_end``: the copy backlog."""
+    sizes = local_segment_sizes(broker, topic)
+    bases = sorted(sizes)
+    return sum(sizes[b] for b in bases[:-1] if b > copied_end)
+
+
+def test_a_paused_store_leaves_local_traffic_alone_and_the_copy_catches_up(
+    broker: BrokerProcess, store: MotoServer
+) -> None:
+    topic, other = "paused", "local-only"
+    create_topic(broker.bootstrap, topic, config=TIERED)
+    create_topic(broker.bootstrap, other, config={"segment.bytes": "2048"})
+    produce_range(broker, other, 0, 50)
+    produce_range(broker, topic, 0, 100)
+    assert wait_until(lambda: all_rolled_remote(broker, store, topic), 30)
+    copied_end = local_segment_bases(broker, topic)[-1] - 1
+
+    store.pause()
+    try:
+        slowest = timed_produce(broker, topic, 100, 150)
+        assert slowest < LOCAL_LATENCY_S, f"an acks=all produce took {slowest:.2f}s"
+        # Each copy round now waits for the store, then fails; retention must wait too.
+        assert wait_until(
+            lambda: any(
+                e.fields.get("partition") == f"{topic}-0"
+                for e in log_events(broker, "remote_copy_failed")
+            ),
+            30,
+        )
+        bases = local_segment_bases(broker, topic)
+        assert bases[0] <= copied_end + 1, f"a segment not yet remote was deleted: {bases}"
+        backlog = not_yet_remote_bytes(broker, topic, copied_end)
+        assert backlog > 0
+        assert wait_until(
+            lambda: (
+                [
+                    int(e.fields["backlog_bytes"])
+                    for e in log_events(broker, "remote_copy_backlog")
+                    if e.fields.get("partition") == f"{topic}-0" and e.level == "WARNING"
+                ][-1:]
+                == [backlog]
+            ),
+            30,
+        )
+        # The recent tail is local: read at once.
+        began = time.monotonic()
+        tail = read(broker, topic, 200, 250, 10)
+        assert tail == [(i, value(i)) for i in range(200, 250)]
+        assert time.monotonic() - began < 5
+        # Below the local start: an empty answer or an error, in bounded time, and the
+        # other partitions are served meanwhile.
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            remote = pool.submit(read, broker, topic, 0, 1, 6)
+            time.sleep(1)
+            began = time.monotonic()
+            assert read(broker, other, 0, 50, 10) == [(i, value(i)) for i in range(50)]
+            assert time.monotonic() - began < 5
+            assert remote.result(30) == []
+        assert local_segment_bases(broker, topic)[0] <= copied_end + 1
+    finally:
+        store.resume()
+
+    assert wait_until(lambda: all_rolled_remote(broker, store, topic), 60)
+    assert_contiguous(remote_uploads(store, topic))
+    assert read(broker, topic, 0, 250, 60) == [(i, value(i)) for i in range(250)]
+
+
+def test_a_stopped_store_holds_local_retention_until_the_copy_catches_up(
+    broker: BrokerProcess, store: MotoServer
+) -> None:
+    topic = "stopped"
+    store.stop()  # before anything is copied: a restarted moto is empty
+    try:
+        create_topic(broker.bootstrap, topic, config=TIERED)
+        slowest = timed_produce(broker, topic, 0, 150)
+        assert slowest < LOCAL_LATENCY_S, f"an acks=all produce took {slowest:.2f}s"
+        assert wait_until(
+            lambda: (
+                sum(
+                    e.fields.get("partition") == f"{topic}-0"
+                    for e in log_events(broker, "remote_copy_failed")
+                )
+                >= 3
+            ),
+            30,
+        )
+        # Retried with backoff, and nothing deleted: the whole log is still local.
+        assert local_segment_bases(broker, topic)[0] == 0
+        backlog = not_yet_remote_bytes(broker, topic, -1)
+        assert [
+            int(e.fields["backlog_bytes"])
+            for e in log_events(broker, "remote_copy_backlog")
+            if e.fields.get("partition") == f"{topic}-0" and e.level == "WARNING"
+        ][-1:] == [backlog]
+        assert read(broker, topic, 0, 150, 10) == [(i, value(i)) for i in range(150)]
+    finally:
+        store.start()
+    create_bucket(store.endpoint_url, "tier")
+    assert wait_until(lambda: all_rolled_remote(broker, store, topic), 60)
+    assert_contiguous(remote_uploads(store, topic))
+    assert wait_until(lambda: local_segment_bases(broker, topic)[0] > 0, 30)
+    assert read(broker, topic, 0, 150, 60) == [(i, value(i)) for i in range(150)]
