@@ -85,10 +85,7 @@ class RLMCopyTask(RLMTask):
                 leader_epoch=self.leader_epoch,
                 copied_offset=self.copied_offset,
             )
-        # A log start offset above the copied offset (DeleteRecords, tiering just
-        # enabled) skips what no reader can get any more (Kafka).
-        from_offset = max(self.copied_offset + 1, log.log_start_offset)
-        candidates = candidate_log_segments(log, from_offset, log.high_watermark)
+        candidates = self._candidates()
         self.backlog_bytes = sum(c.segment.size for c in candidates)
         truncations = log.truncations
         for i, candidate in enumerate(candidates):
@@ -100,6 +97,19 @@ class RLMCopyTask(RLMTask):
             if not await self._copy_log_segment(candidate):
                 return
             self.backlog_bytes = sum(c.segment.size for c in candidates[i + 1 :])
+
+    def _candidates(self) -> list[EnrichedLogSegment]:
+        """The segments to copy now, from the first offset not yet copied."""
+        log = self.log
+        copied = (
+            log.highest_offset_in_remote_storage
+            if self.copied_offset is None
+            else self.copied_offset
+        )
+        # A log start offset above the copied offset (DeleteRecords, tiering just
+        # enabled) skips what no reader can get any more (Kafka).
+        from_offset = max(copied + 1, log.log_start_offset)
+        return candidate_log_segments(log, from_offset, log.high_watermark)
 
     def _update_log_start_offset_on_becoming_leader(self) -> None:
         """Kafka's maybeUpdateLogStartOffsetOnBecomingLeader: the remote tier may start
@@ -118,6 +128,10 @@ class RLMCopyTask(RLMTask):
 
     async def run_guarded(self) -> bool:
         ok = await super().run_guarded()
+        if not ok:
+            # As of now, not of the round's start: a round that waited for an
+            # unreachable store until its timeout saw none of the segments rolled since.
+            self.backlog_bytes = sum(c.segment.size for c in self._candidates())
         if not ok and self.backlog_bytes > self._logged_backlog:
             log_event(
                 _log,

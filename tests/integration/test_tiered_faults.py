@@ -13,8 +13,10 @@ order, with no gap, and reads from offset 0 return every record.
 from __future__ import annotations
 
 import concurrent.futures
+import itertools
 import time
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Final
 
@@ -120,6 +122,14 @@ def remote_uploads(store: MotoServer, topic: str) -> dict[int, int]:
     return complete_uploads(bucket_segments(store.endpoint_url, "tier", topic))
 
 
+def incomplete_uploads(store: MotoServer, topic: str) -> list[tuple[int, str, list[str]]]:
+    return [
+        (s.start_offset, s.segment_id, sorted(s.suffixes))
+        for s in bucket_segments(store.endpoint_url, "tier", topic)
+        if s.manifest is None
+    ]
+
+
 def all_rolled_remote(broker: BrokerProcess, store: MotoServer, topic: str) -> bool:
     uploads = remote_uploads(store, topic)
     return bool(uploads) and max(uploads.values()) == local_segment_bases(broker, topic)[-1] - 1
@@ -190,6 +200,10 @@ def test_a_paused_store_leaves_local_traffic_alone_and_the_copy_catches_up(
 
     assert wait_until(lambda: all_rolled_remote(broker, store, topic), 60)
     assert_contiguous(remote_uploads(store, topic))
+    # The uploads cut short by the outage were deleted, all their objects with them.
+    assert wait_until(lambda: incomplete_uploads(store, topic) == [], 30), incomplete_uploads(
+        store, topic
+    )
     assert read(broker, topic, 0, 250, 60) == [(i, value(i)) for i in range(250)]
 
 
@@ -228,3 +242,107 @@ def test_a_stopped_store_holds_local_retention_until_the_copy_catches_up(
     assert_contiguous(remote_uploads(store, topic))
     assert wait_until(lambda: local_segment_bases(broker, topic)[0] > 0, 30)
     assert read(broker, topic, 0, 150, 60) == [(i, value(i)) for i in range(150)]
+
+
+@pytest.fixture
+def patient_broker(store: MotoServer, tmp_path: Path) -> Iterator[BrokerProcess]:
+    """S3's default timeouts (30 s a read, 3 attempts): a paused store holds each call
+    for minutes; and a small reader pool, which such calls fill."""
+    bucket = create_bucket(store.endpoint_url, "tier")
+    overrides = s3_broker_overrides(
+        store.endpoint_url,
+        bucket.name,
+        **{"remote.log.reader.threads": 2, "remote.log.reader.max.pending.tasks": 2},
+    )
+    for key in ("connect.timeout.ms", "read.timeout.ms", "max.attempts"):
+        del overrides[f"rsm.config.s3.{key}"]
+    broker = s3_broker(tmp_path / "broker", overrides)
+    try:
+        yield broker.start()
+    finally:
+        broker.kill()
+
+
+def test_remote_reads_of_a_paused_store_answer_in_bounded_time(
+    patient_broker: BrokerProcess, store: MotoServer
+) -> None:
+    broker = patient_broker
+    topic, other = "paused-reads", "served"
+    create_topic(broker.bootstrap, topic, config=TIERED)
+    create_topic(broker.bootstrap, other, config={"segment.bytes": "2048"})
+    produce_range(broker, topic, 0, 100)
+    produce_range(broker, other, 0, 50)
+    assert wait_until(lambda: all_rolled_remote(broker, store, topic), 30)
+    assert wait_until(lambda: local_segment_bases(broker, topic)[0] > 0, 30)
+
+    store.pause()
+    try:
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            readers = [pool.submit(read, broker, topic, 0, 1, 8) for _ in range(2)]
+            time.sleep(2)
+            for _ in range(3):
+                began = time.monotonic()
+                assert read(broker, other, 0, 50, 10) == [(i, value(i)) for i in range(50)]
+                assert time.monotonic() - began < 5
+            assert [r.result(30) for r in readers] == [[], []]
+    finally:
+        store.resume()
+    began = time.monotonic()
+    assert read(broker, topic, 0, 100, 30) == [(i, value(i)) for i in range(100)]
+    assert time.monotonic() - began < 10
+
+
+@pytest.fixture
+def slow_failing_broker(store: MotoServer, tmp_path: Path) -> Iterator[BrokerProcess]:
+    """A call to a paused store fails after 4 s: long enough to roll segments during it."""
+    bucket = create_bucket(store.endpoint_url, "tier")
+    overrides = s3_broker_overrides(
+        store.endpoint_url, bucket.name, **{"rsm.config.s3.read.timeout.ms": 4000}
+    )
+    broker = s3_broker(tmp_path / "broker", overrides)
+    try:
+        yield broker.start()
+    finally:
+        broker.kill()
+
+
+def backlog_at(broker: BrokerProcess, topic: str, copied_end: int, when: datetime) -> int:
+    """The bytes of the segments above ``copied_end`` rolled by ``when`` (each closed by
+    the roll that began the next), from the roll events and the (not yet deleted) files."""
+    sizes = local_segment_sizes(broker, topic)
+    closed_by = {
+        int(e.fields["base_offset"]): e.time
+        for e in log_events(broker, "segment_rolled")
+        if e.fields.get("partition") == f"{topic}-0"
+    }
+    bases = sorted(sizes)
+    return sum(
+        sizes[base]
+        for base, following in itertools.pairwise(bases)
+        if base > copied_end and closed_by[following] <= when
+    )
+
+
+def test_the_backlog_warning_reports_the_backlog_when_it_is_logged(
+    slow_failing_broker: BrokerProcess, store: MotoServer
+) -> None:
+    broker, topic = slow_failing_broker, "backlog"
+    create_topic(broker.bootstrap, topic, config=TIERED)
+    produce_range(broker, topic, 0, 50)
+    assert wait_until(lambda: all_rolled_remote(broker, store, topic), 30)
+    copied_end = local_segment_bases(broker, topic)[-1] - 1
+
+    store.pause()
+    try:
+        produce_range(broker, topic, 50, 40)
+        time.sleep(1)  # a copy round takes the rolled segments and hangs
+        produce_range(broker, topic, 90, 80)  # more roll while it hangs
+        assert wait_until(lambda: any(log_events(broker, "remote_copy_backlog")), 30)
+        first = next(log_events(broker, "remote_copy_backlog"))
+        assert (first.level, first.fields["partition"]) == ("WARNING", f"{topic}-0")
+        assert int(first.fields["backlog_bytes"]) == backlog_at(
+            broker, topic, copied_end, first.time
+        )
+    finally:
+        store.resume()
+    assert wait_until(lambda: all_rolled_remote(broker, store, topic), 60)

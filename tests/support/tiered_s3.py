@@ -7,6 +7,7 @@ broker's log events.
 
 from __future__ import annotations
 
+import datetime
 import re
 import time
 from collections.abc import Iterator, Mapping
@@ -140,12 +141,13 @@ def metadata_records(bootstrap: str, timeout: float = 20.0) -> list[RemoteLogMet
 
 @dataclass(frozen=True)
 class LogEvent:
+    time: datetime.datetime
     level: str
     event: str
     fields: dict[str, str]
 
 
-_EVENT: Final = re.compile(r"^\S+ (\w+) \S+ event=(\w+)(.*)$")
+_EVENT: Final = re.compile(r"^(\S+) (\w+) \S+ event=(\w+)(.*)$")
 _FIELD: Final = re.compile(r"(\w[\w.]*)=(\S+)")
 
 
@@ -153,5 +155,6 @@ def log_events(broker: BrokerProcess, name: str) -> Iterator[LogEvent]:
     """The broker's log events called ``name``, oldest first, over all its runs."""
     for line in broker.log_text().splitlines():
         match = _EVENT.match(line)
-        if match and match.group(2) == name:
-            yield LogEvent(match.group(1), name, dict(_FIELD.findall(match.group(3))))
+        if match and match.group(3) == name:
+            time = datetime.datetime.fromisoformat(match.group(1))
+            yield LogEvent(time, match.group(2), name, dict(_FIELD.findall(match.group(4))))
