@@ -199,3 +199,24 @@ def test_sigkill_mid_upload_leaves_no_dangling_metadata_and_uploads_again(
         assert listing.start_offset == m.start_offset
         assert listing.manifest.metadata.end_offset == m.end_offset
     assert read_all(broker, 150) == [(i, value(i)) for i in range(150)]
+
+
+def test_a_broker_restarts_while_the_store_is_paused(
+    broker: BrokerProcess, store: MotoServer
+) -> None:
+    create_topic(broker.bootstrap, TOPIC, config=TIERED)
+    produce_range(broker, 0, 100)
+    assert wait_until(lambda: all_rolled_remote(broker, store), 30)
+    assert wait_until(lambda: local_segment_bases(broker, TOPIC)[0] > 0, 30)
+    local_start = local_segment_bases(broker, TOPIC)[0]
+    assert broker.stop() == 0
+    store.pause()
+    try:
+        broker.start()
+        produce_range(broker, 100, 50)
+        assert local_segment_bases(broker, TOPIC)[0] == local_start
+    finally:
+        store.resume()
+    assert wait_until(lambda: all_rolled_remote(broker, store), 60)
+    assert_contiguous(uploads(store))
+    assert read_all(broker, 150) == [(i, value(i)) for i in range(150)]
