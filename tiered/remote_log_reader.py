@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from tiercel.protocol.errors import OffsetOutOfRangeError
+from tiercel.protocol.errors import OffsetOutOfRangeError, ReplicaNotAvailableError
 from tiercel.protocol.record_batch import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, read_header
 from tiercel.storage.epoch_entry import EpochEntry
 from tiercel.storage.leader_epoch_cache import LeaderEpochFileCache
@@ -210,9 +210,11 @@ class RemoteLogReader:
         self, fetch_info: RemoteStorageFetchInfo, epoch_cache: LeaderEpochFileCache
     ) -> FetchDataInfo:
         """Kafka's RemoteLogManager.read; OffsetOutOfRangeError when the remote tier has
-        no segment for the offset's epoch."""
+        no segment for the offset's epoch, ReplicaNotAvailableError while the metadata
+        manager is not ready for the partition."""
         offset = fetch_info.fetch_offset
         tip = fetch_info.topic_id_partition
+        self._ensure_ready(tip)
         epoch = epoch_cache.epoch_for_offset(offset)
         metadata = None
         if epoch is not None:
@@ -239,6 +241,16 @@ class RemoteLogReader:
                 return FetchDataInfo(found[0], found[1])
             metadata = self._next_segment(metadata, epoch_cache)
         return FetchDataInfo(LogOffsetMetadata(offset), b"")
+
+    def _ensure_ready(self, tip: TopicIdPartition) -> None:
+        """Until the metadata manager has read the partition's metadata back (after a
+        restart, a new assignment) its view is empty or partial: the retriable
+        REPLICA_NOT_AVAILABLE of Kafka's RemotePartitionMetadataStore, never "out of
+        range", which would send a consumer to reset its position."""
+        if not self.rlmm.is_ready(tip):
+            raise ReplicaNotAvailableError(
+                f"the remote log metadata of {tip.topic_partition} is not read back yet"
+            )
 
     def _next_segment(
         self, metadata: RemoteLogSegmentMetadata, epoch_cache: LeaderEpochFileCache
@@ -279,6 +291,7 @@ class RemoteLogReader:
         epoch_cache: LeaderEpochFileCache,
         log_end_offset: int,
     ) -> TimestampAndOffset | None:
+        self._ensure_ready(tip)
         entries = epoch_cache.entries
         lineage = filtered_leader_epoch_map(entries)
         epoch = epoch_cache.epoch_for_offset(starting_offset)

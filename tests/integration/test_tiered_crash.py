@@ -14,11 +14,16 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Final
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
+from kio.schema.errors import ErrorCode
+from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+from kio.schema.types import TopicName
+from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from support.broker import BrokerProcess
 from support.clients import Outgoing, create_topic, produce, wait_until
@@ -33,6 +38,7 @@ from support.tiered_s3 import (
     s3_broker,
     s3_broker_overrides,
 )
+from support.wire import WireClient
 from tiercel.storage.checkpoint_file import uuid_to_kafka_str
 from tiercel.tiered.rlmm.remote_log_metadata_serde import RemoteLogMetadata
 from tiercel.tiered.rsm.object_layout import LOG_SUFFIX, MANIFEST_SUFFIX
@@ -152,6 +158,22 @@ def read_all(broker: BrokerProcess, count: int, timeout: float = 60) -> list[tup
     return got
 
 
+def fetch_from_0() -> FetchRequest:
+    """A consumer's Fetch v12 of offset 0, answered at once."""
+    return FetchRequest(
+        replica_id=i32(-1),
+        max_wait=i32Timedelta.parse(timedelta(milliseconds=0)),
+        min_bytes=i32(1), max_bytes=i32(1 << 20), isolation_level=i8(0),
+        session_id=i32(0), session_epoch=i32(-1),
+        topics=(FetchTopic(topic=TopicName(TOPIC), partitions=(
+            FetchPartition(partition=i32(0), current_leader_epoch=i32(-1),
+                           fetch_offset=i64(0), last_fetched_epoch=i32(-1),
+                           log_start_offset=i64(-1), partition_max_bytes=i32(1 << 16)),
+        )),),
+        forgotten_topics_data=(), rack_id="",
+    )  # fmt: skip
+
+
 def test_sigkill_mid_upload_leaves_no_dangling_metadata_and_uploads_again(
     broker: BrokerProcess, store: MotoServer, proxy: StallingProxy
 ) -> None:
@@ -220,3 +242,28 @@ def test_a_broker_restarts_while_the_store_is_paused(
     assert wait_until(lambda: all_rolled_remote(broker, store), 60)
     assert_contiguous(uploads(store))
     assert read_all(broker, 150) == [(i, value(i)) for i in range(150)]
+
+
+def test_remote_reads_right_after_a_restart_are_never_out_of_range(
+    broker: BrokerProcess, store: MotoServer
+) -> None:
+    create_topic(broker.bootstrap, TOPIC, config=TIERED)
+    produce_range(broker, 0, 100)
+    assert wait_until(lambda: all_rolled_remote(broker, store), 30)
+    assert wait_until(lambda: local_segment_bases(broker, TOPIC)[0] > 0, 30)
+    broker.kill()  # no metadata snapshot: the restart reads __remote_log_metadata again
+    broker.start()
+    errors: list[ErrorCode] = []
+    deadline = time.monotonic() + 30
+    with WireClient(broker.bootstrap, timeout=30) as client:
+        while time.monotonic() < deadline:
+            response = client.request(fetch_from_0())
+            (answer,) = [p for t in response.responses for p in t.partitions]
+            errors.append(answer.error_code)
+            if answer.records:
+                break
+    # Before the metadata is read back, a retriable error (Kafka's
+    # RemoteStorageNotReadyException), never "out of range": a consumer would reset.
+    assert answer.records, errors
+    assert ErrorCode.offset_out_of_range not in errors
+    assert ErrorCode.unknown_server_error not in errors

@@ -16,12 +16,16 @@ import concurrent.futures
 import itertools
 import time
 from collections.abc import Callable, Iterator
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Final
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from kio.schema.errors import ErrorCode
+from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+from kio.schema.types import TopicName
+from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from support.broker import BrokerProcess
 from support.clients import Outgoing, create_topic, produce, wait_until
@@ -36,6 +40,7 @@ from support.tiered_s3 import (
     s3_broker,
     s3_broker_overrides,
 )
+from support.wire import WireClient
 
 TIERED: Final = {
     "remote.storage.enable": "true",
@@ -45,6 +50,7 @@ TIERED: Final = {
 }
 # acks=all produce and a local fetch answer well within this, store or no store.
 LOCAL_LATENCY_S: Final = 1.5
+REMOTE_FETCH_MAX_WAIT_S: Final = 0.5  # remote.fetch.max.wait.ms, Kafka's default
 
 
 def value(i: int) -> bytes:
@@ -263,6 +269,25 @@ def patient_broker(store: MotoServer, tmp_path: Path) -> Iterator[BrokerProcess]
         broker.kill()
 
 
+def fetch_request(offsets: dict[str, int]) -> FetchRequest:
+    """A consumer's Fetch v12 of partition 0 of each topic from its offset."""
+    return FetchRequest(
+        replica_id=i32(-1),
+        max_wait=i32Timedelta.parse(timedelta(milliseconds=100)),
+        min_bytes=i32(1), max_bytes=i32(1 << 20), isolation_level=i8(0),
+        session_id=i32(0), session_epoch=i32(-1),
+        topics=tuple(
+            FetchTopic(topic=TopicName(topic), partitions=(
+                FetchPartition(partition=i32(0), current_leader_epoch=i32(-1),
+                               fetch_offset=i64(offset), last_fetched_epoch=i32(-1),
+                               log_start_offset=i64(-1), partition_max_bytes=i32(1 << 16)),
+            ))
+            for topic, offset in offsets.items()
+        ),
+        forgotten_topics_data=(), rack_id="",
+    )  # fmt: skip
+
+
 def test_remote_reads_of_a_paused_store_answer_in_bounded_time(
     patient_broker: BrokerProcess, store: MotoServer
 ) -> None:
@@ -277,6 +302,19 @@ def test_remote_reads_of_a_paused_store_answer_in_bounded_time(
 
     store.pause()
     try:
+        # One fetch of a remote offset and a local one: answered within about
+        # remote.fetch.max.wait.ms, the local records in it, the remote partition empty
+        # or with an error (never UNKNOWN_SERVER_ERROR, a sign of a bug).
+        with WireClient(broker.bootstrap, timeout=30) as client:
+            for _ in range(3):
+                began = time.monotonic()
+                response = client.request(fetch_request({topic: 0, other: 0}))
+                assert time.monotonic() - began < REMOTE_FETCH_MAX_WAIT_S + 1.5
+                answers = {str(t.topic): p for t in response.responses for p in t.partitions}
+                assert answers[other].error_code == ErrorCode.none
+                assert answers[other].records  # the local partition's records
+                assert answers[topic].error_code != ErrorCode.unknown_server_error
+                assert not answers[topic].records
         with concurrent.futures.ThreadPoolExecutor(2) as pool:
             readers = [pool.submit(read, broker, topic, 0, 1, 8) for _ in range(2)]
             time.sleep(2)
