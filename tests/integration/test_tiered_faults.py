@@ -232,7 +232,17 @@ def test_a_stopped_store_holds_local_retention_until_the_copy_catches_up(
             ),
             30,
         )
-        # Retried with backoff, and nothing deleted: the whole log is still local.
+        # Retried with backoff (remote.log.manager.task.retry.backoff.ms 200 doubling to
+        # .max.ms 1000, jitter 0.2), and nothing deleted: the whole log is still local.
+        failures = [
+            e
+            for e in log_events(broker, "remote_copy_failed")
+            if e.fields["partition"] == f"{topic}-0"
+        ]
+        assert [int(e.fields["attempt"]) for e in failures] == list(range(1, len(failures) + 1))
+        for k, (one, following) in enumerate(itertools.pairwise(failures), 1):
+            gap_ms = (following.time - one.time).total_seconds() * 1000
+            assert gap_ms >= 0.8 * min(200 * 2 ** (k - 1), 1000) - 2, (k, gap_ms)
         assert local_segment_bases(broker, topic)[0] == 0
         backlog = not_yet_remote_bytes(broker, topic, -1)
         assert [

@@ -211,20 +211,23 @@ def test_a_restarted_broker_serves_everything_and_uploads_nothing_again(
     assert ours.consumed_offset == ends[ours.metadata_partition] - 1
 
     broker.start()
-    initialized = list(log_events(broker, "rlmm_initialized"))
-    assert int(initialized[-1].fields["snapshots"]) >= 1
+    # The metadata manager started from the snapshot, and used it.
+    assert wait_until(lambda: len(list(log_events(broker, "rlmm_initialized"))) == 2, 30)
+    assert int(list(log_events(broker, "rlmm_initialized"))[-1].fields["snapshots"]) >= 1
+    for ignored in ("rlmm_snapshot_ignored", "rlmm_snapshot_view_ignored"):
+        assert list(log_events(broker, ignored)) == []
     consumed = consume("confluent", broker.bootstrap, TOPIC, COUNT, timeout=60)
     assert [(r.offset, r.value) for r in consumed.records] == [(i, value(i)) for i in range(COUNT)]
-    # Several copy rounds later, every segment is still the one upload it was.
-    resumed = [
-        e for e in log_events(broker, "remote_copy_resumed") if TOPIC in e.fields["partition"]
-    ]
+    # The copy continued where it was, and several rounds later every segment is still
+    # the one upload it was.
+    events = log_events(broker, "remote_copy_resumed")
+    resumed = [e for e in events if e.fields["partition"] == f"{TOPIC}-0"]
     assert len(resumed) == 2
+    assert int(resumed[-1].fields["copied_offset"]) == max(tier.listing().values())
     time.sleep(2)
     assert set(finished_segments(broker)) == uploaded
     assert len(tier.listing()) == len(uploaded)
-    copied = list(log_events(broker, "remote_segment_copied"))
-    assert len(copied) == len(uploaded)
+    assert len(list(log_events(broker, "remote_segment_copied"))) == len(uploaded)
 
 
 def metadata_end_offsets(broker: BrokerProcess) -> dict[int, int]:
