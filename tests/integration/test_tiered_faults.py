@@ -394,3 +394,24 @@ def test_the_backlog_warning_reports_the_backlog_when_it_is_logged(
     finally:
         store.resume()
     assert wait_until(lambda: all_rolled_remote(broker, store, topic), 60)
+
+
+def test_a_broker_stops_cleanly_and_promptly_while_the_store_is_paused(
+    patient_broker: BrokerProcess, store: MotoServer
+) -> None:
+    broker, topic = patient_broker, "stopping"
+    create_topic(broker.bootstrap, topic, config=TIERED)
+    produce_range(broker, topic, 0, 100)
+    assert wait_until(lambda: all_rolled_remote(broker, store, topic), 30)
+    assert wait_until(lambda: local_segment_bases(broker, topic)[0] > 0, 30)
+    store.pause()
+    try:
+        produce_range(broker, topic, 100, 50)  # a copy hangs on the store
+        assert read(broker, topic, 0, 1, 3) == []  # and remote reads do
+        began = time.monotonic()
+        assert broker.stop(timeout=60) == 0
+        took = time.monotonic() - began
+    finally:
+        store.resume()
+    assert "event=broker_stopped" in broker.log_text()
+    assert took < 15, f"the broker took {took:.1f}s to stop"
