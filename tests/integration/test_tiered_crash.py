@@ -11,6 +11,7 @@ completely; and a consumer from offset 0 reads every acknowledged record once.
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -56,6 +57,7 @@ TIERED: Final = {
     "file.delete.delay.ms": "300",
 }
 BUCKET: Final = "tier"
+MANIFEST_PUT: Final = re.compile(rb"^PUT \S+\." + re.escape(MANIFEST_SUFFIX.encode()), re.M)
 
 
 def value(i: int) -> bytes:
@@ -181,7 +183,7 @@ def test_sigkill_mid_upload_leaves_no_dangling_metadata_and_uploads_again(
     produce_range(broker, 0, 100)
     assert wait_until(lambda: all_rolled_remote(broker, store), 30)
 
-    proxy.stall = MANIFEST_SUFFIX.encode()  # the next upload stops before its manifest
+    proxy.stall = MANIFEST_PUT  # the next upload stops before its manifest
     produce_range(broker, 100, 50)
     assert proxy.stalled.wait(30)
     (orphan,) = started_not_finished(broker)
@@ -267,3 +269,38 @@ def test_remote_reads_right_after_a_restart_are_never_out_of_range(
     assert answer.records, errors
     assert ErrorCode.offset_out_of_range not in errors
     assert ErrorCode.unknown_server_error not in errors
+
+
+def test_sigkill_after_the_manifest_before_finished_leaves_one_complete_upload(
+    broker: BrokerProcess, store: MotoServer, proxy: StallingProxy
+) -> None:
+    create_topic(broker.bootstrap, TOPIC, config=TIERED)
+    produce_range(broker, 0, 100)
+    assert wait_until(lambda: all_rolled_remote(broker, store), 30)
+
+    # The next upload completes in the store, but the broker never hears of its manifest.
+    proxy.stall_replies = True
+    proxy.stall = MANIFEST_PUT
+    produce_range(broker, 100, 50)
+    assert proxy.stalled.wait(30)
+    (orphan,) = started_not_finished(broker)
+    orphan_id = uuid_to_kafka_str(orphan.remote_log_segment_id.id)
+    assert wait_until(
+        lambda: any(
+            s.segment_id == orphan_id and s.manifest is not None
+            for s in bucket_segments(store.endpoint_url, BUCKET, TOPIC)
+        ),
+        10,
+    )
+    broker.kill()
+    proxy.stall = None
+
+    broker.start()
+    assert wait_until(
+        lambda: state_of(broker, orphan) == RemoteLogSegmentState.DELETE_SEGMENT_FINISHED, 30
+    )
+    assert wait_until(lambda: all_rolled_remote(broker, store), 60)
+    listed = bucket_segments(store.endpoint_url, BUCKET, TOPIC)
+    assert orphan_id not in {s.segment_id for s in listed}
+    assert_contiguous(uploads(store))  # one complete upload per segment
+    assert read_all(broker, 150) == [(i, value(i)) for i in range(150)]
