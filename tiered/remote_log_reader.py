@@ -201,7 +201,7 @@ class RemoteLogReader:
         task.add_done_callback(self._read_done)
         return task
 
-    def _read_done(self, task: asyncio.Task[FetchDataInfo]) -> None:
+    def _read_done(self, task: asyncio.Task[object]) -> None:
         self.pool.release()
         if not task.cancelled():
             task.exception()  # retrieved: a fetch that stopped waiting has reported it
@@ -276,12 +276,15 @@ class RemoteLogReader:
         is searched; None when no remote segment qualifies. RejectedExecutionError when
         the reader pool has no room (Kafka submits these lookups to the same pool)."""
         self.pool.try_reserve()
-        try:
-            return await self._find_offset_by_timestamp(
+        task = asyncio.get_running_loop().create_task(
+            self._find_offset_by_timestamp(
                 tip, timestamp, starting_offset, epoch_cache, log_end_offset
             )
-        finally:
-            self.pool.release()
+        )
+        # Released when the lookup itself ends, not when its caller stops waiting (a
+        # ListOffsets timeout): a call stuck on the store keeps its place in the bound.
+        task.add_done_callback(self._read_done)
+        return await asyncio.shield(task)
 
     async def _find_offset_by_timestamp(
         self,

@@ -24,7 +24,12 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
-from kio.schema.types import TopicName
+from kio.schema.list_offsets.v10.request import (
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ListOffsetsTopic,
+)
+from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from support.broker import BrokerProcess
@@ -415,3 +420,44 @@ def test_a_broker_stops_cleanly_and_promptly_while_the_store_is_paused(
         store.resume()
     assert "event=broker_stopped" in broker.log_text()
     assert took < 15, f"the broker took {took:.1f}s to stop"
+
+
+def list_offsets_request(topic: str, timestamp: int, timeout_ms: int) -> ListOffsetsRequest:
+    """ListOffsets v10 of partition 0, remote lookups bounded by ``timeout_ms`` (KIP-1075)."""
+    return ListOffsetsRequest(
+        replica_id=BrokerId(-1),
+        isolation_level=i8(0),
+        topics=(
+            ListOffsetsTopic(
+                name=TopicName(topic),
+                partitions=(
+                    ListOffsetsPartition(partition_index=i32(0), timestamp=i64(timestamp)),
+                ),
+            ),
+        ),
+        timeout=i32Timedelta.parse(timedelta(milliseconds=timeout_ms)),
+    )
+
+
+def test_timed_out_remote_timestamp_lookups_stay_within_the_reader_bound(
+    patient_broker: BrokerProcess, store: MotoServer
+) -> None:
+    """Each lookup that outlives its timeout still holds its reader thread: the pool's
+    bound (remote.log.reader.threads 2 + max.pending.tasks 2) rejects what is beyond it,
+    instead of queueing lookups without end behind a store that does not answer."""
+    broker, topic = patient_broker, "lookups"
+    create_topic(broker.bootstrap, topic, config=TIERED)
+    produce_range(broker, topic, 0, 100)
+    assert wait_until(lambda: all_rolled_remote(broker, store, topic), 30)
+    assert wait_until(lambda: local_segment_bases(broker, topic)[0] > 0, 30)
+    store.pause()
+    try:
+        errors = []
+        with WireClient(broker.bootstrap, timeout=30) as client:
+            for _ in range(8):
+                response = client.request(list_offsets_request(topic, 0, 300))
+                errors.append(response.topics[0].partitions[0].error_code)
+    finally:
+        store.resume()
+    assert errors[:4] == [ErrorCode.request_timed_out] * 4
+    assert ErrorCode.request_timed_out not in errors[4:], errors
