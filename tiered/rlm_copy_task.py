@@ -22,7 +22,6 @@ Event-loop only, but for the upload itself.
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 from typing import Final
@@ -177,45 +176,50 @@ class RLMCopyTask(RLMTask):
         # its epoch cache from this segment needs the epochs before it too.
         epochs_index = epoch_entries_as_bytes(cache.epoch_entries_in_range(-1, next_offset))
         segment_id = metadata.remote_log_segment_id
-        # Before the metadata is visible: the expiration task must never take this copy
-        # for an orphan.
-        context.segment_ids_being_copied.add(segment_id)
+        # Before the metadata is visible, and until both the upload has returned and
+        # COPY_SEGMENT_FINISHED is applied (or the copy is given up): the expiration task
+        # must never take this copy for an orphan.
+        being_copied = _BeingCopied(context.segment_ids_being_copied, segment_id)
         try:
             await context.rlmm.add_remote_log_segment_metadata(metadata)
         except BaseException:
-            context.segment_ids_being_copied.discard(segment_id)
+            being_copied.release()
+            being_copied.release()
             raise
-        await run_blocking(
-            context.copier_pool,
-            _copy,
-            context.rsm,
-            metadata,
-            segment.log_path,
-            segment.offset_index.path,
-            segment.time_index.path,
-            snapshot,
-            epochs_index,
-            # Once the upload has returned, also when this task was cancelled meanwhile.
-            on_done=functools.partial(context.segment_ids_being_copied.discard, segment_id),
-        )
-        if self.is_cancelled() or log.deleted or log.truncations != truncations:
-            log_event(
-                _log,
-                logging.WARNING,
-                "remote_copy_abandoned",
-                partition=str(log.topic_partition),
-                segment_id=str(segment_id.id),
-                base_offset=segment.base_offset,
+        try:
+            await run_blocking(
+                context.copier_pool,
+                _copy,
+                context.rsm,
+                metadata,
+                segment.log_path,
+                segment.offset_index.path,
+                segment.time_index.path,
+                snapshot,
+                epochs_index,
+                # Once the upload has returned, also when this task was cancelled meanwhile.
+                on_done=being_copied.release,
             )
-            return False
-        await context.rlmm.update_remote_log_segment_metadata(
-            RemoteLogSegmentMetadataUpdate(
-                segment_id,
-                context.clock_ms(),
-                RemoteLogSegmentState.COPY_SEGMENT_FINISHED,
-                context.broker_id,
+            if self.is_cancelled() or log.deleted or log.truncations != truncations:
+                log_event(
+                    _log,
+                    logging.WARNING,
+                    "remote_copy_abandoned",
+                    partition=str(log.topic_partition),
+                    segment_id=str(segment_id.id),
+                    base_offset=segment.base_offset,
+                )
+                return False
+            await context.rlmm.update_remote_log_segment_metadata(
+                RemoteLogSegmentMetadataUpdate(
+                    segment_id,
+                    context.clock_ms(),
+                    RemoteLogSegmentState.COPY_SEGMENT_FINISHED,
+                    context.broker_id,
+                )
             )
-        )
+        finally:
+            being_copied.release()
         self.copied_offset = candidate.end_offset
         log.update_highest_offset_in_remote_storage(candidate.end_offset)
         log_event(
@@ -229,6 +233,24 @@ class RLMCopyTask(RLMTask):
             segment_id=str(segment_id.id),
         )
         return True
+
+
+class _BeingCopied:
+    """A segment id in ``segment_ids_being_copied`` while its upload thread runs or its
+    copy task has not finished with it, whichever ends last (Kafka removes it from
+    segmentIdsBeingCopied only once copyLogSegment, FINISHED metadata included, has
+    returned). Event-loop only."""
+
+    def __init__(self, ids: set[RemoteLogSegmentId], segment_id: RemoteLogSegmentId) -> None:
+        self._ids = ids
+        self._segment_id = segment_id
+        self._holders = 2  # the upload and the task
+        ids.add(segment_id)
+
+    def release(self) -> None:
+        self._holders -= 1
+        if self._holders == 0:
+            self._ids.discard(self._segment_id)
 
 
 def _copy(

@@ -3,6 +3,7 @@ on a tiered log, on real logs, a LocalTieredStorage and the in-memory metadata m
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -237,4 +238,36 @@ async def test_with_copy_disabled_nothing_is_copied_and_local_retention_is_total
     second = log.segments[2].base_offset
     assert log.delete_old_segments() == 2
     assert (log.log_start_offset, log.local_log_start_offset) == (second, second)
+    await log.close()
+
+
+async def test_a_copy_whose_finished_metadata_is_on_its_way_is_no_orphan(
+    tmp_path: Path, scheduler: Scheduler
+) -> None:
+    """The upload has returned but COPY_SEGMENT_FINISHED is not applied yet (it goes
+    through __remote_log_metadata): the expiration task must leave the segment alone, as
+    Kafka keeps it in segmentIdsBeingCopied until copyLogSegment has returned."""
+    log = open_log(str(tmp_path / "orders-0"), tiered_config(), scheduler)
+    produce(log, 40)
+    await commit(log, scheduler)
+    rlmm = InMemoryRemoteLogMetadataManager()
+    context = make_context(LocalTieredStorage(str(tmp_path / "remote")), rlmm)
+    update = rlmm.update_remote_log_segment_metadata
+    finishing = asyncio.Event()
+    release = asyncio.Event()
+
+    async def slow_finished(u):  # type: ignore[no-untyped-def]
+        if u.state == RemoteLogSegmentState.COPY_SEGMENT_FINISHED and not release.is_set():
+            finishing.set()
+            await release.wait()
+        await update(u)
+
+    rlmm.update_remote_log_segment_metadata = slow_finished  # type: ignore[method-assign]
+    copy = asyncio.create_task(RLMCopyTask(context, PARTITION, log, 0).run_once())
+    await asyncio.wait_for(finishing.wait(), 10)
+    [copied] = segments(rlmm, STARTED)
+    await RLMExpirationTask(context, PARTITION, log).run_once()
+    release.set()
+    await asyncio.wait_for(copy, 10)
+    assert copied.remote_log_segment_id in {m.remote_log_segment_id for m in segments(rlmm)}
     await log.close()
