@@ -71,6 +71,10 @@ class LeaderNotAvailableError(KafkaError):
     error_code = ErrorCode.leader_not_available
 
 
+class ReplicaNotAvailableError(KafkaError):
+    error_code = ErrorCode.replica_not_available
+
+
 class OffsetNotAvailableError(KafkaError):
     """A new leader's high watermark has not reached its epoch's start yet (KIP-207)."""
 

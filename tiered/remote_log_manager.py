@@ -17,7 +17,6 @@ Event-loop only; the storage manager is called only from the pools.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import logging
 from collections.abc import Collection, Mapping
@@ -28,6 +27,7 @@ from tiercel.config.logging_setup import log_event
 from tiercel.config.remote_log_manager_config import RemoteLogManagerConfig
 from tiercel.storage.topic_partition import TopicIdPartition
 from tiercel.storage.unified_log import UnifiedLog
+from tiercel.tiered.daemon_thread_pool import DaemonThreadPoolExecutor
 from tiercel.tiered.rlm_copy_task import RLMCopyTask
 from tiercel.tiered.rlm_expiration_task import RLMExpirationTask, delete_remote_log_segment
 from tiercel.tiered.rlm_follower_task import RLMFollowerTask
@@ -43,7 +43,7 @@ from tiercel.tiered.rsm.remote_storage_manager import RemoteStorageManager
 __all__ = ["RemoteLogManager"]
 
 _log: Final = logging.getLogger("tiercel.remote_log_manager")
-_CLOSE_TIMEOUT_S: Final = 30.0
+_CLOSE_TIMEOUT_S: Final = 10.0
 
 
 @dataclass(slots=True)
@@ -77,10 +77,10 @@ class RemoteLogManager:
             broker_id,
             rsm,
             rlmm,
-            concurrent.futures.ThreadPoolExecutor(
+            DaemonThreadPoolExecutor(
                 config.remote_log_manager_copier_thread_pool_size, "rlm-copier"
             ),
-            concurrent.futures.ThreadPoolExecutor(
+            DaemonThreadPoolExecutor(
                 config.remote_log_manager_expiration_thread_pool_size, "rlm-expiration"
             ),
             RLMQuota(config.remote_log_manager_copy_max_bytes_per_second),
@@ -243,16 +243,10 @@ class RemoteLogManager:
         for pool in pools:
             pool.shutdown(wait=False, cancel_futures=True)
         # Calls already running finish (their results are dropped) before the storage
-        # manager closes; a stuck one holds the broker's shutdown at most this long.
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(
-                asyncio.to_thread(_wait_for_pools, pools),
-                _CLOSE_TIMEOUT_S,
-            )
+        # manager closes, for at most Kafka's 10 s (RemoteLogManager.close): a call
+        # stuck on an unreachable store is left to its daemon thread.
+        deadline = asyncio.get_running_loop().time() + _CLOSE_TIMEOUT_S
+        for pool in pools:
+            remaining = max(0.0, deadline - asyncio.get_running_loop().time())
+            await asyncio.to_thread(pool.join, remaining)
         self.context.rsm.close()
-
-
-def _wait_for_pools(pools: tuple[concurrent.futures.Executor, ...]) -> None:
-    """*Blocking*: until every call running in ``pools`` has returned."""
-    for pool in pools:
-        pool.shutdown(wait=True)

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from tiercel.protocol.errors import OffsetOutOfRangeError
+from tiercel.protocol.errors import OffsetOutOfRangeError, ReplicaNotAvailableError
 from tiercel.protocol.record_batch import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, read_header
 from tiercel.storage.epoch_entry import EpochEntry
 from tiercel.storage.leader_epoch_cache import LeaderEpochFileCache
@@ -219,7 +219,7 @@ class RemoteLogReader:
         task.add_done_callback(self._read_done)
         return task
 
-    def _read_done(self, task: asyncio.Task[FetchDataInfo]) -> None:
+    def _read_done(self, task: asyncio.Task[object]) -> None:
         self.pool.release()
         if not task.cancelled():
             task.exception()  # retrieved: a fetch that stopped waiting has reported it
@@ -228,9 +228,11 @@ class RemoteLogReader:
         self, fetch_info: RemoteStorageFetchInfo, epoch_cache: LeaderEpochFileCache
     ) -> FetchDataInfo:
         """Kafka's RemoteLogManager.read; OffsetOutOfRangeError when the remote tier has
-        no segment for the offset's epoch."""
+        no segment for the offset's epoch, ReplicaNotAvailableError while the metadata
+        manager is not ready for the partition."""
         offset = fetch_info.fetch_offset
         tip = fetch_info.topic_id_partition
+        self._ensure_ready(tip)
         epoch = epoch_cache.epoch_for_offset(offset)
         metadata = None
         if epoch is not None:
@@ -264,6 +266,16 @@ class RemoteLogReader:
             metadata = self._next_segment(metadata, epoch_cache)
         return FetchDataInfo(LogOffsetMetadata(offset), b"")
 
+    def _ensure_ready(self, tip: TopicIdPartition) -> None:
+        """Until the metadata manager has read the partition's metadata back (after a
+        restart, a new assignment) its view is empty or partial: the retriable
+        REPLICA_NOT_AVAILABLE of Kafka's RemotePartitionMetadataStore, never "out of
+        range", which would send a consumer to reset its position."""
+        if not self.rlmm.is_ready(tip):
+            raise ReplicaNotAvailableError(
+                f"the remote log metadata of {tip.topic_partition} is not read back yet"
+            )
+
     def _next_segment(
         self, metadata: RemoteLogSegmentMetadata, epoch_cache: LeaderEpochFileCache
     ) -> RemoteLogSegmentMetadata | None:
@@ -290,12 +302,15 @@ class RemoteLogReader:
         RejectedExecutionError when the reader pool has no room (Kafka submits these
         lookups to the same pool)."""
         self.pool.try_reserve()
-        try:
-            return await self._find_offset_by_timestamp(
+        task = asyncio.get_running_loop().create_task(
+            self._find_offset_by_timestamp(
                 tip, timestamp, starting_offset, epoch_cache, log_end_offset
             )
-        finally:
-            self.pool.release()
+        )
+        # Released when the lookup itself ends, not when its caller stops waiting (a
+        # ListOffsets timeout): a call stuck on the store keeps its place in the bound.
+        task.add_done_callback(self._read_done)
+        return await asyncio.shield(task)
 
     async def _find_offset_by_timestamp(
         self,
@@ -305,6 +320,7 @@ class RemoteLogReader:
         epoch_cache: LeaderEpochFileCache,
         log_end_offset: int,
     ) -> TimestampAndOffset | None:
+        self._ensure_ready(tip)
         entries = epoch_cache.entries
         lineage = filtered_leader_epoch_map(entries)
         epoch = epoch_cache.epoch_for_offset(starting_offset)

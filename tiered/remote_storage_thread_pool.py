@@ -14,7 +14,7 @@ thread.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from tiercel.tiered.daemon_thread_pool import DaemonThreadPoolExecutor
 
 __all__ = ["RejectedExecutionError", "RemoteStorageThreadPool"]
 
@@ -40,7 +40,7 @@ class RemoteStorageThreadPool:
             raise ValueError(f"a pool needs threads ({threads}) and a queue ({max_pending_tasks})")
         self.threads = threads
         self.max_pending_tasks = max_pending_tasks
-        self.executor = ThreadPoolExecutor(threads, thread_name_prefix=thread_name_prefix)
+        self.executor = DaemonThreadPoolExecutor(threads, thread_name_prefix)
         self.in_flight = 0
 
     def try_reserve(self) -> None:

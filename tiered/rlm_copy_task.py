@@ -22,7 +22,6 @@ Event-loop only, but for the upload itself.
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 from typing import Final
@@ -85,10 +84,7 @@ class RLMCopyTask(RLMTask):
                 leader_epoch=self.leader_epoch,
                 copied_offset=self.copied_offset,
             )
-        # A log start offset above the copied offset (DeleteRecords, tiering just
-        # enabled) skips what no reader can get any more (Kafka).
-        from_offset = max(self.copied_offset + 1, log.log_start_offset)
-        candidates = candidate_log_segments(log, from_offset, log.high_watermark)
+        candidates = self._candidates()
         self.backlog_bytes = sum(c.segment.size for c in candidates)
         truncations = log.truncations
         for i, candidate in enumerate(candidates):
@@ -100,6 +96,19 @@ class RLMCopyTask(RLMTask):
             if not await self._copy_log_segment(candidate):
                 return
             self.backlog_bytes = sum(c.segment.size for c in candidates[i + 1 :])
+
+    def _candidates(self) -> list[EnrichedLogSegment]:
+        """The segments to copy now, from the first offset not yet copied."""
+        log = self.log
+        copied = (
+            log.highest_offset_in_remote_storage
+            if self.copied_offset is None
+            else self.copied_offset
+        )
+        # A log start offset above the copied offset (DeleteRecords, tiering just
+        # enabled) skips what no reader can get any more (Kafka).
+        from_offset = max(copied + 1, log.log_start_offset)
+        return candidate_log_segments(log, from_offset, log.high_watermark)
 
     def _update_log_start_offset_on_becoming_leader(self) -> None:
         """Kafka's maybeUpdateLogStartOffsetOnBecomingLeader: the remote tier may start
@@ -118,6 +127,10 @@ class RLMCopyTask(RLMTask):
 
     async def run_guarded(self) -> bool:
         ok = await super().run_guarded()
+        if not ok:
+            # As of now, not of the round's start: a round that waited for an
+            # unreachable store until its timeout saw none of the segments rolled since.
+            self.backlog_bytes = sum(c.segment.size for c in self._candidates())
         if not ok and self.backlog_bytes > self._logged_backlog:
             log_event(
                 _log,
@@ -163,22 +176,15 @@ class RLMCopyTask(RLMTask):
         # its epoch cache from this segment needs the epochs before it too.
         epochs_index = epoch_entries_as_bytes(cache.epoch_entries_in_range(-1, next_offset))
         segment_id = metadata.remote_log_segment_id
-        # Kafka's segmentIdsBeingCopied: from before the metadata is visible until the
-        # copy is FINISHED or abandoned *and* its upload thread has returned (a cancelled
-        # task's thread runs on), so that the expiration task never takes this copy for
-        # an orphan — not even between the upload and the FINISHED update.
-        pending = {"upload", "task"}
-
-        def done(part: str) -> None:
-            pending.discard(part)
-            if not pending:
-                context.segment_ids_being_copied.discard(segment_id)
-
-        context.segment_ids_being_copied.add(segment_id)
+        # Before the metadata is visible, and until both the upload has returned and
+        # COPY_SEGMENT_FINISHED is applied (or the copy is given up): the expiration task
+        # must never take this copy for an orphan.
+        being_copied = _BeingCopied(context.segment_ids_being_copied, segment_id)
         try:
             await context.rlmm.add_remote_log_segment_metadata(metadata)
         except BaseException:
-            context.segment_ids_being_copied.discard(segment_id)
+            being_copied.release()
+            being_copied.release()
             raise
         try:
             await run_blocking(
@@ -191,7 +197,8 @@ class RLMCopyTask(RLMTask):
                 segment.time_index.path,
                 snapshot,
                 epochs_index,
-                on_done=functools.partial(done, "upload"),
+                # Once the upload has returned, also when this task was cancelled meanwhile.
+                on_done=being_copied.release,
             )
             if self.is_cancelled() or log.deleted or log.truncations != truncations:
                 log_event(
@@ -212,7 +219,7 @@ class RLMCopyTask(RLMTask):
                 )
             )
         finally:
-            done("task")
+            being_copied.release()
         self.copied_offset = candidate.end_offset
         log.update_highest_offset_in_remote_storage(candidate.end_offset)
         log_event(
@@ -226,6 +233,24 @@ class RLMCopyTask(RLMTask):
             segment_id=str(segment_id.id),
         )
         return True
+
+
+class _BeingCopied:
+    """A segment id in ``segment_ids_being_copied`` while its upload thread runs or its
+    copy task has not finished with it, whichever ends last (Kafka removes it from
+    segmentIdsBeingCopied only once copyLogSegment, FINISHED metadata included, has
+    returned). Event-loop only."""
+
+    def __init__(self, ids: set[RemoteLogSegmentId], segment_id: RemoteLogSegmentId) -> None:
+        self._ids = ids
+        self._segment_id = segment_id
+        self._holders = 2  # the upload and the task
+        ids.add(segment_id)
+
+    def release(self) -> None:
+        self._holders -= 1
+        if self._holders == 0:
+            self._ids.discard(self._segment_id)
 
 
 def _copy(

@@ -29,6 +29,7 @@ from tiercel.config.logging_setup import log_event
 from tiercel.config.remote_log_manager_config import RemoteLogManagerConfig
 from tiercel.storage.topic_partition import TopicIdPartition
 from tiercel.storage.unified_log import UnifiedLog
+from tiercel.tiered.daemon_thread_pool import DaemonThreadPoolExecutor
 from tiercel.tiered.rlm_quota import RLMQuota
 from tiercel.tiered.rlmm.remote_log_metadata_manager import RemoteLogMetadataManager
 from tiercel.tiered.rsm.remote_storage_manager import (
@@ -57,8 +58,8 @@ class RLMContext:
     broker_id: int
     rsm: RemoteStorageManager
     rlmm: RemoteLogMetadataManager
-    copier_pool: concurrent.futures.ThreadPoolExecutor
-    expiration_pool: concurrent.futures.ThreadPoolExecutor
+    copier_pool: DaemonThreadPoolExecutor
+    expiration_pool: DaemonThreadPoolExecutor
     copy_quota: RLMQuota
     # Uploads whose copy thread has not returned: the expiration task leaves them alone
     # (Kafka's segmentIdsBeingCopied).

@@ -3,7 +3,6 @@ an RLMContext around them: what the RemoteLogManager unit tests build on."""
 
 from __future__ import annotations
 
-import concurrent.futures
 import os
 import uuid
 from collections.abc import Callable
@@ -18,6 +17,7 @@ from tiercel.storage.log_validator import validate_records
 from tiercel.storage.scheduler import Scheduler
 from tiercel.storage.topic_partition import TopicIdPartition, TopicPartition
 from tiercel.storage.unified_log import UnifiedLog
+from tiercel.tiered.daemon_thread_pool import DaemonThreadPoolExecutor
 from tiercel.tiered.rlm_quota import RLMQuota
 from tiercel.tiered.rlm_task import RLMContext
 from tiercel.tiered.rsm.remote_storage_manager import (
@@ -117,8 +117,8 @@ def make_context(
         broker_id,
         rsm,
         rlmm,
-        concurrent.futures.ThreadPoolExecutor(2),
-        concurrent.futures.ThreadPoolExecutor(2),
+        DaemonThreadPoolExecutor(2, "rlm-copier"),
+        DaemonThreadPoolExecutor(2, "rlm-expiration"),
         RLMQuota(2**62),
     )
 

@@ -22,7 +22,7 @@ from support.tiering import (
     tier_rolled_segments,
     topic_id_partition,
 )
-from tiercel.protocol.errors import OffsetOutOfRangeError
+from tiercel.protocol.errors import OffsetOutOfRangeError, ReplicaNotAvailableError
 from tiercel.protocol.record_batch import (
     LOG_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
@@ -138,6 +138,21 @@ async def test_an_offset_no_remote_segment_holds_is_out_of_range(tiered: Tiered)
     with pytest.raises(OffsetOutOfRangeError):
         await tiered.reader.read(
             tiered.fetch_info(beyond, 100, True), tiered.log.leader_epoch_cache
+        )
+
+
+async def test_reads_before_the_metadata_is_read_back_are_retriable_not_out_of_range(
+    tiered: Tiered, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a restart the metadata manager's view starts empty: Kafka's
+    RemotePartitionMetadataStore answers REPLICA_NOT_AVAILABLE until it is read back."""
+    log = tiered.log
+    monkeypatch.setattr(tiered.reader.rlmm, "is_ready", lambda partition: False)
+    with pytest.raises(ReplicaNotAvailableError):
+        await tiered.reader.read(tiered.fetch_info(0, 100, True), log.leader_epoch_cache)
+    with pytest.raises(ReplicaNotAvailableError):
+        await tiered.reader.find_offset_by_timestamp(
+            topic_id_partition(log), BASE_TS, 0, log.leader_epoch_cache, log.log_end_offset
         )
 
 

@@ -1,0 +1,40 @@
+"""DaemonThreadPoolExecutor: calls run in daemon threads, `join` waits with a timeout,
+and a shutdown cancels what is queued without waiting for a stuck call."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from tiercel.tiered.daemon_thread_pool import DaemonThreadPoolExecutor
+
+
+def test_calls_run_in_daemon_threads_up_to_the_bound() -> None:
+    pool = DaemonThreadPoolExecutor(2, "test-pool")
+    futures = [pool.submit(lambda: threading.current_thread()) for _ in range(5)]
+    threads = {f.result(5) for f in futures}
+    assert all(t.daemon and t.name.startswith("test-pool_") for t in threads)
+    assert len(threads) <= 2
+    assert pool.submit(lambda x: x * 2, 21).result(5) == 42
+    failing = pool.submit(lambda: 1 // 0)
+    with pytest.raises(ZeroDivisionError):
+        failing.result(5)
+    pool.shutdown()
+    with pytest.raises(RuntimeError):
+        pool.submit(lambda: None)
+
+
+def test_a_stuck_call_holds_neither_join_nor_shutdown() -> None:
+    release = threading.Event()
+    pool = DaemonThreadPoolExecutor(1, "stuck")
+    stuck = pool.submit(release.wait)
+    queued = pool.submit(lambda: "never")
+    assert not pool.join(0.1)
+    pool.shutdown(wait=False, cancel_futures=True)
+    assert queued.cancelled()
+    assert not pool.join(0.1)  # the running call is not cut short
+    release.set()
+    assert pool.join(5)
+    assert stuck.result(5) is True
+    assert queued.done()
