@@ -22,7 +22,6 @@ Event-loop only, but for the upload itself.
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 from typing import Final
@@ -164,44 +163,57 @@ class RLMCopyTask(RLMTask):
         epochs_index = epoch_entries_as_bytes(cache.epoch_entries_in_range(-1, next_offset))
         segment_id = metadata.remote_log_segment_id
         # Before the metadata is visible: the expiration task must never take this copy
-        # for an orphan.
-        context.segment_ids_being_copied.add(segment_id)
+        # for an orphan. As Kafka's segmentIdsBeingCopied, the id stays until the copy
+        # is over: COPY_SEGMENT_FINISHED recorded (a write that may be retried for a
+        # while, the metadata partition's leader being gone) or the copy abandoned;
+        # and, when this task is cancelled during the upload, until the upload returns.
+        being_copied = context.segment_ids_being_copied
+        being_copied.add(segment_id)
         try:
             await context.rlmm.add_remote_log_segment_metadata(metadata)
         except BaseException:
-            context.segment_ids_being_copied.discard(segment_id)
+            being_copied.discard(segment_id)
             raise
-        await run_blocking(
-            context.copier_pool,
-            _copy,
-            context.rsm,
-            metadata,
-            segment.log_path,
-            segment.offset_index.path,
-            segment.time_index.path,
-            snapshot,
-            epochs_index,
-            # Once the upload has returned, also when this task was cancelled meanwhile.
-            on_done=functools.partial(context.segment_ids_being_copied.discard, segment_id),
-        )
-        if self.is_cancelled() or log.deleted or log.truncations != truncations:
-            log_event(
-                _log,
-                logging.WARNING,
-                "remote_copy_abandoned",
-                partition=str(log.topic_partition),
-                segment_id=str(segment_id.id),
-                base_offset=segment.base_offset,
+        holders = [2]  # the upload's thread, and this coroutine
+
+        def release() -> None:
+            holders[0] -= 1
+            if holders[0] == 0:
+                being_copied.discard(segment_id)
+
+        try:
+            await run_blocking(
+                context.copier_pool,
+                _copy,
+                context.rsm,
+                metadata,
+                segment.log_path,
+                segment.offset_index.path,
+                segment.time_index.path,
+                snapshot,
+                epochs_index,
+                on_done=release,
             )
-            return False
-        await context.rlmm.update_remote_log_segment_metadata(
-            RemoteLogSegmentMetadataUpdate(
-                segment_id,
-                context.clock_ms(),
-                RemoteLogSegmentState.COPY_SEGMENT_FINISHED,
-                context.broker_id,
+            if self.is_cancelled() or log.deleted or log.truncations != truncations:
+                log_event(
+                    _log,
+                    logging.WARNING,
+                    "remote_copy_abandoned",
+                    partition=str(log.topic_partition),
+                    segment_id=str(segment_id.id),
+                    base_offset=segment.base_offset,
+                )
+                return False
+            await context.rlmm.update_remote_log_segment_metadata(
+                RemoteLogSegmentMetadataUpdate(
+                    segment_id,
+                    context.clock_ms(),
+                    RemoteLogSegmentState.COPY_SEGMENT_FINISHED,
+                    context.broker_id,
+                )
             )
-        )
+        finally:
+            release()
         self.copied_offset = candidate.end_offset
         log.update_highest_offset_in_remote_storage(candidate.end_offset)
         log_event(

@@ -30,7 +30,13 @@ from tiercel.tiered.rlm_expiration_task import RLMExpirationTask
 from tiercel.tiered.rlm_task import RetryBackoff
 from tiercel.tiered.rsm.local_tiered_storage import LocalTieredStorage
 from tiercel.tiered.rsm.object_layout import MANIFEST_SUFFIX
-from tiercel.tiered.rsm.remote_storage_manager import RemoteLogSegmentMetadata
+from tiercel.tiered.rsm.remote_storage_manager import (
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentMetadataUpdate,
+    RemoteLogSegmentState,
+)
+
+FINISHED = RemoteLogSegmentState.COPY_SEGMENT_FINISHED
 
 
 def ends(log: UnifiedLog) -> list[tuple[int, int]]:
@@ -204,6 +210,36 @@ async def test_the_expiration_task_never_takes_a_copy_in_progress_for_an_orphan(
     rlmm.add_remote_log_segment_metadata = add_then_expire  # type: ignore[method-assign]
     await RLMCopyTask(context, PARTITION, log, 0).run_once()
     assert [m.start_offset for m in segments(rlmm)] == [s.base_offset for s in log.segments[:-1]]
+    await log.close()
+
+
+async def test_a_copy_waiting_to_record_finished_is_no_orphan(
+    tmp_path: Path, scheduler: Scheduler
+) -> None:
+    """The upload has returned but COPY_SEGMENT_FINISHED is not recorded yet (the
+    metadata partition's leader died and the write is retried): an expiration round run
+    then must leave the segment alone, as Kafka keeps it in segmentIdsBeingCopied until
+    copyLogSegment returns. Deleting it would leave a hole in the remote tier below the
+    highest remote offset the copy then records."""
+    log = open_log(str(tmp_path / "orders-0"), tiered_config(), scheduler)
+    produce(log, 20)
+    await commit(log, scheduler)
+    rlmm = InMemoryRemoteLogMetadataManager()
+    context = make_context(LocalTieredStorage(str(tmp_path / "remote")), rlmm)
+    expiration = RLMExpirationTask(context, PARTITION, log)
+    update = rlmm.update_remote_log_segment_metadata
+
+    async def expire_then_update(metadata: RemoteLogSegmentMetadataUpdate) -> None:
+        if metadata.state == FINISHED:  # the copy's, not the expiration's own deletes
+            await expiration.run_once()
+        await update(metadata)
+
+    rlmm.update_remote_log_segment_metadata = expire_then_update  # type: ignore[method-assign]
+    await RLMCopyTask(context, PARTITION, log, 0).run_once()
+    rolled = [s.base_offset for s in log.segments[:-1]]
+    assert [m.start_offset for m in segments(rlmm)] == rolled
+    assert manifests(tmp_path / "remote") == len(rolled)
+    assert context.segment_ids_being_copied == set()
     await log.close()
 
 
