@@ -13,9 +13,11 @@ Segment files stay put during an upload: local retention deletes only segments a
 below the highest remote offset, which this copy has not moved yet. A truncation (this
 broker lost leadership and became a follower), a deletion of the log, or the task's
 cancellation meanwhile abandons the copy: the segment stays COPY_SEGMENT_STARTED and the
-expiration task deletes it later, as any failed copy. The bytes of rolled segments below
-the high watermark not yet copied are the partition's backlog, logged when it grows
-while copies fail.
+expiration task deletes it later, as any failed copy (an abandoned upload, or one whose
+COPY_SEGMENT_FINISHED is refused because a new leader is deleting it, also deletes its
+own objects at once: that deletion may have run before the upload's last objects).
+The bytes of rolled segments below the high watermark not yet copied are the
+partition's backlog, logged when it grows while copies fail.
 
 Event-loop only, but for the upload itself.
 """
@@ -44,6 +46,7 @@ from tiercel.tiered.rsm.remote_storage_manager import (
     RemoteLogSegmentMetadata,
     RemoteLogSegmentMetadataUpdate,
     RemoteLogSegmentState,
+    RemoteResourceNotFoundError,
     RemoteStorageError,
     RemoteStorageManager,
 )
@@ -203,15 +206,23 @@ class RLMCopyTask(RLMTask):
                     segment_id=str(segment_id.id),
                     base_offset=segment.base_offset,
                 )
+                await self._delete_uploaded(metadata)
                 return False
-            await context.rlmm.update_remote_log_segment_metadata(
-                RemoteLogSegmentMetadataUpdate(
-                    segment_id,
-                    context.clock_ms(),
-                    RemoteLogSegmentState.COPY_SEGMENT_FINISHED,
-                    context.broker_id,
+            try:
+                await context.rlmm.update_remote_log_segment_metadata(
+                    RemoteLogSegmentMetadataUpdate(
+                        segment_id,
+                        context.clock_ms(),
+                        RemoteLogSegmentState.COPY_SEGMENT_FINISHED,
+                        context.broker_id,
+                    )
                 )
-            )
+            except (ValueError, RemoteResourceNotFoundError):
+                # Refused before anything was published: the segment is already being
+                # deleted, or deleted, as an orphan by a new leader of the partition
+                # (this broker lost leadership during the upload).
+                await self._delete_uploaded(metadata)
+                raise
         finally:
             release()
         self.copied_offset = candidate.end_offset
@@ -227,6 +238,26 @@ class RLMCopyTask(RLMTask):
             segment_id=str(segment_id.id),
         )
         return True
+
+    async def _delete_uploaded(self, metadata: RemoteLogSegmentMetadata) -> None:
+        """Delete the objects of an upload that will never be COPY_SEGMENT_FINISHED.
+        A new leader deletes such a COPY_SEGMENT_STARTED orphan too, but when its
+        deletion ran while this upload was still writing, the objects written after it
+        (the manifest among them) would stay in the tier for good. Deletion is
+        idempotent; a failure leaves the objects to that deletion, so it is logged."""
+        try:
+            await run_blocking(
+                self.context.copier_pool, self.context.rsm.delete_log_segment_data, metadata
+            )
+        except RemoteStorageError as e:
+            log_event(
+                _log,
+                logging.WARNING,
+                "remote_copy_cleanup_failed",
+                partition=str(self.log.topic_partition),
+                segment_id=str(metadata.remote_log_segment_id.id),
+                error=repr(e),
+            )
 
 
 def _copy(

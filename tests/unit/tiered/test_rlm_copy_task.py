@@ -8,6 +8,7 @@ import asyncio
 import itertools
 import os
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 from rlm_support import (
@@ -37,6 +38,8 @@ from tiercel.tiered.rsm.remote_storage_manager import (
 )
 
 FINISHED = RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+DELETE_STARTED = RemoteLogSegmentState.DELETE_SEGMENT_STARTED
+DELETE_FINISHED = RemoteLogSegmentState.DELETE_SEGMENT_FINISHED
 
 
 def ends(log: UnifiedLog) -> list[tuple[int, int]]:
@@ -240,6 +243,37 @@ async def test_a_copy_waiting_to_record_finished_is_no_orphan(
     assert [m.start_offset for m in segments(rlmm)] == rolled
     assert manifests(tmp_path / "remote") == len(rolled)
     assert context.segment_ids_being_copied == set()
+    await log.close()
+
+
+async def test_an_upload_a_new_leader_deleted_meanwhile_removes_its_objects(
+    tmp_path: Path, scheduler: Scheduler
+) -> None:
+    """This broker lost leadership during an upload; the new leader took the
+    COPY_SEGMENT_STARTED segment for an orphan and deleted it (DELETE_SEGMENT_STARTED,
+    the storage manager's delete, DELETE_SEGMENT_FINISHED) before the upload wrote its
+    last objects. COPY_SEGMENT_FINISHED is refused; the objects written after that
+    deletion must not stay in the tier for good (a listing would show a complete upload
+    no metadata knows)."""
+    log = open_log(str(tmp_path / "orders-0"), tiered_config(), scheduler)
+    produce(log, 20)
+    await commit(log, scheduler)
+    rlmm = InMemoryRemoteLogMetadataManager()
+    context = make_context(LocalTieredStorage(str(tmp_path / "remote")), rlmm)
+    update = rlmm.update_remote_log_segment_metadata
+
+    async def deleted_by_the_new_leader(metadata: RemoteLogSegmentMetadataUpdate) -> None:
+        if metadata.state == FINISHED:
+            for state in (DELETE_STARTED, DELETE_FINISHED):
+                await update(replace(metadata, state=state, broker_id=9))
+        await update(metadata)
+
+    rlmm.update_remote_log_segment_metadata = deleted_by_the_new_leader  # type: ignore[method-assign]
+    task = RLMCopyTask(context, PARTITION, log, 0)
+    assert not await task.run_guarded()
+    assert segments(rlmm, None) == []
+    assert [p for p in (tmp_path / "remote").rglob("*") if p.is_file()] == []
+    assert log.highest_offset_in_remote_storage == -1
     await log.close()
 
 
