@@ -13,9 +13,10 @@ Segment files stay put during an upload: local retention deletes only segments a
 below the highest remote offset, which this copy has not moved yet. A truncation (this
 broker lost leadership and became a follower), a deletion of the log, or the task's
 cancellation meanwhile abandons the copy: the segment stays COPY_SEGMENT_STARTED and the
-expiration task deletes it later, as any failed copy (an abandoned upload, or one whose
-COPY_SEGMENT_FINISHED is refused because a new leader is deleting it, also deletes its
-own objects at once: that deletion may have run before the upload's last objects).
+expiration task deletes it later, as any failed copy. An abandoned or cancelled
+upload, or one whose COPY_SEGMENT_FINISHED is refused because a new leader is deleting
+it, also deletes its own objects: that deletion may have run before the upload's last
+objects were written.
 The bytes of rolled segments below the high watermark not yet copied are the
 partition's backlog, logged when it grows while copies fail.
 
@@ -24,8 +25,10 @@ Event-loop only, but for the upload itself.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
+import threading
 from typing import Final
 
 from tiercel.config.logging_setup import log_event
@@ -184,19 +187,27 @@ class RLMCopyTask(RLMTask):
             if holders[0] == 0:
                 being_copied.discard(segment_id)
 
+        # Set when this task is cancelled during the upload (the broker stops, say):
+        # the thread, which finishes the upload regardless, then deletes it again.
+        abandoned = threading.Event()
         try:
-            await run_blocking(
-                context.copier_pool,
-                _copy,
-                context.rsm,
-                metadata,
-                segment.log_path,
-                segment.offset_index.path,
-                segment.time_index.path,
-                snapshot,
-                epochs_index,
-                on_done=release,
-            )
+            try:
+                await run_blocking(
+                    context.copier_pool,
+                    _copy,
+                    context.rsm,
+                    metadata,
+                    segment.log_path,
+                    segment.offset_index.path,
+                    segment.time_index.path,
+                    snapshot,
+                    epochs_index,
+                    abandoned,
+                    on_done=release,
+                )
+            except asyncio.CancelledError:
+                abandoned.set()
+                raise
             if self.is_cancelled() or log.deleted or log.truncations != truncations:
                 log_event(
                     _log,
@@ -268,8 +279,10 @@ def _copy(
     time_index: str,
     snapshot: str | None,
     epochs_index: bytes,
+    abandoned: threading.Event,
 ) -> None:
-    """*Blocking*, in the copier pool: the upload, from the segment's file paths."""
+    """*Blocking*, in the copier pool: the upload, from the segment's file paths, and
+    its deletion if the copy was ``abandoned`` meanwhile (see `_delete_uploaded`)."""
     txn_index = log_path.removesuffix(".log") + TXN_INDEX_FILE_SUFFIX
     if snapshot is not None and not os.path.exists(snapshot):
         # Gone with a truncation meanwhile: never upload without it.
@@ -283,3 +296,5 @@ def _copy(
         epochs_index,
     )
     rsm.copy_log_segment_data(metadata, data)
+    if abandoned.is_set():
+        rsm.delete_log_segment_data(metadata)

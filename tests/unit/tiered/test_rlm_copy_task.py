@@ -277,6 +277,39 @@ async def test_an_upload_a_new_leader_deleted_meanwhile_removes_its_objects(
     await log.close()
 
 
+async def test_an_upload_cancelled_meanwhile_removes_its_objects(
+    tmp_path: Path, scheduler: Scheduler
+) -> None:
+    """The broker stops (the copy task is cancelled) during an upload, which its thread
+    finishes regardless: a new leader may have deleted the COPY_SEGMENT_STARTED orphan
+    before the upload wrote its last objects, so the upload removes them itself."""
+    log = open_log(str(tmp_path / "orders-0"), tiered_config(), scheduler)
+    produce(log, 20)
+    await commit(log, scheduler)
+    rlmm = InMemoryRemoteLogMetadataManager()
+    rsm = FlakyStorage(LocalTieredStorage(str(tmp_path / "remote")))
+    started, release = threading.Event(), threading.Event()
+
+    def block() -> None:
+        started.set()
+        assert release.wait(10)
+
+    rsm.before_copy = block
+    context = make_context(rsm, rlmm)
+    copying = asyncio.create_task(RLMCopyTask(context, PARTITION, log, 0).run_once())
+    assert await asyncio.to_thread(started.wait, 10)
+    copying.cancel()
+    release.set()
+    for _ in range(200):  # until the upload's thread has returned
+        if not context.segment_ids_being_copied:
+            break
+        await asyncio.sleep(0.01)
+    assert context.segment_ids_being_copied == set()
+    assert [p for p in (tmp_path / "remote").rglob("*") if p.is_file()] == []
+    assert [m.start_offset for m in segments(rlmm, STARTED)] == [0]
+    await log.close()
+
+
 async def test_a_segment_waits_for_its_producer_snapshot_and_uploads_it(
     tmp_path: Path, scheduler: Scheduler
 ) -> None:
