@@ -17,9 +17,11 @@ from confluent_kafka import Consumer, KafkaError
 from confluent_kafka import TopicPartition as CTopicPartition
 
 from support.moto_server import S3Bucket
+from tiercel.storage.checkpoint_file import kafka_str_to_uuid
+from tiercel.storage.topic_partition import TopicPartition
 from tiercel.tiered.rlmm.remote_log_metadata_serde import deserialize
 from tiercel.tiered.rlmm.remote_log_metadata_topic_client import REMOTE_LOG_METADATA_TOPIC_NAME
-from tiercel.tiered.rsm.object_layout import MANIFEST_SUFFIX, decode_manifest
+from tiercel.tiered.rsm.object_layout import MANIFEST_SUFFIX, decode_manifest, parse_object_key
 from tiercel.tiered.rsm.remote_storage_manager import (
     RemoteLogSegmentMetadata,
     RemoteLogSegmentMetadataUpdate,
@@ -53,11 +55,26 @@ def bucket_uploads(bucket: S3Bucket, topic: str, partition: int) -> list[RemoteL
                 and parts[-2] == str(partition)
                 and key.endswith(f".{MANIFEST_SUFFIX}")
             ):
-                body = client.get_object(Bucket=bucket.name, Key=key)["Body"].read()
+                try:
+                    body = client.get_object(Bucket=bucket.name, Key=key)["Body"].read()
+                except client.exceptions.NoSuchKey:
+                    continue  # deleted since the listing
                 found.append(decode_manifest(body).metadata)
     finally:
         client.close()
     return sorted(found, key=lambda m: m.start_offset)
+
+
+def bucket_segment_ids(bucket: S3Bucket, topic: str, partition: int) -> set[uuid.UUID]:
+    """The segment ids any object of ``topic``-``partition`` in the bucket belongs to,
+    complete uploads or not (keys under one prefix directory, object_layout's keys
+    below it)."""
+    found = set()
+    for key in bucket_keys(bucket):
+        parsed = parse_object_key(key.split("/", 1)[1] if key.count("/") == 3 else key)
+        if parsed is not None and parsed.topic_partition == TopicPartition(topic, partition):
+            found.add(kafka_str_to_uuid(parsed.segment_id))
+    return found
 
 
 def remote_log_metadata(
