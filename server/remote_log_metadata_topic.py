@@ -299,6 +299,7 @@ class BrokerRemoteLogMetadataTopic:
         client_factory: Callable[[int], RequestClient],
         config: TopicBasedRemoteLogMetadataManagerConfig,
         request_timeout_ms: int = 30_000,
+        cap_replication_factor: bool = True,
     ) -> None:
         self._node_id = node_id
         self._replicas = replicas
@@ -307,6 +308,7 @@ class BrokerRemoteLogMetadataTopic:
         self._client_factory = client_factory
         self._config = config
         self._request_timeout_ms = request_timeout_ms
+        self._cap_replication_factor = cap_replication_factor
         self._clients: dict[tuple[str, int], RequestClient] = {}
         self._produce_locks: dict[int, asyncio.Lock] = {}
 
@@ -329,6 +331,7 @@ class BrokerRemoteLogMetadataTopic:
                     config.topic_replication_factor,
                     configs,
                     self._request_timeout_ms / 1000,
+                    self._cap_replication_factor,
                 )
             except KafkaError as e:
                 raise RemoteStorageError(f"creating {REMOTE_LOG_METADATA_TOPIC_NAME}: {e}") from e
@@ -490,8 +493,19 @@ def create_topic_based_rlmm(
         )
 
     rlmm_config = TopicBasedRemoteLogMetadataManagerConfig.from_props(rlmm_props)
+    # A cluster's brokers register one by one: capping the replication factor at the
+    # live brokers would give the first one to start a topic of one replica for good.
+    # As Kafka's TopicBasedRemoteLogMetadataManager.createTopic, a cluster retries the
+    # creation (remote.log.metadata.initialization.retry.*) until enough brokers are
+    # alive; the single-node broker (no ZooKeeper) caps, so that it tiers out of the box.
     topic = BrokerRemoteLogMetadataTopic(
-        node_id, replicas, cache, admin, client_factory, rlmm_config
+        node_id,
+        replicas,
+        cache,
+        admin,
+        client_factory,
+        rlmm_config,
+        cap_replication_factor=config.zookeeper_connect is None,
     )
     return TopicBasedRemoteLogMetadataManager(
         topic, rlmm_config, snapshot_dir_for(config.log_dirs[0])

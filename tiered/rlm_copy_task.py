@@ -13,17 +13,22 @@ Segment files stay put during an upload: local retention deletes only segments a
 below the highest remote offset, which this copy has not moved yet. A truncation (this
 broker lost leadership and became a follower), a deletion of the log, or the task's
 cancellation meanwhile abandons the copy: the segment stays COPY_SEGMENT_STARTED and the
-expiration task deletes it later, as any failed copy. The bytes of rolled segments below
-the high watermark not yet copied are the partition's backlog, logged when it grows
-while copies fail.
+expiration task deletes it later, as any failed copy. An abandoned or cancelled
+upload, or one whose COPY_SEGMENT_FINISHED is refused because a new leader is deleting
+it, also deletes its own objects: that deletion may have run before the upload's last
+objects were written.
+The bytes of rolled segments below the high watermark not yet copied are the
+partition's backlog, logged when it grows while copies fail.
 
 Event-loop only, but for the upload itself.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
+import threading
 from typing import Final
 
 from tiercel.config.logging_setup import log_event
@@ -44,6 +49,7 @@ from tiercel.tiered.rsm.remote_storage_manager import (
     RemoteLogSegmentMetadata,
     RemoteLogSegmentMetadataUpdate,
     RemoteLogSegmentState,
+    RemoteResourceNotFoundError,
     RemoteStorageError,
     RemoteStorageManager,
 )
@@ -177,8 +183,10 @@ class RLMCopyTask(RLMTask):
         epochs_index = epoch_entries_as_bytes(cache.epoch_entries_in_range(-1, next_offset))
         segment_id = metadata.remote_log_segment_id
         # Before the metadata is visible, and until both the upload has returned and
-        # COPY_SEGMENT_FINISHED is applied (or the copy is given up): the expiration task
-        # must never take this copy for an orphan.
+        # COPY_SEGMENT_FINISHED is applied (a write that may be retried for a while, the
+        # metadata partition's leader being gone) or the copy is given up: the
+        # expiration task must never take this copy for an orphan (Kafka's
+        # segmentIdsBeingCopied).
         being_copied = _BeingCopied(context.segment_ids_being_copied, segment_id)
         try:
             await context.rlmm.add_remote_log_segment_metadata(metadata)
@@ -186,20 +194,28 @@ class RLMCopyTask(RLMTask):
             being_copied.release()
             being_copied.release()
             raise
+        # Set when this task is cancelled during the upload (the broker stops, say):
+        # the thread, which finishes the upload regardless, then deletes it again.
+        abandoned = threading.Event()
         try:
-            await run_blocking(
-                context.copier_pool,
-                _copy,
-                context.rsm,
-                metadata,
-                segment.log_path,
-                segment.offset_index.path,
-                segment.time_index.path,
-                snapshot,
-                epochs_index,
-                # Once the upload has returned, also when this task was cancelled meanwhile.
-                on_done=being_copied.release,
-            )
+            try:
+                await run_blocking(
+                    context.copier_pool,
+                    _copy,
+                    context.rsm,
+                    metadata,
+                    segment.log_path,
+                    segment.offset_index.path,
+                    segment.time_index.path,
+                    snapshot,
+                    epochs_index,
+                    abandoned,
+                    # Once the upload has returned, also when this task was cancelled.
+                    on_done=being_copied.release,
+                )
+            except asyncio.CancelledError:
+                abandoned.set()
+                raise
             if self.is_cancelled() or log.deleted or log.truncations != truncations:
                 log_event(
                     _log,
@@ -209,15 +225,23 @@ class RLMCopyTask(RLMTask):
                     segment_id=str(segment_id.id),
                     base_offset=segment.base_offset,
                 )
+                await self._delete_uploaded(metadata)
                 return False
-            await context.rlmm.update_remote_log_segment_metadata(
-                RemoteLogSegmentMetadataUpdate(
-                    segment_id,
-                    context.clock_ms(),
-                    RemoteLogSegmentState.COPY_SEGMENT_FINISHED,
-                    context.broker_id,
+            try:
+                await context.rlmm.update_remote_log_segment_metadata(
+                    RemoteLogSegmentMetadataUpdate(
+                        segment_id,
+                        context.clock_ms(),
+                        RemoteLogSegmentState.COPY_SEGMENT_FINISHED,
+                        context.broker_id,
+                    )
                 )
-            )
+            except (ValueError, RemoteResourceNotFoundError):
+                # Refused before anything was published: the segment is already being
+                # deleted, or deleted, as an orphan by a new leader of the partition
+                # (this broker lost leadership during the upload).
+                await self._delete_uploaded(metadata)
+                raise
         finally:
             being_copied.release()
         self.copied_offset = candidate.end_offset
@@ -233,6 +257,26 @@ class RLMCopyTask(RLMTask):
             segment_id=str(segment_id.id),
         )
         return True
+
+    async def _delete_uploaded(self, metadata: RemoteLogSegmentMetadata) -> None:
+        """Delete the objects of an upload that will never be COPY_SEGMENT_FINISHED.
+        A new leader deletes such a COPY_SEGMENT_STARTED orphan too, but when its
+        deletion ran while this upload was still writing, the objects written after it
+        (the manifest among them) would stay in the tier for good. Deletion is
+        idempotent; a failure leaves the objects to that deletion, so it is logged."""
+        try:
+            await run_blocking(
+                self.context.copier_pool, self.context.rsm.delete_log_segment_data, metadata
+            )
+        except RemoteStorageError as e:
+            log_event(
+                _log,
+                logging.WARNING,
+                "remote_copy_cleanup_failed",
+                partition=str(self.log.topic_partition),
+                segment_id=str(metadata.remote_log_segment_id.id),
+                error=repr(e),
+            )
 
 
 class _BeingCopied:
@@ -261,8 +305,10 @@ def _copy(
     time_index: str,
     snapshot: str | None,
     epochs_index: bytes,
+    abandoned: threading.Event,
 ) -> None:
-    """*Blocking*, in the copier pool: the upload, from the segment's file paths."""
+    """*Blocking*, in the copier pool: the upload, from the segment's file paths, and
+    its deletion if the copy was ``abandoned`` meanwhile (see `_delete_uploaded`)."""
     txn_index = log_path.removesuffix(".log") + TXN_INDEX_FILE_SUFFIX
     if snapshot is not None and not os.path.exists(snapshot):
         # Gone with a truncation meanwhile: never upload without it.
@@ -276,3 +322,5 @@ def _copy(
         epochs_index,
     )
     rsm.copy_log_segment_data(metadata, data)
+    if abandoned.is_set():
+        rsm.delete_log_segment_data(metadata)

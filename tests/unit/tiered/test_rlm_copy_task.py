@@ -8,6 +8,7 @@ import asyncio
 import itertools
 import os
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 from rlm_support import (
@@ -33,7 +34,12 @@ from tiercel.tiered.rsm.object_layout import MANIFEST_SUFFIX
 from tiercel.tiered.rsm.remote_storage_manager import (
     RemoteLogSegmentMetadata,
     RemoteLogSegmentMetadataUpdate,
+    RemoteLogSegmentState,
 )
+
+FINISHED = RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+DELETE_STARTED = RemoteLogSegmentState.DELETE_SEGMENT_STARTED
+DELETE_FINISHED = RemoteLogSegmentState.DELETE_SEGMENT_FINISHED
 
 
 def ends(log: UnifiedLog) -> list[tuple[int, int]]:
@@ -210,13 +216,14 @@ async def test_the_expiration_task_never_takes_a_copy_in_progress_for_an_orphan(
     await log.close()
 
 
-async def test_the_expiration_task_never_takes_an_uploaded_copy_for_an_orphan(
+async def test_a_copy_waiting_to_record_finished_is_no_orphan(
     tmp_path: Path, scheduler: Scheduler
 ) -> None:
-    """Between the upload's return and the COPY_SEGMENT_FINISHED record (a round trip
-    through the metadata topic) the segment is still COPY_SEGMENT_STARTED: an expiration
-    round run right then must leave it alone (Kafka's RLMCopyTask keeps the id in
-    segmentIdsBeingCopied until copyLogSegment, FINISHED update included, returns)."""
+    """The upload has returned but COPY_SEGMENT_FINISHED is not recorded yet (the
+    metadata partition's leader died and the write is retried): an expiration round run
+    then must leave the segment alone, as Kafka keeps it in segmentIdsBeingCopied until
+    copyLogSegment returns. Deleting it would leave a hole in the remote tier below the
+    highest remote offset the copy then records."""
     log = open_log(str(tmp_path / "orders-0"), tiered_config(), scheduler)
     produce(log, 20)
     await commit(log, scheduler)
@@ -226,15 +233,80 @@ async def test_the_expiration_task_never_takes_an_uploaded_copy_for_an_orphan(
     update = rlmm.update_remote_log_segment_metadata
 
     async def expire_then_update(metadata: RemoteLogSegmentMetadataUpdate) -> None:
-        rlmm.update_remote_log_segment_metadata = update  # type: ignore[method-assign]
-        await expiration.run_once()  # its own updates, if any, go straight through
-        rlmm.update_remote_log_segment_metadata = expire_then_update  # type: ignore[method-assign]
+        if metadata.state == FINISHED:  # the copy's, not the expiration's own deletes
+            await expiration.run_once()
         await update(metadata)
 
     rlmm.update_remote_log_segment_metadata = expire_then_update  # type: ignore[method-assign]
     await RLMCopyTask(context, PARTITION, log, 0).run_once()
-    assert [m.start_offset for m in segments(rlmm)] == [s.base_offset for s in log.segments[:-1]]
-    assert not context.segment_ids_being_copied
+    rolled = [s.base_offset for s in log.segments[:-1]]
+    assert [m.start_offset for m in segments(rlmm)] == rolled
+    assert manifests(tmp_path / "remote") == len(rolled)
+    assert context.segment_ids_being_copied == set()
+    await log.close()
+
+
+async def test_an_upload_a_new_leader_deleted_meanwhile_removes_its_objects(
+    tmp_path: Path, scheduler: Scheduler
+) -> None:
+    """This broker lost leadership during an upload; the new leader took the
+    COPY_SEGMENT_STARTED segment for an orphan and deleted it (DELETE_SEGMENT_STARTED,
+    the storage manager's delete, DELETE_SEGMENT_FINISHED) before the upload wrote its
+    last objects. COPY_SEGMENT_FINISHED is refused; the objects written after that
+    deletion must not stay in the tier for good (a listing would show a complete upload
+    no metadata knows)."""
+    log = open_log(str(tmp_path / "orders-0"), tiered_config(), scheduler)
+    produce(log, 20)
+    await commit(log, scheduler)
+    rlmm = InMemoryRemoteLogMetadataManager()
+    context = make_context(LocalTieredStorage(str(tmp_path / "remote")), rlmm)
+    update = rlmm.update_remote_log_segment_metadata
+
+    async def deleted_by_the_new_leader(metadata: RemoteLogSegmentMetadataUpdate) -> None:
+        if metadata.state == FINISHED:
+            for state in (DELETE_STARTED, DELETE_FINISHED):
+                await update(replace(metadata, state=state, broker_id=9))
+        await update(metadata)
+
+    rlmm.update_remote_log_segment_metadata = deleted_by_the_new_leader  # type: ignore[method-assign]
+    task = RLMCopyTask(context, PARTITION, log, 0)
+    assert not await task.run_guarded()
+    assert segments(rlmm, None) == []
+    assert [p for p in (tmp_path / "remote").rglob("*") if p.is_file()] == []
+    assert log.highest_offset_in_remote_storage == -1
+    await log.close()
+
+
+async def test_an_upload_cancelled_meanwhile_removes_its_objects(
+    tmp_path: Path, scheduler: Scheduler
+) -> None:
+    """The broker stops (the copy task is cancelled) during an upload, which its thread
+    finishes regardless: a new leader may have deleted the COPY_SEGMENT_STARTED orphan
+    before the upload wrote its last objects, so the upload removes them itself."""
+    log = open_log(str(tmp_path / "orders-0"), tiered_config(), scheduler)
+    produce(log, 20)
+    await commit(log, scheduler)
+    rlmm = InMemoryRemoteLogMetadataManager()
+    rsm = FlakyStorage(LocalTieredStorage(str(tmp_path / "remote")))
+    started, release = threading.Event(), threading.Event()
+
+    def block() -> None:
+        started.set()
+        assert release.wait(10)
+
+    rsm.before_copy = block
+    context = make_context(rsm, rlmm)
+    copying = asyncio.create_task(RLMCopyTask(context, PARTITION, log, 0).run_once())
+    assert await asyncio.to_thread(started.wait, 10)
+    copying.cancel()
+    release.set()
+    for _ in range(200):  # until the upload's thread has returned
+        if not context.segment_ids_being_copied:
+            break
+        await asyncio.sleep(0.01)
+    assert context.segment_ids_being_copied == set()
+    assert [p for p in (tmp_path / "remote").rglob("*") if p.is_file()] == []
+    assert [m.start_offset for m in segments(rlmm, STARTED)] == [0]
     await log.close()
 
 
