@@ -233,9 +233,11 @@ class LocalLog:
         """Remove every batch from the one holding ``offset`` on. The log end offset
         becomes ``offset`` itself, also when the records just below it were compacted
         away (a gap); only when a batch straddles ``offset`` does the log end where
-        that batch began, since batches go whole. The caller makes sure a segment
-        remains (``offset`` above the first segment's base offset)."""
-        doomed = [s for s in self._segments if s.base_offset >= offset]
+        that batch began, since batches go whole. As Kafka's LocalLog.truncateTo, the
+        segments starting above ``offset`` go and the one starting at it stays, emptied;
+        the caller makes sure one remains (``offset`` at or above the first segment's
+        base offset)."""
+        doomed = [s for s in self._segments if s.base_offset > offset]
         if doomed:
             count = len(doomed)
             del self._segments[-count:]

@@ -512,7 +512,15 @@ class UnifiedLog:
                 self._epoch_checkpoint.request()
             return False
         self._truncations += 1
-        if offset <= self._local_log_start_offset:
+        at_tiered_start = (
+            self.remote_log_enabled
+            and offset == self._local_log_start_offset == self.local_log.first_segment_base_offset
+        )
+        if offset <= self._local_log_start_offset and not at_tiered_start:
+            # At or below the start the log restarts there. A tiered log truncated at
+            # its local start instead keeps its log start offset and the epochs below,
+            # its first segment emptied as Kafka's truncateTo does at a segment's base:
+            # the records under the local start are remote, not gone.
             self.truncate_fully_and_start_at(offset)
             return True
         truncation = self.local_log.truncate_to(offset)

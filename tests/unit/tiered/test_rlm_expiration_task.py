@@ -308,3 +308,31 @@ async def test_a_copy_whose_finished_update_is_in_flight_is_no_orphan(
     await asyncio.wait_for(copy, 10)
     assert copying.remote_log_segment_id in {m.remote_log_segment_id for m in segments(rlmm)}
     await log.close()
+
+
+async def test_a_tiered_log_truncated_at_its_local_start_keeps_what_is_remote(
+    tmp_path: Path, scheduler: Scheduler
+) -> None:
+    """A failover that truncates a tiered log exactly to its local start (its only local
+    segment begins there; everything past it unreplicated) must not restart the log
+    there: the records below are remote, so the log start offset and the epochs below
+    stay (Kafka truncates fully only below the first segment). Restarting it made them
+    out of range here, and this broker's expiration task, once leader, deleted them all
+    from the tier as 'below the log start'."""
+    log = open_log(str(tmp_path / "orders-0"), tiered_config(local_retention_bytes=1), scheduler)
+    produce(log, 40, epoch=0)
+    await commit(log, scheduler)
+    local_start = log.segments[-1].base_offset
+    log.update_highest_offset_in_remote_storage(local_start - 1)
+    log.roll()
+    log.delete_old_segments()
+    assert (log.log_start_offset, log.local_log_start_offset) == (0, local_start)
+    produce(log, 3, epoch=1)  # unreplicated: the new leader has none of it
+    assert log.truncate_to(local_start)
+    assert (log.log_start_offset, log.local_log_start_offset, log.log_end_offset) == (
+        0,
+        local_start,
+        local_start,
+    )
+    assert [(e.epoch, e.start_offset) for e in log.leader_epoch_cache.entries] == [(0, 0)]
+    await log.close()
