@@ -409,7 +409,12 @@ class ReplicaFetcher:
         fetch (and be told 109) again, as Kafka retries."""
         try:
             offset = await build_remote_log_aux_state(
-                self._leader, self._remote_log_manager(), tp, state.current_leader_epoch, partition
+                self._leader,
+                self._remote_log_manager(),
+                tp,
+                state.current_leader_epoch,
+                partition,
+                lambda: self._current(tp, state) is partition and not partition.is_leader,
             )
         except Exception as e:
             self._partition_failed(tp, state, "build_remote_log_aux_state", repr(e))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 from tiercel.protocol.errors import ErrorCode
 from tiercel.server.partition import Partition
@@ -95,10 +96,14 @@ async def build_remote_log_aux_state(
     tp: TopicPartition,
     current_leader_epoch: int,
     partition: Partition,
+    still_following: Callable[[], bool] = lambda: True,
 ) -> int:
     """Install the state below the leader's local start (see the module docstring) and
     return the offset to fetch from. TierStateMachineError (or a request error) when
-    it cannot be done now; nothing is changed then."""
+    it cannot be done now; nothing is changed then. ``still_following`` is asked right
+    before anything changes: the requests and the remote read above yield the loop, and
+    meanwhile this replica may have become the leader (or follow another one), whose
+    log must not be emptied (Kafka holds its partitionMapLock throughout)."""
     if remote is None:
         raise TierStateMachineError("the leader tiers this partition but tiering is off here")
     error, local_start, epoch = await leader.fetch_earliest_local_offset(tp, current_leader_epoch)
@@ -132,6 +137,8 @@ async def build_remote_log_aux_state(
             decode_snapshot(state.producer_snapshot)  # before anything changes
         except CorruptSnapshotError as e:
             raise TierStateMachineError(f"the remote producer snapshot: {e}") from e
+    if not still_following():
+        raise TierStateMachineError("no longer following this leader: nothing installed")
     _install(partition, state, log_start)
     return state.next_offset
 

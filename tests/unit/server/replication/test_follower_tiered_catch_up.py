@@ -7,6 +7,7 @@ it, then fetches normally; while that segment is unknown here it backs off and r
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from tiercel.tiered.remote_index_cache import RemoteIndexCache
 from tiercel.tiered.remote_log_reader import RemoteLogReader
 from tiercel.tiered.remote_storage_thread_pool import RemoteStorageThreadPool
 from tiercel.tiered.rsm.local_tiered_storage import LocalTieredStorage
+from tiercel.tiered.rsm.remote_storage_manager import IndexType, RemoteLogSegmentMetadata
 
 LOCAL_START = 30
 
@@ -115,3 +117,41 @@ async def test_an_unknown_remote_segment_backs_off_and_retries(
     await c.catch_up(fetcher, 2)
     assert c[2].log.local_log_start_offset == LOCAL_START
     assert log_bytes(c[2].log) == log_bytes(c[1].log)
+
+
+class GatedIndexStorage(LocalTieredStorage):
+    """A LocalTieredStorage whose index reads wait for ``gate`` (a slow object store)."""
+
+    def __init__(self, root: str) -> None:
+        super().__init__(root)
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+
+    def fetch_index(self, metadata: RemoteLogSegmentMetadata, index_type: IndexType) -> bytes:
+        self.entered.set()
+        self.gate.wait(10)
+        return super().fetch_index(metadata, index_type)
+
+
+async def test_a_rebuild_that_finishes_after_a_leadership_change_installs_nothing(
+    make_cluster: MakeCluster, tmp_path: Path, pool: RemoteStorageThreadPool
+) -> None:
+    """The rebuild awaits requests and a remote read; if this replica becomes the leader
+    meanwhile (and takes writes), the rebuild must not then empty its log (Kafka holds
+    the fetcher's partitionMapLock throughout)."""
+    c = leader_with_tiered_prefix(make_cluster)
+    rsm = GatedIndexStorage(str(tmp_path / "remote"))
+    rlmm = InMemoryRemoteLogMetadataManager()
+    rsm.gate.set()
+    await tier(c, rsm, rlmm)
+    rsm.gate.clear()
+    reader = RemoteLogReader(rsm, rlmm, RemoteIndexCache(rsm, str(tmp_path / "cache")), pool)
+    fetcher, _ = follower_fetcher(c, reader)
+    rebuild = asyncio.create_task(fetcher.run_once())
+    assert await asyncio.get_running_loop().run_in_executor(None, rsm.entered.wait, 10)
+    c.elect(leader=2, leader_epoch=4, isr=(2,))
+    c.produce(2, values(3))
+    before = log_bytes(c[2].log)
+    rsm.gate.set()
+    await asyncio.wait_for(rebuild, 10)
+    assert log_bytes(c[2].log) == before and c[2].log.log_end_offset == 3
