@@ -2,13 +2,24 @@
 
 The record framing (`protocol.records`: length, attributes, timestamp and offset deltas,
 key, value, headers, all varint-prefixed) is walked once per record, keeping only
-positions and numbers: offsets, timestamps and lengths go into ``array`` buffers, keys
-and values stay zero-copy ``memoryview`` slices of the decompressed records until
-`to_arrow` joins them into one data buffer per column and builds the Arrow arrays from
-buffers (`pyarrow.Array.from_buffers`), so no Python object is made per record beyond
-the slices. Varints of one or two bytes (deltas and lengths below 64 and 8192, the
-common case) are decoded inline, longer ones by `protocol.records`. Header keys are
-taken as UTF-8, as Kafka's clients write them.
+positions and numbers, and the Arrow arrays are built from buffers
+(`pyarrow.Array.from_buffers`): no Python object per record. Two decoders do this, with
+the same results and the same InvalidRecordError for broken framing:
+
+- `NativeRecordColumns`, the C extension ``_record_columns`` (built by ``pip install``
+  from ``_record_columns.c``; optional): appends straight into growable column buffers
+  (int64 offsets and timestamps, int32 binary offsets, data, validity bitmaps) that
+  pyarrow wraps without copying, and walks without the GIL.
+- `PythonRecordColumns`, the fallback when the extension is not built: offsets,
+  timestamps and lengths go into ``array`` buffers, keys and values stay zero-copy
+  ``memoryview`` slices of the decompressed records until `to_arrow` joins them into one
+  data buffer per column. Varints of one or two bytes (deltas and lengths below 64 and
+  8192, the common case) are decoded inline, longer ones by `protocol.records`.
+
+`new_record_columns` picks the native one unless `pure_python` is set, which the
+environment variable ``TIERCEL_READER_PURE_PYTHON=1`` sets at import (tests and
+benchmarks compare the two). Header keys are taken as UTF-8, as Kafka's clients write
+them.
 
 Not thread-safe: one accumulator per reading thread.
 """
@@ -16,8 +27,9 @@ Not thread-safe: one accumulator per reading thread.
 from __future__ import annotations
 
 import itertools
+import os
 from array import array
-from typing import Final
+from typing import Final, Protocol, TypeAlias
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -25,7 +37,26 @@ import pyarrow.compute as pc
 from tiercel.protocol.errors import InvalidRecordError
 from tiercel.protocol.records import decode_varint, decode_varlong
 
-__all__ = ["RecordColumns", "kafka_source_schema"]
+try:
+    from tiercel.tiered.reader import _record_columns
+except ImportError:  # not built (no compiler at install time): the Python decoder
+    _record_columns = None  # type: ignore[assignment]
+
+__all__ = [
+    "NativeRecordColumns",
+    "PythonRecordColumns",
+    "RecordColumns",
+    "kafka_source_schema",
+    "native_available",
+    "new_record_columns",
+]
+
+# Whether `new_record_columns` uses the Python decoder even when the native one is built.
+# Column buffers as the two decoders hand them to pyarrow.
+_Buffer: TypeAlias = "array[int] | _record_columns.Buffer"
+
+# Whether `new_record_columns` uses the Python decoder even when the native one is built.
+pure_python: bool = os.environ.get("TIERCEL_READER_PURE_PYTHON", "") not in ("", "0")
 
 CREATE_TIME: Final = 0  # Spark's timestampType: Kafka's TimestampType ids
 LOG_APPEND_TIME: Final = 1
@@ -69,8 +100,52 @@ class _BinaryColumn:
         return pa.Array.from_buffers(arrow_type, n, [validity, offsets, data], null_count)
 
 
-class RecordColumns:
+class RecordColumns(Protocol):
     """Columns of the records appended so far (`append_records`), for one partition."""
+
+    @property
+    def data_bytes(self) -> int:
+        """Bytes of the values appended so far (the size of an Arrow batch)."""
+        ...
+
+    def __len__(self) -> int: ...
+
+    def append_records(
+        self,
+        records: bytes | bytearray,
+        count: int,
+        base_offset: int,
+        base_timestamp: int,
+        log_append_time: int | None,
+        first_offset: int,
+        last_offset: int,
+    ) -> None:
+        """The ``count`` records of an uncompressed records section whose offsets are
+        ``first_offset`` to ``last_offset``; ``log_append_time`` is the batch's max
+        timestamp when its timestamp type is LogAppendTime. InvalidRecordError when
+        the framing is broken."""
+        ...
+
+    def to_arrow(self, topic: str, partition: int) -> pa.RecordBatch:
+        """The columns as one Arrow batch of `kafka_source_schema`."""
+        ...
+
+
+def native_available() -> bool:
+    """Whether the native decoder (the ``_record_columns`` extension) is built."""
+    return _record_columns is not None
+
+
+def new_record_columns(include_headers: bool) -> RecordColumns:
+    """Empty columns, decoded natively when the extension is built and `pure_python` is
+    not set."""
+    if _record_columns is None or pure_python:
+        return PythonRecordColumns(include_headers)
+    return NativeRecordColumns(include_headers)
+
+
+class PythonRecordColumns:
+    """`RecordColumns` decoded in Python: the fallback and the native decoder's twin."""
 
     def __init__(self, include_headers: bool) -> None:
         self.include_headers = include_headers
@@ -175,6 +250,8 @@ class RecordColumns:
                 p = record_end
         except IndexError:
             raise InvalidRecordError("records section ends inside a record") from None
+        except OverflowError:  # base timestamp + delta past a long: array("q") refuses it
+            raise InvalidRecordError(f"record timestamp out of range at {p}") from None
         if p != end:
             raise InvalidRecordError(f"{end - p} bytes after the batch's {count} records")
         stamp = CREATE_TIME if log_append_time is None else LOG_APPEND_TIME
@@ -221,34 +298,101 @@ class RecordColumns:
 
     def to_arrow(self, topic: str, partition: int) -> pa.RecordBatch:
         """The columns as one Arrow batch of `kafka_source_schema`."""
-        n = len(self.offsets)
-        columns = [
-            self.keys.to_arrow(pa.binary()),
-            self.values.to_arrow(pa.binary()),
-            pa.repeat(pa.scalar(topic, pa.string()), n),
-            pa.repeat(pa.scalar(partition, pa.int32()), n),
-            pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(self.offsets)]),
-            pa.Array.from_buffers(
-                pa.timestamp("ms", tz="UTC"), n, [None, pa.py_buffer(self.timestamps)]
-            ),
-            pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(self.timestamp_types)]),
-        ]
+        headers = None
         if self.include_headers:
             header_offsets = array("i", itertools.accumulate(self.header_counts, initial=0))
-            entries = pa.StructArray.from_arrays(
-                [
-                    _utf8(self.header_keys.to_arrow(pa.string())),
-                    self.header_values.to_arrow(pa.binary()),
-                ],
-                fields=list(_HEADER),
+            headers = _headers(
+                len(self.offsets),
+                header_offsets,
+                self.header_keys.to_arrow(pa.string()),
+                self.header_values.to_arrow(pa.binary()),
             )
-            columns.append(
-                pa.ListArray.from_arrays(
-                    pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(header_offsets)]),
-                    entries,
+        return _record_batch(
+            topic,
+            partition,
+            self.keys.to_arrow(pa.binary()),
+            self.values.to_arrow(pa.binary()),
+            self.offsets,
+            self.timestamps,
+            self.timestamp_types,
+            headers,
+        )
+
+
+if _record_columns is not None:
+
+    class NativeRecordColumns(_record_columns.Columns):
+        """`RecordColumns` decoded by the C extension; Arrow arrays over its buffers."""
+
+        def to_arrow(self, topic: str, partition: int) -> pa.RecordBatch:
+            """The columns as one Arrow batch of `kafka_source_schema`; the columns are
+            empty afterwards (their buffers now belong to the batch)."""
+            rows, offsets, timestamps, types, keys, values, header_parts = self.take()
+            headers = None
+            if header_parts is not None:
+                header_offsets, header_keys, header_values = header_parts
+                headers = _headers(
+                    rows,
+                    header_offsets,
+                    _binary(pa.string(), header_keys),
+                    _binary(pa.binary(), header_values),
                 )
+            return _record_batch(
+                topic,
+                partition,
+                _binary(pa.binary(), keys),
+                _binary(pa.binary(), values),
+                offsets,
+                timestamps,
+                types,
+                headers,
             )
-        return pa.RecordBatch.from_arrays(columns, schema=kafka_source_schema(self.include_headers))
+
+
+def _binary(arrow_type: pa.DataType, column: _record_columns.BinaryBuffers) -> pa.Array:
+    """A binary or string array over the native decoder's (offsets, data, validity, null
+    count) buffers."""
+    offsets, data, validity, nulls = column
+    rows = len(offsets) // 4 - 1
+    bitmap = None if validity is None else pa.py_buffer(validity)
+    return pa.Array.from_buffers(
+        arrow_type, rows, [bitmap, pa.py_buffer(offsets), pa.py_buffer(data)], nulls
+    )
+
+
+def _headers(rows: int, offsets: _Buffer, keys: pa.Array, values: pa.Array) -> pa.Array:
+    """The headers column: per record, a list of (key, value) structs."""
+    entries = pa.StructArray.from_arrays([_utf8(keys), values], fields=list(_HEADER))
+    return pa.ListArray.from_arrays(
+        pa.Array.from_buffers(pa.int32(), rows + 1, [None, pa.py_buffer(offsets)]), entries
+    )
+
+
+def _record_batch(
+    topic: str,
+    partition: int,
+    keys: pa.Array,
+    values: pa.Array,
+    offsets: _Buffer,
+    timestamps: _Buffer,
+    timestamp_types: _Buffer,
+    headers: pa.Array | None,
+) -> pa.RecordBatch:
+    """One batch of `kafka_source_schema`: topic and partition are constant for the
+    batch, the other columns over the decoders' buffers."""
+    n = len(keys)
+    columns = [
+        keys,
+        values,
+        pa.repeat(pa.scalar(topic, pa.string()), n),
+        pa.repeat(pa.scalar(partition, pa.int32()), n),
+        pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(offsets)]),
+        pa.Array.from_buffers(pa.timestamp("ms", tz="UTC"), n, [None, pa.py_buffer(timestamps)]),
+        pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(timestamp_types)]),
+    ]
+    if headers is not None:
+        columns.append(headers)
+    return pa.RecordBatch.from_arrays(columns, schema=kafka_source_schema(headers is not None))
 
 
 def _utf8(keys: pa.Array) -> pa.Array:

@@ -36,7 +36,7 @@ from tiercel.protocol.record_batch import (
     is_crc_valid,
     read_header,
 )
-from tiercel.tiered.reader.record_columns import RecordColumns
+from tiercel.tiered.reader.record_columns import new_record_columns
 from tiercel.tiered.reader.scan_plan import PartitionPlan, RemoteTierError, SegmentRange
 from tiercel.tiered.rsm.object_store import ObjectStore
 from tiercel.tiered.rsm.remote_storage_manager import RemoteResourceNotFoundError
@@ -92,7 +92,7 @@ def read_segment_range(
     tp = segment.remote_log_segment_id.topic_partition
     key = segment_range.log_key
     first, last = segment_range.first_offset, segment_range.last_offset
-    columns = RecordColumns(include_headers)
+    columns = new_record_columns(include_headers)
     start, end = byte_range(store, segment_range)
     for position, batch in _batches(store, key, start, end, read_bytes):
         header = read_header(batch)
@@ -123,7 +123,7 @@ def read_segment_range(
             raise RemoteTierError(f"{where}: {e}") from e
         if columns.data_bytes >= batch_bytes:
             yield columns.to_arrow(tp.topic, tp.partition)
-            columns = RecordColumns(include_headers)
+            columns = new_record_columns(include_headers)
     if len(columns):
         yield columns.to_arrow(tp.topic, tp.partition)
 
