@@ -1,7 +1,8 @@
 """The reader library over a real UnifiedLog tiered into a LocalTieredStorage as the
 broker's copier does: every record reads back as produced (keys, values, headers, nulls,
 timestamps, every codec), ranges clip, the offset index saves the segment's start, a
-corrupt batch is an error naming the object."""
+corrupt batch is an error naming the object; with the native record decoder and the
+Python one alike."""
 
 from __future__ import annotations
 
@@ -53,6 +54,9 @@ from tiercel.tiered.rsm.remote_storage_manager import (
 )
 
 __all__ = ["scheduler"]
+
+# Every test here runs with both record decoders (conftest.py's `decoder`).
+pytestmark = pytest.mark.usefixtures("decoder")
 
 
 @pytest.fixture
