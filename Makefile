@@ -8,7 +8,9 @@ BIN := $(VENV)/bin
 # A venv counts only with a working pip: `python3 -m venv` without ensurepip (Debian's
 # python3-venv not installed) fails after making .venv/bin/python, and every later run
 # would trip over that half-made .venv. It is removed, and made again or explained.
-$(BIN)/tiercel: pyproject.toml
+# setup.py and the C source: the install also builds the reader's native decoder
+# (tiered/reader/_record_columns.c) in place, next to its source.
+$(BIN)/tiercel: pyproject.toml setup.py tiered/reader/_record_columns.c
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { \
 	  echo "error: Tiercel needs Python >= 3.11; '$(PYTHON)' is not (make PYTHON=...)" >&2; \
 	  exit 1; }

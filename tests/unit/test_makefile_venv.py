@@ -54,7 +54,9 @@ def make_venv(tmp_path: Path, venv_ok: bool) -> subprocess.CompletedProcess[str]
 
 @pytest.fixture
 def checkout(tmp_path: Path) -> Path:
-    for name in ("Makefile", "pyproject.toml"):
+    # what the venv target depends on
+    for name in ("Makefile", "pyproject.toml", "setup.py", "tiered/reader/_record_columns.c"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(REPO / name, tmp_path / name)
     return tmp_path
 

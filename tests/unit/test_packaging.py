@@ -9,6 +9,7 @@ and nothing generic such as `config` or `server` lands in a user's site-packages
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -79,3 +80,21 @@ def test_readme_import_examples_use_the_namespace() -> None:
         assert module.split(".")[0] not in _top_level_packages(), line
     for line in ours:
         exec(line, {})  # the example really imports
+
+
+def test_the_install_builds_the_readers_native_decoder() -> None:
+    """`pip install -e .` (what `make` runs) compiles tiered/reader/_record_columns.c in
+    place where a C compiler and Python's headers are present; only where they are not
+    does the reader fall back to its pure-Python decoder."""
+    import sysconfig
+
+    from tiercel.tiered.reader import record_columns
+
+    include = Path(sysconfig.get_paths()["include"]) / "Python.h"
+    if not (shutil.which("cc") or shutil.which("gcc")) or not include.is_file():
+        pytest.skip("no C compiler or Python headers: the pure-Python decoder is used")
+    assert record_columns.native_available(), (
+        "the native record decoder is not built: run `pip install -e .` (or `make`) again"
+    )
+    built = list((ROOT / "tiered" / "reader").glob("_record_columns.*.so"))
+    assert built, "the extension lands next to its source, where the editable install finds it"
