@@ -50,6 +50,7 @@ __all__ = [
     "CompressionType",
     "compress",
     "decompress",
+    "decompress_into",
 ]
 
 DEFAULT_MAX_DECOMPRESSED_SIZE = 64 * 1024 * 1024
@@ -134,6 +135,43 @@ def decompress(
     if codec == CompressionType.LZ4:
         return _lz4_decompress(memoryview(data), max_size)
     return _zstd_decompress(memoryview(data), max_size)
+
+
+def decompress_into(
+    codec: int,
+    data: ReadableBuffer,
+    scratch: bytearray,
+    max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+) -> memoryview:
+    """`decompress`, with lz4 and zstd written into ``scratch`` (grown to the output
+    bound when short, never shrunk), for a reader that decompresses batch after batch:
+    no new output buffer allocated and zeroed per batch. Returns a view of the records:
+    of ``scratch`` for lz4 and zstd, of ``data`` for uncompressed records, of a new
+    buffer for gzip and snappy. The view must be released (``with``) before the next
+    call with the same ``scratch``, and is invalid after it. Same errors and limits."""
+    codec = CompressionType.for_id(codec)
+    if codec == CompressionType.NONE:
+        return memoryview(data)
+    if codec not in (CompressionType.LZ4, CompressionType.ZSTD) or not data:
+        return memoryview(decompress(codec, data, max_size))
+    view = memoryview(data)
+    if codec == CompressionType.LZ4:
+        frame_end, bound = _lz4_frame(view)
+        view = view[:frame_end]  # Kafka ignores what follows the frame, the decoder would not
+    else:
+        bound = _zstd_bound(view)
+    if bound > max_size:
+        raise _too_large(codec.kafka_name, max_size)
+    if len(scratch) < bound:
+        scratch.extend(bytes(bound - len(scratch)))
+    try:
+        if codec == CompressionType.LZ4:
+            written = int(cramjam.lz4.decompress_into(view, scratch))
+        else:
+            written = int(cramjam.zstd.decompress_into(view, scratch))
+    except _CODEC_ERRORS as e:
+        raise CorruptRecordError(f"{codec.kafka_name}: {e}") from None
+    return memoryview(scratch)[:written]
 
 
 def _too_large(codec: str, max_size: int) -> RecordTooLargeError:

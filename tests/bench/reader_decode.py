@@ -1,15 +1,18 @@
 """Decode throughput of the reader library (`tiercel.tiered.reader`): one remote segment
-object of 1 KiB values, uncompressed and zstd, read from a local-directory store into
-Arrow batches of Spark's Kafka-source schema.
+object per codec (uncompressed, lz4, zstd by default), read from a local-directory store
+into Arrow batches of Spark's Kafka-source schema.
 
-    .venv/bin/python tests/bench/reader_decode.py [--mb 64] [--batch-records 16]
-        [--rounds 3] [--headers]
+    .venv/bin/python tests/bench/reader_decode.py [--mb 64] [--value-bytes 1024]
+        [--batch-records N] [--codecs none,lz4,zstd] [--rounds 3] [--headers]
+    TIERCEL_READER_PURE_PYTHON=1 .venv/bin/python tests/bench/reader_decode.py ...
 
 Values are text-like (words drawn from a small vocabulary, as JSON-ish payloads
-compress), keys 16 bytes; batches of ``--batch-records`` records, as a producer with
-some linger sends them. Prints the best round's records/s and MB/s (of value bytes) per
-codec, by wall-clock and by process CPU time (the machine is shared: CPU time is the
-steadier figure). Single-threaded; not part of `make test`.
+compress), keys 16 bytes; batches of ``--batch-records`` records (default: 16 KiB of
+values, the Java producer's default batch.size), as a producer with some linger sends
+them. Prints which record decoder ran (native, or the Python fallback forced by
+TIERCEL_READER_PURE_PYTHON=1) and the best round's records/s and MB/s (of value bytes)
+per codec, by wall-clock and by process CPU time (the machine is shared: CPU time is
+the steadier figure). Single-threaded; not part of `make test`.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import uuid
 from tiercel.protocol.compression import CompressionType
 from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
 from tiercel.storage.topic_partition import TopicPartition
-from tiercel.tiered.reader import SegmentRange, read_segment_range
+from tiercel.tiered.reader import SegmentRange, read_segment_range, record_columns
 from tiercel.tiered.rsm.local_tiered_storage import LocalDirectoryStore
 from tiercel.tiered.rsm.object_layout import LOG_SUFFIX, object_key
 from tiercel.tiered.rsm.remote_storage_manager import (
@@ -31,22 +34,26 @@ from tiercel.tiered.rsm.remote_storage_manager import (
     RemoteLogSegmentMetadata,
 )
 
-VALUE_BYTES = 1024
 WORDS = [f"w{n:03d}".encode() for n in range(300)]
 
 
-def values(rng: random.Random, count: int) -> list[bytes]:
-    return [b" ".join(rng.choices(WORDS, k=VALUE_BYTES // 5))[:VALUE_BYTES] for _ in range(count)]
+def values(rng: random.Random, count: int, size: int) -> list[bytes]:
+    return [b" ".join(rng.choices(WORDS, k=size // 5 + 1))[:size] for _ in range(count)]
 
 
 def build_segment(
-    store: LocalDirectoryStore, mb: int, batch_records: int, codec: CompressionType, headers: bool
+    store: LocalDirectoryStore,
+    mb: int,
+    value_bytes: int,
+    batch_records: int,
+    codec: CompressionType,
+    headers: bool,
 ) -> tuple[SegmentRange, int]:
     rng = random.Random(7)
-    pool = values(rng, 512)
+    pool = values(rng, 512, value_bytes)
     batches = []
     offset = 0
-    while offset * VALUE_BYTES < mb * 1024 * 1024:
+    while offset * value_bytes < mb * 1024 * 1024:
         records = [
             SimpleRecord(
                 f"key-{offset + i:012d}".encode(),
@@ -70,14 +77,25 @@ def build_segment(
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--mb", type=int, default=64)
-    parser.add_argument("--batch-records", type=int, default=16)
+    parser.add_argument("--value-bytes", type=int, default=1024)
+    parser.add_argument("--batch-records", type=int, default=0, help="default: 16 KiB")
+    parser.add_argument("--codecs", default="none,lz4,zstd")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--headers", action="store_true")
     args = parser.parse_args()
-    for codec in (CompressionType.NONE, CompressionType.ZSTD):
+    batch_records = args.batch_records or max(1, 16384 // args.value_bytes)
+    native = record_columns.native_available() and not record_columns.pure_python
+    print(
+        f"decoder: {'native' if native else 'python'}; {args.value_bytes}-byte values, "
+        f"{batch_records} records a batch{', headers' if args.headers else ''}"
+    )
+    for name in args.codecs.split(","):
+        codec = CompressionType.from_name(name)
         with tempfile.TemporaryDirectory() as root:
             store = LocalDirectoryStore(root)
-            segment, size = build_segment(store, args.mb, args.batch_records, codec, args.headers)
+            segment, size = build_segment(
+                store, args.mb, args.value_bytes, batch_records, codec, args.headers
+            )
             walls, cpus = [], []
             for _ in range(args.rounds):
                 wall, cpu = time.perf_counter(), time.process_time()

@@ -18,7 +18,7 @@ class Columns:
     def __len__(self) -> int: ...
     def append_records(
         self,
-        records: bytes | bytearray,
+        records: bytes | bytearray | memoryview,
         count: int,
         base_offset: int,
         base_timestamp: int,

@@ -103,6 +103,11 @@ class _BinaryColumn:
 class RecordColumns(Protocol):
     """Columns of the records appended so far (`append_records`), for one partition."""
 
+    # Whether the columns keep views of the records given to `append_records` until
+    # `to_arrow` (the Python decoder), so the caller must not reuse their buffer; the
+    # native decoder copies keys and values out.
+    retains_records: bool
+
     @property
     def data_bytes(self) -> int:
         """Bytes of the values appended so far (the size of an Arrow batch)."""
@@ -112,7 +117,7 @@ class RecordColumns(Protocol):
 
     def append_records(
         self,
-        records: bytes | bytearray,
+        records: bytes | bytearray | memoryview,
         count: int,
         base_offset: int,
         base_timestamp: int,
@@ -147,6 +152,8 @@ def new_record_columns(include_headers: bool) -> RecordColumns:
 class PythonRecordColumns:
     """`RecordColumns` decoded in Python: the fallback and the native decoder's twin."""
 
+    retains_records = True
+
     def __init__(self, include_headers: bool) -> None:
         self.include_headers = include_headers
         self.offsets = array("q")
@@ -164,7 +171,7 @@ class PythonRecordColumns:
 
     def append_records(  # noqa: C901 - the reader's per-record loop, kept flat for speed
         self,
-        records: bytes | bytearray,
+        records: bytes | bytearray | memoryview,
         count: int,
         base_offset: int,
         base_timestamp: int,
@@ -261,7 +268,7 @@ class PythonRecordColumns:
         self.data_bytes += appended
 
     def _append_headers(
-        self, records: bytes | bytearray, view: memoryview, p: int, end: int
+        self, records: bytes | bytearray | memoryview, view: memoryview, p: int, end: int
     ) -> int:
         b = records[p]
         if b < 0x80:
@@ -323,6 +330,8 @@ if _record_columns is not None:
 
     class NativeRecordColumns(_record_columns.Columns):
         """`RecordColumns` decoded by the C extension; Arrow arrays over its buffers."""
+
+        retains_records = False
 
         def to_arrow(self, topic: str, partition: int) -> pa.RecordBatch:
             """The columns as one Arrow batch of `kafka_source_schema`; the columns are

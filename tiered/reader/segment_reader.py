@@ -26,17 +26,18 @@ from typing import Final
 
 import pyarrow as pa
 
-from tiercel.protocol.compression import decompress
+from tiercel.protocol.compression import decompress, decompress_into
 from tiercel.protocol.errors import KafkaError
 from tiercel.protocol.record_batch import (
     LOG_OVERHEAD,
     MAGIC_V2,
     RECORD_BATCH_OVERHEAD,
+    RecordBatchHeader,
     TimestampType,
     is_crc_valid,
     read_header,
 )
-from tiercel.tiered.reader.record_columns import new_record_columns
+from tiercel.tiered.reader.record_columns import RecordColumns, new_record_columns
 from tiercel.tiered.reader.scan_plan import PartitionPlan, RemoteTierError, SegmentRange
 from tiercel.tiered.rsm.object_store import ObjectStore
 from tiercel.tiered.rsm.remote_storage_manager import RemoteResourceNotFoundError
@@ -93,9 +94,10 @@ def read_segment_range(
     key = segment_range.log_key
     first, last = segment_range.first_offset, segment_range.last_offset
     columns = new_record_columns(include_headers)
+    # lz4 and zstd records of one batch at a time, for a decoder that copies them out
+    scratch = bytearray()
     start, end = byte_range(store, segment_range)
-    for position, batch in _batches(store, key, start, end, read_bytes):
-        header = read_header(batch)
+    for position, header, batch in _batches(store, key, start, end, read_bytes):
         if header.base_offset > last:
             break
         if header.base_offset + header.last_offset_delta < first:
@@ -107,18 +109,13 @@ def read_segment_range(
             raise RemoteTierError(f"{where}: record batch fails its CRC-32C check")
         if header.is_control:
             continue
-        log_append = header.timestamp_type == TimestampType.LOG_APPEND_TIME
+        payload = batch[RECORD_BATCH_OVERHEAD:]
         try:
-            records = decompress(header.compression, batch[RECORD_BATCH_OVERHEAD:])
-            columns.append_records(
-                records,
-                header.records_count,
-                header.base_offset,
-                header.base_timestamp,
-                header.max_timestamp if log_append else None,
-                first,
-                last,
-            )
+            if columns.retains_records:
+                _append(columns, header, decompress(header.compression, payload), first, last)
+            else:
+                with decompress_into(header.compression, payload, scratch) as records:
+                    _append(columns, header, records, first, last)
         except KafkaError as e:
             raise RemoteTierError(f"{where}: {e}") from e
         if columns.data_bytes >= batch_bytes:
@@ -128,23 +125,44 @@ def read_segment_range(
         yield columns.to_arrow(tp.topic, tp.partition)
 
 
+def _append(
+    columns: RecordColumns,
+    header: RecordBatchHeader,
+    records: bytes | bytearray | memoryview,
+    first: int,
+    last: int,
+) -> None:
+    log_append = header.timestamp_type == TimestampType.LOG_APPEND_TIME
+    columns.append_records(
+        records,
+        header.records_count,
+        header.base_offset,
+        header.base_timestamp,
+        header.max_timestamp if log_append else None,
+        first,
+        last,
+    )
+
+
 def _batches(
     store: ObjectStore, key: str, start: int, end: int, read_bytes: int
-) -> Iterator[tuple[int, bytes]]:
-    """(position, bytes) of each whole batch of object ``key`` from ``start`` to
-    ``end``."""
+) -> Iterator[tuple[int, RecordBatchHeader, memoryview]]:
+    """(position, header, bytes) of each whole batch of object ``key`` from ``start``
+    to ``end``; the bytes a view of the ranged reads, not a copy."""
     buffer = b""
     position = start  # of buffer[0] in the object
     for chunk in _chunks(store, key, start, end, read_bytes):
         buffer += chunk
+        view = memoryview(buffer)
         used = 0
         while len(buffer) - used >= RECORD_BATCH_OVERHEAD:
-            size = read_header(buffer, used).batch_length + LOG_OVERHEAD
+            header = read_header(buffer, used)
+            size = header.batch_length + LOG_OVERHEAD
             if size < RECORD_BATCH_OVERHEAD:
                 raise RemoteTierError(f"{key} at position {position + used}: bad batch size")
             if len(buffer) - used < size:
                 break
-            yield position + used, buffer[used : used + size]
+            yield position + used, header, view[used : used + size]
             used += size
         buffer, position = buffer[used:], position + used
     if buffer:

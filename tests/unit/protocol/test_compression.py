@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Callable
 
 import cramjam
 import pytest
@@ -11,12 +12,34 @@ from aiokafka import codec as aiokafka_codec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tiercel.protocol.compression import CompressionType, compress, decompress
+from tiercel.protocol.compression import (
+    DEFAULT_MAX_DECOMPRESSED_SIZE,
+    CompressionType,
+    compress,
+    decompress,
+    decompress_into,
+)
 from tiercel.protocol.errors import CorruptRecordError, RecordTooLargeError, UnknownServerError
 
 CODECS = [c for c in CompressionType if c != CompressionType.NONE]
 XERIAL_HEADER = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)
 PAYLOAD = b"".join(b"record %d of a compressible batch; " % i for i in range(3000))
+
+
+_SCRATCH = bytearray()
+
+
+def into_scratch(codec: int, data: bytes, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> bytes:
+    """`decompress_into` through one scratch buffer every test shares, reused as the
+    reader reuses it."""
+    with decompress_into(codec, data, _SCRATCH, max_size) as view:
+        return bytes(view)
+
+
+# The checks below hold for both entry points.
+DECODERS = pytest.mark.parametrize(
+    "decode", [decompress, into_scratch], ids=["decompress", "decompress_into"]
+)
 
 
 def xerial(*chunks: bytes) -> bytes:
@@ -57,39 +80,52 @@ def test_round_trip(codec: CompressionType, data: bytes) -> None:
     compressed = compress(codec, data)
     assert bytes(decompress(codec, compressed)) == data
     assert bytes(decompress(codec, memoryview(b"\x00" + compressed)[1:])) == data
+    assert into_scratch(codec, compressed) == data
 
 
 @pytest.mark.parametrize(
     "codec", [CompressionType.GZIP, CompressionType.SNAPPY, CompressionType.ZSTD]
 )
-def test_limit_is_exact_where_the_codec_knows_sizes(codec: CompressionType) -> None:
+@DECODERS
+def test_limit_is_exact_where_the_codec_knows_sizes(
+    decode: Callable[..., bytes | bytearray], codec: CompressionType
+) -> None:
     # zstd: our frames declare their content size
     compressed = compress(codec, PAYLOAD)
-    assert bytes(decompress(codec, compressed, len(PAYLOAD))) == PAYLOAD
+    assert bytes(decode(codec, compressed, len(PAYLOAD))) == PAYLOAD
     with pytest.raises(RecordTooLargeError, match=codec.kafka_name):
-        decompress(codec, compressed, len(PAYLOAD) - 1)
+        decode(codec, compressed, len(PAYLOAD) - 1)
 
 
 @pytest.mark.parametrize("codec", CODECS)
-def test_bombs_are_refused(codec: CompressionType) -> None:
+@DECODERS
+def test_bombs_are_refused(
+    decode: Callable[..., bytes | bytearray], codec: CompressionType
+) -> None:
     bomb = compress(codec, bytes(10 * 1024 * 1024))
     assert len(bomb) < 1024 * 1024
     with pytest.raises(RecordTooLargeError):
-        decompress(codec, bomb, 1024 * 1024)
+        decode(codec, bomb, 1024 * 1024)
 
 
 @pytest.mark.parametrize("codec", CODECS)
-def test_garbage_and_truncation_are_corrupt(codec: CompressionType) -> None:
+@DECODERS
+def test_garbage_and_truncation_are_corrupt(
+    decode: Callable[..., bytes | bytearray], codec: CompressionType
+) -> None:
     compressed = compress(codec, PAYLOAD)
     for bad in (b"\x00" * 40, compressed[: len(compressed) // 2], b"\xff"):
         with pytest.raises(CorruptRecordError, match=codec.kafka_name):
-            decompress(codec, bad)
+            decode(codec, bad)
     with pytest.raises(CorruptRecordError, match="empty"):
-        decompress(codec, b"")
+        decode(codec, b"")
 
 
 def test_none_passes_data_through() -> None:
     assert decompress(CompressionType.NONE, b"abc") == b"abc"
+    data = bytearray(b"abc")
+    with decompress_into(CompressionType.NONE, data, bytearray()) as view:
+        assert view.obj is data, "a view of the data, not a copy"
     assert decompress(CompressionType.NONE, memoryview(b"abc")) == b"abc"
     assert compress(CompressionType.NONE, bytearray(b"abc")) == b"abc"
 
@@ -254,6 +290,7 @@ def test_lz4_frames_kafka_accepts() -> None:
     # bytes after the end mark are ignored, as Kafka's Lz4BlockInputStream does
     assert decompress(codec, compress(codec, b"abc") + b"more") == b"abc"
     assert decompress(codec, checksums + b"x") == b"abcde"
+    assert into_scratch(codec, checksums + b"x") == b"abcde"
 
 
 @pytest.mark.parametrize(
@@ -277,39 +314,48 @@ def test_lz4_frames_kafka_accepts() -> None:
         (lz4_frame(0x60, 0x40, struct.pack("<I", 3) + b"\xff\xff\xff"), "lz4: "),
     ],
 )
-def test_lz4_frames_rejected(frame: bytes, message: str) -> None:
+@DECODERS
+def test_lz4_frames_rejected(
+    decode: Callable[..., bytes | bytearray], frame: bytes, message: str
+) -> None:
     with pytest.raises(CorruptRecordError, match=message):
-        decompress(CompressionType.LZ4, frame)
+        decode(CompressionType.LZ4, frame)
 
 
-def test_lz4_limit_uses_the_content_size_or_the_block_bound() -> None:
+@DECODERS
+def test_lz4_limit_uses_the_content_size_or_the_block_bound(
+    decode: Callable[..., bytes | bytearray],
+) -> None:
     codec = CompressionType.LZ4
     content = b"s" * 100 + b"c" * 100
     blocks = (lz4_block(b"s" * 100, stored=True), lz4_block(b"c" * 100))
     sized = lz4_frame(0x68, 0x40, *blocks, content=content)
-    assert decompress(codec, sized, 200) == content
+    assert decode(codec, sized, 200) == content
     with pytest.raises(RecordTooLargeError):
-        decompress(codec, sized, 199)
+        decode(codec, sized, 199)
     # without a content size, a compressed block may hold a whole 64 KiB block
     unsized = lz4_frame(0x60, 0x40, *blocks)
-    assert decompress(codec, unsized, 100 + 65536) == content
+    assert decode(codec, unsized, 100 + 65536) == content
     with pytest.raises(RecordTooLargeError):
-        decompress(codec, unsized, 100 + 65535)
+        decode(codec, unsized, 100 + 65535)
 
 
 # --- zstd -------------------------------------------------------------------------------
 
 
-def test_zstd_frames_without_content_size_use_the_block_bound() -> None:
+@DECODERS
+def test_zstd_frames_without_content_size_use_the_block_bound(
+    decode: Callable[..., bytes | bytearray],
+) -> None:
     streaming = cramjam.zstd.Compressor(level=3)
     streaming.compress(PAYLOAD)
     frame = bytes(streaming.finish())
     assert not frame[4] & 0xC0 and not frame[4] & 0x20  # no content size in the header
-    assert decompress(CompressionType.ZSTD, frame) == PAYLOAD
+    assert decode(CompressionType.ZSTD, frame) == PAYLOAD
     # the bound is one 128 KiB block above the real size at most
-    assert decompress(CompressionType.ZSTD, frame, len(PAYLOAD) + 128 * 1024) == PAYLOAD
+    assert decode(CompressionType.ZSTD, frame, len(PAYLOAD) + 128 * 1024) == PAYLOAD
     with pytest.raises(RecordTooLargeError):
-        decompress(CompressionType.ZSTD, frame, len(PAYLOAD) - 1)
+        decode(CompressionType.ZSTD, frame, len(PAYLOAD) - 1)
 
 
 def test_zstd_reads_concatenated_and_skippable_frames() -> None:
@@ -332,6 +378,9 @@ def test_zstd_reads_concatenated_and_skippable_frames() -> None:
         (b"\x28\xb5\x2f\xfd\xc0" + b"\x00" * 4, "truncated frame header"),
     ],
 )
-def test_zstd_corruption(data: bytes, message: str) -> None:
+@DECODERS
+def test_zstd_corruption(
+    decode: Callable[..., bytes | bytearray], data: bytes, message: str
+) -> None:
     with pytest.raises(CorruptRecordError, match=message):
-        decompress(CompressionType.ZSTD, data)
+        decode(CompressionType.ZSTD, data)
