@@ -149,9 +149,9 @@ def decompress_into(
     of ``scratch`` for lz4 and zstd, of ``data`` for uncompressed records, of a new
     buffer for gzip and snappy. The view must be released (``with``) before the next
     call with the same ``scratch``, and is invalid after it. Same errors and limits."""
-    codec = CompressionType.for_id(codec)
-    if codec == CompressionType.NONE:
+    if codec == CompressionType.NONE:  # before for_id: the common case, once a batch
         return memoryview(data)
+    codec = CompressionType.for_id(codec)
     if codec not in (CompressionType.LZ4, CompressionType.ZSTD) or not data:
         return memoryview(decompress(codec, data, max_size))
     view = memoryview(data)

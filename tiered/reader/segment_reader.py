@@ -102,11 +102,10 @@ def read_segment_range(
             break
         if header.base_offset + header.last_offset_delta < first:
             continue
-        where = f"{key} at position {position} (offset {header.base_offset})"
         if header.magic != MAGIC_V2:
-            raise RemoteTierError(f"{where}: record batch magic {header.magic}, not 2")
+            raise _corrupt(key, position, header, f"record batch magic {header.magic}, not 2")
         if not is_crc_valid(batch, 0, header):
-            raise RemoteTierError(f"{where}: record batch fails its CRC-32C check")
+            raise _corrupt(key, position, header, "record batch fails its CRC-32C check")
         if header.is_control:
             continue
         payload = batch[RECORD_BATCH_OVERHEAD:]
@@ -117,12 +116,18 @@ def read_segment_range(
                 with decompress_into(header.compression, payload, scratch) as records:
                     _append(columns, header, records, first, last)
         except KafkaError as e:
-            raise RemoteTierError(f"{where}: {e}") from e
+            raise _corrupt(key, position, header, str(e)) from e
         if columns.data_bytes >= batch_bytes:
             yield columns.to_arrow(tp.topic, tp.partition)
             columns = new_record_columns(include_headers)
     if len(columns):
         yield columns.to_arrow(tp.topic, tp.partition)
+
+
+def _corrupt(key: str, position: int, header: RecordBatchHeader, what: str) -> RemoteTierError:
+    """The error for a bad batch, naming the object and where in it (formatted only
+    then: the loop runs once a batch)."""
+    return RemoteTierError(f"{key} at position {position} (offset {header.base_offset}): {what}")
 
 
 def _append(
