@@ -1,6 +1,5 @@
 /* Records of RecordBatch v2 straight into Arrow column buffers: the native decoder of
- * tiercel.tiered.reader.record_columns (which holds the pure-Python twin, used when
- * this extension is not built, and the Arrow assembly).
+ * tiercel.tiered.reader.record_columns, which holds its Python twin and the Arrow assembly.
  *
  * Columns.append_records walks a decompressed records section (Kafka's
  * DefaultRecord.readFrom framing: varint length, attributes, varlong timestamp delta,
@@ -15,9 +14,8 @@
  * framing raises tiercel.protocol.errors.InvalidRecordError as it does: the tests run
  * both over the same valid and corrupted inputs and compare.
  *
- * The walk runs without the GIL (it touches no Python object), so reader threads
- * decode in parallel; one Columns per thread, as the Python class: a second concurrent
- * call on the same object raises RuntimeError rather than racing.
+ * The walk runs without the GIL (it touches no Python object), so reader threads decode
+ * in parallel; one Columns per thread: a concurrent second call raises RuntimeError.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -187,15 +185,9 @@ buffer_take(Buf *b)
 static PyObject *
 binary_take(Binary *c)
 {
-    PyObject *offsets = buffer_take(&c->offsets);
-    PyObject *data = buffer_take(&c->data);
     PyObject *validity = c->nulls ? buffer_take(&c->validity) : Py_NewRef(Py_None);
-    PyObject *out = NULL;
-    if (offsets && data && validity)
-        out = Py_BuildValue("(OOOn)", offsets, data, validity, c->nulls);
-    Py_XDECREF(offsets);
-    Py_XDECREF(data);
-    Py_XDECREF(validity);
+    PyObject *out = Py_BuildValue("(NNNn)", buffer_take(&c->offsets), buffer_take(&c->data),
+                                  validity, c->nulls);
     binary_free(c);
     if (binary_init(c) < 0 && out) {
         Py_DECREF(out);
@@ -273,29 +265,11 @@ columns_dealloc(Columns *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* Zigzag varint (at most 5 bytes, 32 bits) and varlong (10 bytes, 64 bits) at *p,
- * below end, as protocol.records.decode_varint / decode_varlong. 0, or an error
- * message. */
+/* The unsigned varint at *p, below end, of at most `max_bytes` bytes (5 for a varint,
+ * 10 for a varlong, as protocol.records reads them); 0, or an error message. */
 static inline const char *
-read_varint(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *p, int32_t *out)
-{
-    uint32_t raw = 0;
-    for (int shift = 0;; shift += 7) {
-        if (*p >= end)
-            return "records section ends inside a record";
-        unsigned char b = buf[(*p)++];
-        raw |= (uint32_t)(b & 0x7F) << shift;
-        if (b < 0x80)
-            break;
-        if (shift + 7 > 28)
-            return "Found invalid record structure: varint is too long";
-    }
-    *out = (int32_t)((raw >> 1) ^ (0u - (raw & 1)));
-    return NULL;
-}
-
-static inline const char *
-read_varlong(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *p, int64_t *out)
+read_unsigned(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *p, int max_bytes,
+              uint64_t *out)
 {
     uint64_t raw = 0;
     for (int shift = 0;; shift += 7) {
@@ -305,35 +279,44 @@ read_varlong(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *p, int64_t *o
         raw |= (uint64_t)(b & 0x7F) << shift;
         if (b < 0x80)
             break;
-        if (shift + 7 > 63)
-            return "Found invalid record structure: varlong is too long";
+        if (shift + 7 >= 7 * max_bytes)
+            return max_bytes == 5 ? "Found invalid record structure: varint is too long"
+                                  : "Found invalid record structure: varlong is too long";
     }
-    *out = (int64_t)((raw >> 1) ^ (0u - (raw & 1)));
+    *out = raw;
     return NULL;
 }
 
-#define ERR(...)                                          \
-    do {                                                  \
-        snprintf(err, sizeof err, __VA_ARGS__);           \
-        goto fail;                                        \
-    } while (0)
-#define VARINT(v)                                         \
-    do {                                                  \
-        if ((msg = read_varint(buf, end, &p, &(v))) != NULL) \
-            ERR("%s", msg);                               \
-    } while (0)
-#define OOM()                                             \
-    do {                                                  \
-        oom = 1;                                          \
-        goto fail;                                        \
-    } while (0)
-#define APPEND_BINARY(column, src, size)                  \
-    do {                                                  \
-        int rc_ = binary_append((column), (src), (size)); \
-        if (rc_ == -1)                                    \
-            OOM();                                        \
-        if (rc_ == -2)                                    \
-            ERR("more than 2 GiB of key, value or header bytes in one Arrow batch"); \
+/* Zigzag varint (32 bits) and varlong (64 bits), as decode_varint / decode_varlong. */
+static inline const char *
+read_varint(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *p, int32_t *out)
+{
+    uint64_t raw = 0;
+    const char *msg = read_unsigned(buf, end, p, 5, &raw);
+    uint32_t u = (uint32_t)raw;
+    *out = (int32_t)((u >> 1) ^ (0u - (u & 1)));
+    return msg;
+}
+
+static inline const char *
+read_varlong(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *p, int64_t *out)
+{
+    uint64_t raw = 0;
+    const char *msg = read_unsigned(buf, end, p, 10, &raw);
+    *out = (int64_t)((raw >> 1) ^ (0u - (raw & 1)));
+    return msg;
+}
+
+#define ERR(...) do { snprintf(err, sizeof err, __VA_ARGS__); goto fail; } while (0)
+#define VARINT(v) do { if ((msg = read_varint(buf, end, &p, &(v)))) ERR("%s", msg); } while (0)
+#define OOM() do { oom = 1; goto fail; } while (0)
+#define APPEND_BINARY(column, src, size)                                                  \
+    do {                                                                                  \
+        int rc_ = binary_append((column), (src), (size));                                 \
+        if (rc_ == -1)                                                                    \
+            OOM();                                                                        \
+        if (rc_ == -2)                                                                    \
+            ERR("more than 2 GiB of key, value or header bytes in one Arrow batch");      \
     } while (0)
 
 /* The headers of one record at p, which end at or before record_end; the new position,
@@ -511,35 +494,17 @@ columns_take(Columns *self, PyObject *Py_UNUSED(ignored))
         PyErr_SetString(PyExc_RuntimeError, "Columns used by two threads at once");
         return NULL;
     }
-    Py_ssize_t rows = self->rows;
-    PyObject *offsets = buffer_take(&self->offsets);
-    PyObject *timestamps = buffer_take(&self->timestamps);
-    PyObject *types = buffer_take(&self->timestamp_types);
-    PyObject *keys = binary_take(&self->keys);
-    PyObject *values = binary_take(&self->values);
-    PyObject *headers = NULL;
-    if (self->include_headers) {
-        PyObject *header_offsets = buffer_take(&self->header_offsets);
-        PyObject *header_keys = binary_take(&self->header_keys);
-        PyObject *header_values = binary_take(&self->header_values);
-        if (header_offsets && header_keys && header_values)
-            headers = PyTuple_Pack(3, header_offsets, header_keys, header_values);
-        Py_XDECREF(header_offsets);
-        Py_XDECREF(header_keys);
-        Py_XDECREF(header_values);
-    } else {
-        headers = Py_NewRef(Py_None);
-    }
-    PyObject *out = NULL;
-    if (offsets && timestamps && types && keys && values && headers)
-        out = Py_BuildValue("(nOOOOOO)", rows, offsets, timestamps, types, keys, values,
-                            headers);
-    Py_XDECREF(offsets);
-    Py_XDECREF(timestamps);
-    Py_XDECREF(types);
-    Py_XDECREF(keys);
-    Py_XDECREF(values);
-    Py_XDECREF(headers);
+    /* "N" hands over the new references; on a NULL, Py_BuildValue fails and drops
+     * the others. */
+    PyObject *headers = self->include_headers
+                            ? Py_BuildValue("(NNN)", buffer_take(&self->header_offsets),
+                                            binary_take(&self->header_keys),
+                                            binary_take(&self->header_values))
+                            : Py_NewRef(Py_None);
+    PyObject *out = Py_BuildValue("(nNNNNNN)", self->rows, buffer_take(&self->offsets),
+                                  buffer_take(&self->timestamps),
+                                  buffer_take(&self->timestamp_types), binary_take(&self->keys),
+                                  binary_take(&self->values), headers);
     columns_free(self);
     if (columns_reset(self) < 0) {
         Py_XDECREF(out);

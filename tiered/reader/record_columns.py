@@ -51,7 +51,6 @@ __all__ = [
     "new_record_columns",
 ]
 
-# Whether `new_record_columns` uses the Python decoder even when the native one is built.
 # Column buffers as the two decoders hand them to pyarrow.
 _Buffer: TypeAlias = "array[int] | _record_columns.Buffer"
 
