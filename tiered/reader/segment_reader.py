@@ -7,9 +7,8 @@ below the first wanted offset, so the read starts there, not at the segment's st
 (Kafka's RemoteLogManager.read does the same through RemoteIndexCache.lookupOffset),
 and the entry after the first one past the last wanted offset bounds the end. The
 ``.log`` object is read in large sequential ranges between the two. Each batch is
-checked as a consumer checks it: magic 2, CRC-32C; then decompressed
-(`protocol.compression`), control batches skipped, and its records decoded into columns
-(`record_columns`), clipped to the range. An object shorter than its manifest says is
+checked, decompressed and decoded into columns clipped to the range by
+`record_batches`, the step shared with the broker tail. An object shorter than its manifest says is
 an error, as is a missing one.
 
 Blocking; any thread (the store's contract); one call per range, which fetches the next
@@ -26,16 +25,8 @@ from typing import Final
 
 import pyarrow as pa
 
-from tiercel.protocol.compression import decompress
-from tiercel.protocol.errors import KafkaError
-from tiercel.protocol.record_batch import (
-    LOG_OVERHEAD,
-    MAGIC_V2,
-    RECORD_BATCH_OVERHEAD,
-    TimestampType,
-    is_crc_valid,
-    read_header,
-)
+from tiercel.protocol.record_batch import read_header
+from tiercel.tiered.reader.record_batches import CorruptBatchError, append_batch, whole_batches
 from tiercel.tiered.reader.record_columns import RecordColumns
 from tiercel.tiered.reader.scan_plan import PartitionPlan, RemoteTierError, SegmentRange
 from tiercel.tiered.rsm.object_store import ObjectStore
@@ -98,28 +89,12 @@ def read_segment_range(
         header = read_header(batch)
         if header.base_offset > last:
             break
-        if header.base_offset + header.last_offset_delta < first:
+        if header.last_offset < first:
             continue
-        where = f"{key} at position {position} (offset {header.base_offset})"
-        if header.magic != MAGIC_V2:
-            raise RemoteTierError(f"{where}: record batch magic {header.magic}, not 2")
-        if not is_crc_valid(batch, 0, header):
-            raise RemoteTierError(f"{where}: record batch fails its CRC-32C check")
-        if header.is_control:
-            continue
-        log_append = header.timestamp_type == TimestampType.LOG_APPEND_TIME
         try:
-            records = decompress(header.compression, batch[RECORD_BATCH_OVERHEAD:])
-            columns.append_records(
-                records,
-                header.records_count,
-                header.base_offset,
-                header.base_timestamp,
-                header.max_timestamp if log_append else None,
-                first,
-                last,
-            )
-        except KafkaError as e:
+            append_batch(columns, batch, header, first, last)
+        except CorruptBatchError as e:
+            where = f"{key} at position {position} (offset {header.base_offset})"
             raise RemoteTierError(f"{where}: {e}") from e
         if columns.data_bytes >= batch_bytes:
             yield columns.to_arrow(tp.topic, tp.partition)
@@ -138,14 +113,12 @@ def _batches(
     for chunk in _chunks(store, key, start, end, read_bytes):
         buffer += chunk
         used = 0
-        while len(buffer) - used >= RECORD_BATCH_OVERHEAD:
-            size = read_header(buffer, used).batch_length + LOG_OVERHEAD
-            if size < RECORD_BATCH_OVERHEAD:
-                raise RemoteTierError(f"{key} at position {position + used}: bad batch size")
-            if len(buffer) - used < size:
-                break
-            yield position + used, buffer[used : used + size]
-            used += size
+        try:
+            for at, size in whole_batches(buffer):
+                yield position + at, buffer[at : at + size]
+                used = at + size
+        except CorruptBatchError as e:
+            raise RemoteTierError(f"{key} at position {position + used}: {e}") from e
         buffer, position = buffer[used:], position + used
     if buffer:
         raise RemoteTierError(f"{key}: truncated record batch at position {position}")
