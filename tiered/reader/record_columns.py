@@ -6,9 +6,10 @@ positions and numbers: offsets, timestamps and lengths go into ``array`` buffers
 and values stay zero-copy ``memoryview`` slices of the decompressed records until
 `to_arrow` joins them into one data buffer per column and builds the Arrow arrays from
 buffers (`pyarrow.Array.from_buffers`), so no Python object is made per record beyond
-the slices. Varints of one or two bytes (deltas and lengths below 64 and 8192, the
-common case) are decoded inline, longer ones by `protocol.records`. Header keys are
-taken as UTF-8, as Kafka's clients write them.
+the slices. Short varints (timestamp deltas and key sizes below 64; offset deltas,
+record and value sizes below 8192: the common case, producers' large batches included)
+are decoded inline, longer ones by `protocol.records`. Header keys are taken as UTF-8,
+as Kafka's clients write them.
 
 Not thread-safe: one accumulator per reading thread.
 """
@@ -132,6 +133,9 @@ class RecordColumns:
                 b = records[p]
                 if b < 0x80:
                     offset_delta, p = (b >> 1) ^ -(b & 1), p + 1
+                elif records[p + 1] < 0x80:  # deltas 64-8191: producers' large batches
+                    raw = (b & 0x7F) | (records[p + 1] << 7)
+                    offset_delta, p = (raw >> 1) ^ -(raw & 1), p + 2
                 else:
                     offset_delta, p = decode_varint(records, p)
                 offset = base_offset + offset_delta
