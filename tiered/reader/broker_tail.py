@@ -31,22 +31,27 @@ partition and error. OFFSET_OUT_OF_RANGE is not retried: the range is gone (rete
 DeleteRecords) and the error says so with the partition's current bounds.
 
 Limits: PLAINTEXT listeners only — SASL and TLS are not supported; one connection per
-broker per call, one request at a time; not thread-safe (one call per thread).
+broker per call, one request in flight (sent by a helper thread, so that the broker
+prepares the next response while this one decodes); a call is not thread-safe (one
+iterator per thread), separate calls are independent.
 """
 
 from __future__ import annotations
 
 import socket
 import struct
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, Final
 
 import pyarrow as pa
 
 from tiercel.protocol.client_frames import FrameError, decode_response, encode_request
 from tiercel.protocol.errors import ErrorCode
-from tiercel.protocol.record_batch import read_header
+from tiercel.protocol.record_batch import RecordBatchHeader, read_header
 from tiercel.tiered.reader.record_batches import CorruptBatchError, append_batch, whole_batches
 from tiercel.tiered.reader.record_columns import RecordColumns
 
@@ -103,11 +108,16 @@ class _RetriableError(Exception):
 
 
 class _Deadline:
-    """``timeout_s`` from now (or from the last `reset`), with Kafka's backoff."""
+    """``timeout_s`` from now (or from the last `reset`), with Kafka's backoff; any
+    thread may `cancel` the waits."""
 
     def __init__(self, timeout_s: float) -> None:
         self.timeout_s = timeout_s
+        self._cancelled = threading.Event()
         self.reset()
+
+    def cancel(self) -> None:
+        self._cancelled.set()
 
     def reset(self) -> None:
         self._end = time.monotonic() + self.timeout_s
@@ -122,7 +132,8 @@ class _Deadline:
         remaining = self.remaining()
         if remaining <= self._backoff:
             raise BrokerTailError(f"{error} (still failing after {self.timeout_s:g} s)")
-        time.sleep(self._backoff)
+        if self._cancelled.wait(self._backoff):
+            raise BrokerTailError(f"{error} (the read was abandoned)")
         self._backoff = min(self._backoff * 2, _BACKOFF_MAX_S)
 
 
@@ -404,52 +415,102 @@ def read_broker_range(
     ``last_offset`` (inclusive), in order, each once, as Arrow batches of
     `record_columns.kafka_source_schema`. ``timeout_s`` bounds a stall (retries without
     progress), not the whole read. Offsets past the high watermark are waited for until
-    then; transaction markers are skipped, aborted records kept (read_uncommitted)."""
+    then; transaction markers are skipped, aborted records kept (read_uncommitted).
+
+    A helper thread sends the next Fetch as soon as a response's batch headers say where
+    it starts, so the broker reads and sends it while this thread decodes."""
+    if first_offset > last_offset:
+        return
     deadline = _Deadline(timeout_s)
     columns = RecordColumns(include_headers)
-    next_offset = first_offset
-    with _Cluster(bootstrap_servers, deadline) as cluster:
-        while next_offset <= last_offset:
-            fetched = _fetch_partition(cluster, topic, partition, next_offset, last_offset)
-            if fetched is None:
-                continue  # retried after a backoff
-            where, data = fetched
-            records = data.records or b""
-            before = next_offset
-            try:
-                next_offset = _append_response(columns, records, next_offset, last_offset)
-            except CorruptBatchError as e:
-                raise BrokerTailError(f"{where}: {e}") from e
-            if columns.data_bytes >= _BATCH_BYTES:
-                yield columns.to_arrow(topic, partition)
-                columns = RecordColumns(include_headers)
-            if next_offset > before:
-                deadline.reset()
-            elif data.high_watermark <= next_offset:
-                deadline.backoff(f"{where}: past the high watermark {data.high_watermark}")
-            elif records:
-                raise BrokerTailError(f"{where}: no whole batch in {len(records)} bytes")
-            else:
-                high_watermark = data.high_watermark
-                deadline.backoff(f"{where}: no records below the high watermark {high_watermark}")
+    with (
+        _Cluster(bootstrap_servers, deadline) as cluster,
+        ThreadPoolExecutor(1, thread_name_prefix="tiercel-broker-tail") as prefetch,
+    ):
+        try:
+            args = (cluster, topic, partition)
+            pending: Future[_Fetched] | None = prefetch.submit(
+                _fetch_ahead, *args, first_offset, last_offset
+            )
+            while pending is not None:
+                fetched = pending.result()
+                pending = None
+                if fetched.next_offset <= last_offset:
+                    pending = prefetch.submit(_fetch_ahead, *args, fetched.next_offset, last_offset)
+                try:
+                    for at, size, header in fetched.batches:
+                        batch = fetched.records[at : at + size]
+                        append_batch(columns, batch, header, fetched.offset, last_offset)
+                except CorruptBatchError as e:
+                    raise BrokerTailError(f"{fetched.where}: {e}") from e
+                if columns.data_bytes >= _BATCH_BYTES:
+                    yield columns.to_arrow(topic, partition)
+                    columns = RecordColumns(include_headers)
+        finally:
+            deadline.cancel()  # a fetch still retrying stops; the executor awaits it
     if len(columns):
         yield columns.to_arrow(topic, partition)
 
 
-def _append_response(
-    columns: RecordColumns, records: bytes, next_offset: int, last_offset: int
-) -> int:
-    """Append the records of a Fetch response's whole batches from ``next_offset`` to
-    ``last_offset``; returns the offset to fetch next (past ``last_offset``: done)."""
+@dataclass(frozen=True, slots=True)
+class _Fetched:
+    """One Fetch response's whole batches within the range, found by their headers."""
+
+    where: str
+    records: bytes
+    batches: list[tuple[int, int, RecordBatchHeader]]  # (position, size, header)
+    offset: int  # fetched at: records below it were read from an earlier response
+    next_offset: int  # where the next fetch starts; past the range's end: done
+
+
+def _fetch_ahead(
+    cluster: _Cluster, topic: str, partition: int, offset: int, last_offset: int
+) -> _Fetched:
+    """Fetch at ``offset`` until a response holds records of the range (or shows the
+    range has no more), with backoff; BrokerTailError after ``timeout_s`` without."""
+    while True:
+        fetched = _fetch_partition(cluster, topic, partition, offset, last_offset)
+        if fetched is None:
+            continue  # retried after a backoff
+        where, data = fetched
+        records = data.records or b""
+        try:
+            batches, next_offset = _batches_in_range(records, offset, last_offset)
+        except CorruptBatchError as e:
+            raise BrokerTailError(f"{where}: {e}") from e
+        if next_offset > offset:
+            cluster.deadline.reset()
+            return _Fetched(where, records, batches, offset, next_offset)
+        high_watermark = data.high_watermark
+        if high_watermark <= offset:
+            cluster.deadline.backoff(f"{where}: past the high watermark {high_watermark}")
+        elif records:
+            # KIP-74: the first batch comes whole whatever the size limit, so bytes with
+            # no whole batch are a broken response, not a reason to wait.
+            raise BrokerTailError(f"{where}: no whole batch in {len(records)} bytes")
+        else:
+            cluster.deadline.backoff(
+                f"{where}: no records below the high watermark {high_watermark}"
+            )
+
+
+def _batches_in_range(
+    records: bytes, offset: int, last_offset: int
+) -> tuple[list[tuple[int, int, RecordBatchHeader]], int]:
+    """The whole batches of ``records`` holding offsets ``offset`` to ``last_offset``,
+    and the offset after the last of them (past ``last_offset`` when the range ends
+    here). A partial batch at the end is left for the next fetch."""
+    batches: list[tuple[int, int, RecordBatchHeader]] = []
+    next_offset = offset
     for at, size in whole_batches(records):
         header = read_header(records, at)
         if header.base_offset > last_offset:
-            return last_offset + 1  # nothing left in the range: compacted away
+            return batches, last_offset + 1  # nothing left in the range: compacted away
         if header.last_offset < next_offset:
-            continue  # a batch the range starts after, or one read already
-        append_batch(columns, records[at : at + size], header, next_offset, last_offset)
+            continue  # a batch the range starts after
+        batches.append((at, size, header))
         next_offset = header.last_offset + 1
-    return next_offset
+    return batches, next_offset
 
 
 def _fetch_partition(
