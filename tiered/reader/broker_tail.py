@@ -239,14 +239,16 @@ class _Cluster:
         """``body`` sent to the broker at ``address``; on a connection failure the
         connection is dropped (and _RetriableError raised) so the next try reconnects."""
         timeout_s = self.deadline.remaining() + _FETCH_MAX_WAIT_MS / 1000
-        connection = self._connections.get(address)
-        if connection is None:
-            connection = self._connections[address] = _Connection(*address, timeout_s)
         try:
+            connection = self._connections.get(address)
+            if connection is None:
+                connection = self._connections[address] = _Connection(*address, timeout_s)
             return connection.request(api, body, timeout_s)
         except _RetriableError:
-            connection.close()
-            del self._connections[address]
+            dropped = self._connections.pop(address, None)
+            if dropped is not None:
+                dropped.close()
+            # The broker may be gone: every leader is looked up again.
             self._leaders.clear()
             raise
 

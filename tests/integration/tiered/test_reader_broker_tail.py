@@ -5,7 +5,9 @@ range from offset 0 is served by the broker from the remote tier), read back row
 as a confluent-kafka consumer reads them — whole partitions, ranges that start and end
 inside batches, fetches so small that responses end in partial batches; topic and
 high-watermark lookups; and the errors: an unknown topic, offsets deleted or past the
-log end, no broker listening, each a BrokerTailError within the timeout."""
+log end, no broker listening, each a BrokerTailError within the timeout; and in a
+three-broker cluster, the leader found through another broker and followed when it
+dies."""
 
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ from support.clients import (
     running_broker,
     wait_until,
 )
+from support.cluster import ClusterProcess
 from tiercel.protocol.record_batch import read_header
 from tiercel.tiered.reader import broker_tail
 from tiercel.tiered.reader.broker_tail import (
@@ -270,3 +273,39 @@ def test_no_broker_listening_fails_within_the_timeout() -> None:
     assert time.monotonic() - started < 5
     with pytest.raises(BrokerTailError, match="bad bootstrap server"):
         describe_topics("localhost")
+
+
+def test_the_tail_finds_the_leader_and_follows_it_when_it_dies(
+    cluster: ClusterProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three brokers: the read asks a broker that leads nothing of the partition and is
+    sent to the leader; with the leader SIGKILLed, the next read starts on stale
+    metadata (connections refused until the controller, seconds later, elects another
+    leader) and retries until the new leader serves it."""
+    cluster.create_topic("moving", 1, replication_factor=3)
+    records = [Outgoing(0, b"m%d" % i) for i in range(60)]
+    produce("confluent", cluster.bootstrap(), "moving", records)
+    leader = cluster.leader_of("moving", 0)
+    other = next(node for node in cluster.running() if node != leader)
+    want = [b"m%d" % i for i in range(60)]
+
+    def values(bootstrap: str) -> list[bytes]:
+        batches = list(read_broker_range(bootstrap, "moving", 0, 0, 59, timeout_s=30))
+        return pa.Table.from_batches(batches).column("value").to_pylist()  # type: ignore[no-any-return]
+
+    assert values(cluster.bootstrap([other])) == want
+    cluster.wait_until_isr("moving", 0, cluster.running())
+    retried: list[str] = []
+    backoff = broker_tail._Deadline.backoff
+
+    def counted(self: broker_tail._Deadline, error: str) -> None:
+        retried.append(error)
+        backoff(self, error)
+
+    monkeypatch.setattr(broker_tail._Deadline, "backoff", counted)
+    cluster.kill(leader)
+    # The dead leader first among the bootstrap servers, and still leader in Metadata.
+    assert values(cluster.bootstrap([leader, other])) == want
+    assert any("cannot connect" in error for error in retried), retried
+    assert cluster.leader_of("moving", 0) not in (leader, -1)
+    assert high_watermarks(cluster.bootstrap([other]), "moving", [0]) == {0: 60}
