@@ -12,6 +12,7 @@ dies."""
 from __future__ import annotations
 
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from typing import Final
@@ -193,6 +194,22 @@ def test_small_fetches_end_in_partial_batches_and_repeat(
     requests = counting_requests(monkeypatch)
     assert read(broker, 2, 3, ROUNDS * PER_ROUND - 2) == consumed[2][3:-1]
     assert requests["fetch"] >= ROUNDS
+
+
+def test_a_read_stopped_early_leaves_no_thread(
+    broker: BrokerProcess, consumed: dict[int, list[Record]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One Arrow batch per response, and small responses: the next fetch is in flight
+    # (or done) when the caller stops after the first batch.
+    monkeypatch.setattr(broker_tail, "_BATCH_BYTES", 1)
+    monkeypatch.setattr(broker_tail, "FETCH_MAX_BYTES", 600)
+    batches = read_broker_range(broker.bootstrap, TOPIC, 0, 0, ROUNDS * PER_ROUND - 1, True)
+    first = next(batches)
+    assert records_of([first]) == consumed[0][: first.num_rows]
+    assert first.num_rows < ROUNDS * PER_ROUND
+    assert [t for t in threading.enumerate() if t.name.startswith("tiercel-broker-tail")]
+    batches.close()
+    assert not [t for t in threading.enumerate() if t.name.startswith("tiercel-broker-tail")]
 
 
 def counting_requests(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
