@@ -213,6 +213,9 @@ class PythonRecordColumns:
                 b = records[p]
                 if b < 0x80:
                     offset_delta, p = (b >> 1) ^ -(b & 1), p + 1
+                elif records[p + 1] < 0x80:  # deltas 64-8191: producers' large batches
+                    raw = (b & 0x7F) | (records[p + 1] << 7)
+                    offset_delta, p = (raw >> 1) ^ -(raw & 1), p + 2
                 else:
                     offset_delta, p = decode_varint(records, p)
                 offset = base_offset + offset_delta

@@ -7,10 +7,10 @@ below the first wanted offset, so the read starts there, not at the segment's st
 (Kafka's RemoteLogManager.read does the same through RemoteIndexCache.lookupOffset),
 and the entry after the first one past the last wanted offset bounds the end. The
 ``.log`` object is read in large sequential ranges between the two. Each batch is
-checked as a consumer checks it: magic 2, CRC-32C; then decompressed
-(`protocol.compression`), control batches skipped, and its records decoded into columns
-(`record_columns`), clipped to the range. An object shorter than its manifest says is
-an error, as is a missing one.
+checked, decompressed and decoded into columns clipped to the range by
+`record_batches`, the step shared with the broker tail; batches are views of the ranged
+reads, not copies. An object shorter than its manifest says is an error, as is a missing
+one.
 
 Blocking; any thread (the store's contract); one call per range, which fetches the next
 range of bytes in a helper thread of its own while it decodes the current one.
@@ -26,18 +26,9 @@ from typing import Final
 
 import pyarrow as pa
 
-from tiercel.protocol.compression import decompress, decompress_into
-from tiercel.protocol.errors import KafkaError
-from tiercel.protocol.record_batch import (
-    LOG_OVERHEAD,
-    MAGIC_V2,
-    RECORD_BATCH_OVERHEAD,
-    RecordBatchHeader,
-    TimestampType,
-    is_crc_valid,
-    read_header,
-)
-from tiercel.tiered.reader.record_columns import RecordColumns, new_record_columns
+from tiercel.protocol.record_batch import read_header
+from tiercel.tiered.reader.record_batches import CorruptBatchError, append_batch, whole_batches
+from tiercel.tiered.reader.record_columns import new_record_columns
 from tiercel.tiered.reader.scan_plan import PartitionPlan, RemoteTierError, SegmentRange
 from tiercel.tiered.rsm.object_store import ObjectStore
 from tiercel.tiered.rsm.remote_storage_manager import RemoteResourceNotFoundError
@@ -94,29 +85,19 @@ def read_segment_range(
     key = segment_range.log_key
     first, last = segment_range.first_offset, segment_range.last_offset
     columns = new_record_columns(include_headers)
-    # lz4 and zstd records of one batch at a time, for a decoder that copies them out
-    scratch = bytearray()
+    scratch = bytearray()  # lz4 and zstd records of one batch at a time
     start, end = byte_range(store, segment_range)
-    for position, header, batch in _batches(store, key, start, end, read_bytes):
+    for position, batch in _batches(store, key, start, end, read_bytes):
+        header = read_header(batch)
         if header.base_offset > last:
             break
-        if header.base_offset + header.last_offset_delta < first:
+        if header.last_offset < first:
             continue
-        if header.magic != MAGIC_V2:
-            raise _corrupt(key, position, header, f"record batch magic {header.magic}, not 2")
-        if not is_crc_valid(batch, 0, header):
-            raise _corrupt(key, position, header, "record batch fails its CRC-32C check")
-        if header.is_control:
-            continue
-        payload = batch[RECORD_BATCH_OVERHEAD:]
         try:
-            if columns.retains_records:
-                _append(columns, header, decompress(header.compression, payload), first, last)
-            else:
-                with decompress_into(header.compression, payload, scratch) as records:
-                    _append(columns, header, records, first, last)
-        except KafkaError as e:
-            raise _corrupt(key, position, header, str(e)) from e
+            append_batch(columns, batch, header, first, last, scratch)
+        except CorruptBatchError as e:
+            where = f"{key} at position {position} (offset {header.base_offset})"
+            raise RemoteTierError(f"{where}: {e}") from e
         if columns.data_bytes >= batch_bytes:
             yield columns.to_arrow(tp.topic, tp.partition)
             columns = new_record_columns(include_headers)
@@ -124,51 +105,23 @@ def read_segment_range(
         yield columns.to_arrow(tp.topic, tp.partition)
 
 
-def _corrupt(key: str, position: int, header: RecordBatchHeader, what: str) -> RemoteTierError:
-    """The error for a bad batch, naming the object and where in it (formatted only
-    then: the loop runs once a batch)."""
-    return RemoteTierError(f"{key} at position {position} (offset {header.base_offset}): {what}")
-
-
-def _append(
-    columns: RecordColumns,
-    header: RecordBatchHeader,
-    records: bytes | bytearray | memoryview,
-    first: int,
-    last: int,
-) -> None:
-    log_append = header.timestamp_type == TimestampType.LOG_APPEND_TIME
-    columns.append_records(
-        records,
-        header.records_count,
-        header.base_offset,
-        header.base_timestamp,
-        header.max_timestamp if log_append else None,
-        first,
-        last,
-    )
-
-
 def _batches(
     store: ObjectStore, key: str, start: int, end: int, read_bytes: int
-) -> Iterator[tuple[int, RecordBatchHeader, memoryview]]:
-    """(position, header, bytes) of each whole batch of object ``key`` from ``start``
-    to ``end``; the bytes a view of the ranged reads, not a copy."""
+) -> Iterator[tuple[int, memoryview]]:
+    """(position, bytes) of each whole batch of object ``key`` from ``start`` to
+    ``end``; the bytes a view of the ranged reads."""
     buffer = b""
     position = start  # of buffer[0] in the object
     for chunk in _chunks(store, key, start, end, read_bytes):
         buffer += chunk
         view = memoryview(buffer)
         used = 0
-        while len(buffer) - used >= RECORD_BATCH_OVERHEAD:
-            header = read_header(buffer, used)
-            size = header.batch_length + LOG_OVERHEAD
-            if size < RECORD_BATCH_OVERHEAD:
-                raise RemoteTierError(f"{key} at position {position + used}: bad batch size")
-            if len(buffer) - used < size:
-                break
-            yield position + used, header, view[used : used + size]
-            used += size
+        try:
+            for at, size in whole_batches(buffer):
+                yield position + at, view[at : at + size]
+                used = at + size
+        except CorruptBatchError as e:
+            raise RemoteTierError(f"{key} at position {position + used}: {e}") from e
         buffer, position = buffer[used:], position + used
     if buffer:
         raise RemoteTierError(f"{key}: truncated record batch at position {position}")
