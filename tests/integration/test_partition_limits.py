@@ -9,7 +9,7 @@ nothing is logged as an unexpected error.
 from __future__ import annotations
 
 import datetime
-import time
+import os
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
@@ -35,7 +35,9 @@ from support.wire import WireClient
 T = TypeVar("T")
 INT32_MAX = 2**31 - 1
 LIMIT = 20  # max.partitions of the small broker
-FAST_S = 2.0  # a refusal takes no per-partition work
+# A refusal takes no per-partition work: the broker's CPU seconds for the request, not
+# wall time, which a loaded 2-core machine stretches (3.6 s seen for a 0.8 s decode).
+FAST_CPU_S = 2.0
 
 
 def _timeout() -> i32Timedelta:
@@ -102,10 +104,18 @@ def partition_count(client: WireClient, name: str) -> int:
     return len(described.partitions)
 
 
-def timed(call: Callable[[], T]) -> tuple[T, float]:
-    start = time.monotonic()
+def cpu_seconds(broker: BrokerProcess) -> float:
+    """User and system CPU seconds the broker process has used (/proc/PID/stat)."""
+    with open(f"/proc/{broker.proc.pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def timed(broker: BrokerProcess, call: Callable[[], T]) -> tuple[T, float]:
+    """``call``'s result and the broker's CPU seconds while it ran."""
+    start = cpu_seconds(broker)
     result = call()
-    return result, time.monotonic() - start
+    return result, cpu_seconds(broker) - start
 
 
 @pytest.fixture
@@ -123,15 +133,15 @@ def test_int32_max_partitions_are_refused_at_once_with_the_default_limit(
 ) -> None:
     no_unexpected_errors.append(broker)
     with WireClient(broker.bootstrap, timeout=30) as client:
-        results, elapsed = timed(lambda: create_topics(client, topic("huge", INT32_MAX)))
-        assert elapsed < FAST_S
+        results, elapsed = timed(broker, lambda: create_topics(client, topic("huge", INT32_MAX)))
+        assert elapsed < FAST_CPU_S
         code, message = results["huge"]
         assert code == ErrorCode.policy_violation
         assert f"Cannot add {INT32_MAX} partitions" in message and "max.partitions" in message
 
         assert create_topics(client, topic("t", 1))["t"][0] == ErrorCode.none
-        (code, message), elapsed = timed(lambda: create_partitions(client, "t", INT32_MAX))
-        assert elapsed < FAST_S
+        (code, message), elapsed = timed(broker, lambda: create_partitions(client, "t", INT32_MAX))
+        assert elapsed < FAST_CPU_S
         assert code == ErrorCode.policy_violation and "max.partitions is 10000" in message
 
         # Still serving, and nothing was half-made.
@@ -159,14 +169,15 @@ def test_the_limit_counts_the_whole_cluster_and_each_request_in_full(
 
         # Explicit assignments count as partitions too, before they are looked at.
         (code, message), elapsed = timed(
-            lambda: create_topics(client, topic("d", -1, -1, assignments=(1,) * 100_000))["d"]
+            broker,
+            lambda: create_topics(client, topic("d", -1, -1, assignments=(1,) * 100_000))["d"],
         )
-        assert elapsed < FAST_S and code == ErrorCode.policy_violation
+        assert elapsed < FAST_CPU_S and code == ErrorCode.policy_violation
         assert "Cannot add 100000 partitions" in message
-        (code, _), elapsed = timed(lambda: create_partitions(client, "b", 100_003, 100_000))
-        assert elapsed < FAST_S and code == ErrorCode.policy_violation
+        (code, _), elapsed = timed(broker, lambda: create_partitions(client, "b", 100_003, 100_000))
+        assert elapsed < FAST_CPU_S and code == ErrorCode.policy_violation
 
         # A replication factor beyond the brokers is refused before any assignment.
-        (code, _), elapsed = timed(lambda: create_topics(client, topic("e", 1, 32767))["e"])
-        assert elapsed < FAST_S and code == ErrorCode.invalid_replication_factor
+        (code, _), elapsed = timed(broker, lambda: create_topics(client, topic("e", 1, 32767))["e"])
+        assert elapsed < FAST_CPU_S and code == ErrorCode.invalid_replication_factor
         assert partition_count(client, "b") == 3
