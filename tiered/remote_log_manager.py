@@ -228,7 +228,8 @@ class RemoteLogManager:
 
     async def close(self) -> None:
         """Stop every task and the pools; an upload in progress finishes in its thread
-        and is abandoned (it stays COPY_SEGMENT_STARTED, deleted by a later leader)."""
+        and is abandoned (it stays COPY_SEGMENT_STARTED, deleted by this broker once it
+        leads the partition again, or with retention)."""
         self._closed = True
         runners = [r for running in self._partitions.values() for _, r in running.tasks]
         runners += self._deletions  # cut short at shutdown: the remote data stays
