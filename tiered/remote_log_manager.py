@@ -40,10 +40,11 @@ from tiercel.tiered.rlmm.remote_log_metadata_manager import (
 )
 from tiercel.tiered.rsm.remote_storage_manager import RemoteStorageManager
 
-__all__ = ["RemoteLogManager"]
+__all__ = ["CLOSE_TIMEOUT_S", "RemoteLogManager"]
 
 _log: Final = logging.getLogger("tiercel.remote_log_manager")
-_CLOSE_TIMEOUT_S: Final = 10.0
+# How long a shutdown waits for a pool's calls in flight (Kafka's 10 s a pool).
+CLOSE_TIMEOUT_S: Final = 10.0
 
 
 @dataclass(slots=True)
@@ -227,9 +228,17 @@ class RemoteLogManager:
         return next((t for t, _ in running.tasks if isinstance(t, kind)), None) if running else None
 
     async def close(self) -> None:
-        """Stop every task and the pools; an upload in progress finishes in its thread
-        and is abandoned (it stays COPY_SEGMENT_STARTED, deleted by this broker once it
-        leads the partition again, or with retention)."""
+        """`stop`, then close the storage manager. The broker closes in Kafka's full
+        order instead (`tiercel.server.remote_log_wiring`): the reader pool between."""
+        await self.stop()
+        self.context.rsm.close()
+
+    async def stop(self) -> None:
+        """Stop every task and the copier and expiration pools, the first steps of
+        Kafka's RemoteLogManager.close; the storage and metadata managers stay open for
+        the reads still in flight. An upload in progress finishes in its thread and is
+        abandoned (it stays COPY_SEGMENT_STARTED, deleted by this broker once it leads
+        the partition again, or with retention)."""
         self._closed = True
         runners = [r for running in self._partitions.values() for _, r in running.tasks]
         runners += self._deletions  # cut short at shutdown: the remote data stays
@@ -246,8 +255,7 @@ class RemoteLogManager:
         # Calls already running finish (their results are dropped) before the storage
         # manager closes, for at most Kafka's 10 s (RemoteLogManager.close): a call
         # stuck on an unreachable store is left to its daemon thread.
-        deadline = asyncio.get_running_loop().time() + _CLOSE_TIMEOUT_S
+        deadline = asyncio.get_running_loop().time() + CLOSE_TIMEOUT_S
         for pool in pools:
             remaining = max(0.0, deadline - asyncio.get_running_loop().time())
             await asyncio.to_thread(pool.join, remaining)
-        self.context.rsm.close()
