@@ -175,11 +175,15 @@ class RemoteLogWiring:
             self._replica_manager.leadership_listeners.remove(self._on_leadership_change)
         self._replica_manager.remote_log_manager = None
         # Kafka's RemoteLogManager.close order: the tasks and their pools, the reader
-        # pool with the reads in flight (each pool waited for at most 10 s), then the
-        # index cache, the metadata manager and last the storage manager, which a read
-        # still running would otherwise find closed.
-        await self.rlm.stop()
-        await asyncio.get_running_loop().run_in_executor(None, self.reader.close, CLOSE_TIMEOUT_S)
+        # pool with the reads in flight, then the index cache, the metadata manager and
+        # last the storage manager, which a read still running would otherwise find
+        # closed. The pools are waited for 10 s in all (a call stuck on an unreachable
+        # store is left to its daemon thread).
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CLOSE_TIMEOUT_S
+        await self.rlm.stop(deadline)
+        remaining = max(0.0, deadline - loop.time())
+        await loop.run_in_executor(None, self.reader.close, remaining)
         await self.rlm.context.rlmm.close()
         self.rlm.context.rsm.close()
 
