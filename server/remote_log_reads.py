@@ -1,9 +1,10 @@
 """What the fetch and ListOffsets paths need of the RemoteLogManager (Kafka's
 ReplicaManager holds its RemoteLogManager for the same calls): remote reads, remote
-timestamp lookups, and the RSM, RLMM and reader pool a follower builds its remote log
-aux state with. `tiercel.tiered.remote_log_reader.RemoteLogReader` provides all of it;
-the broker's RemoteLogManager exposes one (or is one) as
-``replica_manager.remote_log_manager``. Event-loop only.
+timestamp lookups, and the RSM and RLMM a follower builds its remote log aux state with
+(in its fetcher's own thread, not the reader pool, as Kafka).
+`tiercel.tiered.remote_log_reader.RemoteLogReader` provides all of it; the broker's
+RemoteLogManager exposes one (or is one) as ``replica_manager.remote_log_manager``.
+Event-loop only.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from tiercel.storage.leader_epoch_cache import LeaderEpochFileCache
 from tiercel.storage.log_values import FetchDataInfo, TimestampAndOffset
 from tiercel.storage.topic_partition import TopicIdPartition
 from tiercel.tiered.remote_log_reader import RemoteStorageFetchInfo
-from tiercel.tiered.remote_storage_thread_pool import RemoteStorageThreadPool
 from tiercel.tiered.rlmm.remote_log_metadata_manager import RemoteLogMetadataManager
 from tiercel.tiered.rsm.remote_storage_manager import RemoteStorageManager
 
@@ -28,9 +28,6 @@ class RemoteLogReads(Protocol):
 
     @property
     def rlmm(self) -> RemoteLogMetadataManager: ...
-
-    @property
-    def pool(self) -> RemoteStorageThreadPool: ...
 
     def fetch_throttle_time_s(self) -> float:
         """How long remote reads must wait for the fetch quota (0: they may read)."""

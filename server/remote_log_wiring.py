@@ -35,7 +35,7 @@ from tiercel.server.remote_log_metadata_topic import create_topic_based_rlmm
 from tiercel.server.replica_manager import ReplicaManager
 from tiercel.storage.topic_partition import TopicIdPartition, TopicPartition
 from tiercel.storage.unified_log import UnifiedLog
-from tiercel.tiered.remote_log_manager import RemoteLogManager
+from tiercel.tiered.remote_log_manager import CLOSE_TIMEOUT_S, RemoteLogManager
 from tiercel.tiered.remote_log_reader import RemoteLogReader
 from tiercel.tiered.rlmm.topic_based_remote_log_metadata_manager import (
     TopicBasedRemoteLogMetadataManager,
@@ -174,10 +174,18 @@ class RemoteLogWiring:
         with contextlib.suppress(ValueError):
             self._replica_manager.leadership_listeners.remove(self._on_leadership_change)
         self._replica_manager.remote_log_manager = None
-        await self.rlm.close()
-        # Reads in flight finish in their threads; the storage manager is closed by now.
-        await asyncio.get_running_loop().run_in_executor(None, self.reader.close)
+        # Kafka's RemoteLogManager.close order: the tasks and their pools, the reader
+        # pool with the reads in flight, then the index cache, the metadata manager and
+        # last the storage manager, which a read still running would otherwise find
+        # closed. The pools are waited for 10 s in all (a call stuck on an unreachable
+        # store is left to its daemon thread).
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CLOSE_TIMEOUT_S
+        await self.rlm.stop(deadline)
+        remaining = max(0.0, deadline - loop.time())
+        await loop.run_in_executor(None, self.reader.close, remaining)
         await self.rlm.context.rlmm.close()
+        self.rlm.context.rsm.close()
 
 
 async def start_remote_log_manager(

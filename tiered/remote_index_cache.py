@@ -18,9 +18,16 @@ the next start removes with any entry whose indexes are missing or fail their sa
 The cache holds entries up to ``remote.log.index.file.cache.total.size.bytes`` in total
 file size, evicting the least recently used (Kafka bounds it by size since KAFKA-15481).
 
-Thread contract: blocking, any thread (the RemoteLogManager's reader pool). One lock
-guards the entry map; fetches run outside it, so a slow object store never blocks
-lookups of entries already cached.
+An entry forgotten because its segment was deleted (`remove`) leaves the map and the
+size at once, but its files are unlinked by the cache's own cleaner thread, as Kafka's
+RemoteIndexCache queues removed entries for its ``remote-log-index-cleaner`` thread:
+`remove` is called from the event loop, which must do no file I/O. An entry evicted
+past the size bound is unlinked at once by the reader thread that evicted it (a later
+fetch of the same segment writes the same names, so its removal must not lag behind).
+
+Thread contract: blocking, any thread (the RemoteLogManager's reader pool), but for
+`remove`, which never touches the disk. One lock guards the entry map; fetches run
+outside it, so a slow object store never blocks lookups of entries already cached.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import queue
 import threading
 import uuid
 from collections import OrderedDict
@@ -107,6 +115,10 @@ class RemoteIndexCache:
         self._lock = threading.Lock()
         self._entries: OrderedDict[uuid.UUID, RemoteIndexEntry] = OrderedDict()
         self._size = 0
+        # Files of removed entries, for the cleaner thread (None: stop), started with
+        # the first removal.
+        self._expired: queue.SimpleQueue[tuple[uuid.UUID, list[str]] | None] = queue.SimpleQueue()
+        self._cleaner: threading.Thread | None = None
         os.makedirs(self.cache_dir, exist_ok=True)
         self._init()
 
@@ -149,19 +161,43 @@ class RemoteIndexCache:
         return entry
 
     def remove(self, segment_id: uuid.UUID) -> None:
-        """Forget a deleted remote segment and remove its files (Kafka's remove)."""
+        """Forget a deleted remote segment (Kafka's remove): out of the map and the
+        size now, its files unlinked by the cleaner thread. No disk access: the event
+        loop calls it."""
         with self._lock:
             entry = self._entries.pop(segment_id, None)
-            if entry is not None:
-                self._size -= entry.size_in_bytes
-        if entry is not None:
-            _remove_files(entry.paths())
+            if entry is None:
+                return
+            self._size -= entry.size_in_bytes
+            if self._cleaner is None:
+                self._cleaner = threading.Thread(
+                    target=self._clean, name="remote-log-index-cleaner", daemon=True
+                )
+                self._cleaner.start()
+            self._expired.put((segment_id, entry.paths()))
 
-    def close(self) -> None:
+    def close(self, timeout_s: float = 10.0) -> None:
+        """*Blocking*: close the entries' indexes and let the cleaner thread finish
+        what was queued, for at most ``timeout_s``."""
         with self._lock:
             for entry in self._entries.values():
                 entry.offset_index.close()
                 entry.time_index.close()
+            cleaner = self._cleaner
+            self._expired.put(None)
+        if cleaner is not None:
+            cleaner.join(timeout_s)
+
+    def _clean(self) -> None:
+        """The cleaner thread: unlink removed entries' files, in the order removed."""
+        while (item := self._expired.get()) is not None:
+            segment_id, paths = item
+            with self._lock:
+                # Fetched again meanwhile (a read of the segment was in flight when it
+                # was deleted): those are the new entry's files now.
+                cached_again = segment_id in self._entries
+            if not cached_again:
+                _remove_files(paths)
 
     # -- internals ----------------------------------------------------------------------
 

@@ -40,10 +40,13 @@ from tiercel.tiered.rlmm.remote_log_metadata_manager import (
 )
 from tiercel.tiered.rsm.remote_storage_manager import RemoteStorageManager
 
-__all__ = ["RemoteLogManager"]
+__all__ = ["CLOSE_TIMEOUT_S", "RemoteLogManager"]
 
 _log: Final = logging.getLogger("tiercel.remote_log_manager")
-_CLOSE_TIMEOUT_S: Final = 10.0
+# How long a shutdown waits for the remote pools' calls in flight (Kafka's 10 s a pool,
+# here for all of them together, so that a store that does not answer delays a
+# broker's stop by 10 s, not by 10 s a pool).
+CLOSE_TIMEOUT_S: Final = 10.0
 
 
 @dataclass(slots=True)
@@ -227,8 +230,19 @@ class RemoteLogManager:
         return next((t for t, _ in running.tasks if isinstance(t, kind)), None) if running else None
 
     async def close(self) -> None:
-        """Stop every task and the pools; an upload in progress finishes in its thread
-        and is abandoned (it stays COPY_SEGMENT_STARTED, deleted by a later leader)."""
+        """`stop`, then close the storage manager. The broker closes in Kafka's full
+        order instead (`tiercel.server.remote_log_wiring`): the reader pool between."""
+        await self.stop()
+        self.context.rsm.close()
+
+    async def stop(self, deadline: float | None = None) -> None:
+        """Stop every task and the copier and expiration pools, the first steps of
+        Kafka's RemoteLogManager.close; the storage and metadata managers stay open for
+        the reads still in flight. The pools' calls running are waited for until
+        ``deadline`` (the loop's clock; by default `CLOSE_TIMEOUT_S` from now). An
+        upload in progress finishes in its thread and is abandoned (it stays
+        COPY_SEGMENT_STARTED, deleted by this broker once it leads the partition again,
+        or with retention)."""
         self._closed = True
         runners = [r for running in self._partitions.values() for _, r in running.tasks]
         runners += self._deletions  # cut short at shutdown: the remote data stays
@@ -245,8 +259,8 @@ class RemoteLogManager:
         # Calls already running finish (their results are dropped) before the storage
         # manager closes, for at most Kafka's 10 s (RemoteLogManager.close): a call
         # stuck on an unreachable store is left to its daemon thread.
-        deadline = asyncio.get_running_loop().time() + _CLOSE_TIMEOUT_S
+        if deadline is None:
+            deadline = asyncio.get_running_loop().time() + CLOSE_TIMEOUT_S
         for pool in pools:
             remaining = max(0.0, deadline - asyncio.get_running_loop().time())
             await asyncio.to_thread(pool.join, remaining)
-        self.context.rsm.close()

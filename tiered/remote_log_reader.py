@@ -204,9 +204,13 @@ class RemoteLogReader:
         """How long remote fetches must wait for the fetch quota (0: they may read)."""
         return self.fetch_quota.throttle_time_s(1)
 
-    def close(self) -> None:
-        """Stop the pool (reads in flight finish, queued ones are dropped)."""
+    def close(self, timeout_s: float = 10.0) -> None:
+        """*Blocking*: stop the pool (queued reads are dropped), wait up to
+        ``timeout_s`` for the reads running (Kafka's 10 s for the reader pool), then
+        close the index cache. The storage manager stays open: its owner closes it
+        after this (Kafka's RemoteLogManager.close)."""
         self.pool.shutdown()
+        self.pool.join(timeout_s)
         self.index_cache.close()
 
     def async_read(

@@ -67,7 +67,9 @@ def candidate_log_segments(
 def find_highest_remote_offset(
     rlmm: RemoteLogMetadataManager, partition: TopicIdPartition, log: UnifiedLog
 ) -> int:
-    """The highest offset copied on this log's leader-epoch lineage; -1 when none."""
+    """The highest offset copied on this log's leader-epoch lineage; -1 when none.
+    Only segments COPY_SEGMENT_FINISHED now count (`highest_offset_for_epoch`): an
+    upload still in progress, or a segment being deleted, holds nothing a reader gets."""
     cache = log.leader_epoch_cache
     for entry in reversed(cache.entries):
         highest = rlmm.highest_offset_for_epoch(partition, entry.epoch)

@@ -56,4 +56,10 @@ class RemoteStorageThreadPool:
         self.in_flight -= 1
 
     def shutdown(self) -> None:
+        """Accept nothing more and drop what is queued; calls running go on."""
         self.executor.shutdown(wait=False, cancel_futures=True)
+
+    def join(self, timeout: float) -> bool:
+        """*Blocking*: wait for the calls running, at most ``timeout`` seconds (Kafka's
+        shutdownAndAwaitTermination); whether they all finished."""
+        return self.executor.join(timeout)

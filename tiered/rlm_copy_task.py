@@ -12,11 +12,13 @@ retention may delete it.
 Segment files stay put during an upload: local retention deletes only segments at or
 below the highest remote offset, which this copy has not moved yet. A truncation (this
 broker lost leadership and became a follower), a deletion of the log, or the task's
-cancellation meanwhile abandons the copy: the segment stays COPY_SEGMENT_STARTED and the
-expiration task deletes it later, as any failed copy. An abandoned or cancelled
-upload, or one whose COPY_SEGMENT_FINISHED is refused because a new leader is deleting
-it, also deletes its own objects: that deletion may have run before the upload's last
-objects were written.
+cancellation meanwhile abandons the copy: the segment stays COPY_SEGMENT_STARTED, and
+this broker's expiration task deletes it as its own dangling upload, as any failed copy
+(another leader leaves it to retention, as Kafka does: see `RLMExpirationTask`). An
+abandoned or cancelled upload, or one whose COPY_SEGMENT_FINISHED is refused because a
+leader is deleting it (retention or the log start offset took it meanwhile), also
+deletes its own objects: that deletion may have run before the upload's last objects
+were written.
 The bytes of rolled segments below the high watermark not yet copied are the
 partition's backlog, logged when it grows while copies fail.
 
@@ -238,8 +240,9 @@ class RLMCopyTask(RLMTask):
                 )
             except (ValueError, RemoteResourceNotFoundError):
                 # Refused before anything was published: the segment is already being
-                # deleted, or deleted, as an orphan by a new leader of the partition
-                # (this broker lost leadership during the upload).
+                # deleted, or deleted, by a new leader of the partition (this broker
+                # lost leadership during the upload, and retention or the log start
+                # offset took the segment meanwhile).
                 await self._delete_uploaded(metadata)
                 raise
         finally:
@@ -260,9 +263,9 @@ class RLMCopyTask(RLMTask):
 
     async def _delete_uploaded(self, metadata: RemoteLogSegmentMetadata) -> None:
         """Delete the objects of an upload that will never be COPY_SEGMENT_FINISHED.
-        A new leader deletes such a COPY_SEGMENT_STARTED orphan too, but when its
-        deletion ran while this upload was still writing, the objects written after it
-        (the manifest among them) would stay in the tier for good. Deletion is
+        A leader's expiration task deletes such a COPY_SEGMENT_STARTED segment too, but
+        when its deletion ran while this upload was still writing, the objects written
+        after it (the manifest among them) would stay in the tier for good. Deletion is
         idempotent; a failure leaves the objects to that deletion, so it is logged."""
         try:
             await run_blocking(

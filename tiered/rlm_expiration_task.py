@@ -12,8 +12,18 @@ lineage, oldest first, and deletes:
   unclean election or an old leader) and segments of epochs older than the lineage's
   first, but for one that begins with lineage records no segment on the lineage holds
   (the new leader's copy counted them as copied);
-- orphans: COPY_SEGMENT_STARTED segments no copy of this broker is uploading (a failed or
-  abandoned copy), and DELETE_SEGMENT_STARTED ones (a deletion to finish).
+- dangling segments: DELETE_SEGMENT_STARTED ones (a deletion to finish, as Kafka retries
+  them), and this broker's own COPY_SEGMENT_STARTED uploads that no copy of this
+  process is doing (a failed or abandoned copy, or one cut short by a crash before a
+  restart: only this broker could finish it, so it never will).
+
+Another broker's COPY_SEGMENT_STARTED upload is never taken for an orphan, as in Kafka:
+that broker (the partition's previous leader) may still be finishing it, and deleting it
+raced with its late COPY_SEGMENT_FINISHED. Like any segment it is deleted when it is
+below the log start offset or beyond retention on the lineage, or when all its epochs
+are older than the leader-epoch cache's earliest (Kafka's
+deleteLogSegmentsDueToLeaderEpochCacheTruncation); a valid one within retention stops
+the pass, as in Kafka.
 
 The pass over the lineage stops at the first segment that is valid and within retention.
 Before deleting, the log start offset moves past the segments retention takes, so that
@@ -110,7 +120,7 @@ class RLMExpirationTask(RLMTask):
         if not lineage:
             return
         handler = self._retention_handler(lineage)
-        doomed = self._orphans()
+        doomed = self._dangling()
         self._expired(lineage, handler, doomed)
         self._off_lineage(lineage, doomed)
         if handler.log_start_offset is not None:
@@ -119,7 +129,8 @@ class RLMExpirationTask(RLMTask):
             if self.is_cancelled():
                 return
             # Each deletion awaits the metadata topic: re-check the segment against the
-            # view now, so a copy that finished meanwhile is never taken for an orphan.
+            # view now; one that changed state meanwhile (a late COPY_SEGMENT_FINISHED)
+            # is planned again by the next round.
             metadata = self._unchanged(planned)
             if metadata is None:
                 continue
@@ -140,9 +151,10 @@ class RLMExpirationTask(RLMTask):
         handler: _RetentionHandler,
         doomed: list[RemoteLogSegmentMetadata],
     ) -> None:
-        """Add to ``doomed`` the finished segments along the lineage, oldest first,
-        below the log start offset, off the lineage or beyond retention; stop at the
-        first that stays or at a copy in progress."""
+        """Add to ``doomed`` the finished and unfinished (another broker's) segments
+        along the lineage, oldest first, below the log start offset or beyond
+        retention; stop at the first valid one that stays or at a copy in progress here
+        (Kafka's walk in cleanupExpiredRemoteLogSegments)."""
         log_start, log_end = self.log.log_start_offset, self.log.log_end_offset
         first_epoch = min(lineage)
         seen = {m.remote_log_segment_id for m in doomed}
@@ -151,7 +163,7 @@ class RLMExpirationTask(RLMTask):
                 segment_id = metadata.remote_log_segment_id
                 if segment_id in self.context.segment_ids_being_copied:
                     return
-                if segment_id in seen or metadata.state != _FINISHED:
+                if segment_id in seen or metadata.state not in (_FINISHED, _STARTED):
                     continue
                 below_start = metadata.end_offset < log_start and all(
                     e <= first_epoch for e in metadata.segment_leader_epochs
@@ -170,14 +182,26 @@ class RLMExpirationTask(RLMTask):
         offsets beyond where its epochs end (an unclean election, an old leader's
         uploads), and epochs older than its first (Kafka's leader-epoch-cache
         truncation), unless the segment still holds lineage records no segment on the
-        lineage has (see `_holds_lineage_records`)."""
+        lineage has (see `_holds_lineage_records`); and the unfinished uploads of other
+        brokers whose epochs are all older than the cache's earliest (Kafka deletes
+        those in any state)."""
         seen = {m.remote_log_segment_id for m in doomed}
         log_end = self.log.log_end_offset
-        finished = [
+        listed = [
             m
             for m in self.context.rlmm.list_remote_log_segments(self.partition)
-            if m.remote_log_segment_id not in seen and m.state == _FINISHED
+            if m.remote_log_segment_id not in seen
         ]
+        finished = [m for m in listed if m.state == _FINISHED]
+        earliest = self.log.leader_epoch_cache.entries[0].epoch
+        copying = self.context.segment_ids_being_copied
+        doomed.extend(
+            m
+            for m in listed
+            if m.state == _STARTED
+            and m.remote_log_segment_id not in copying
+            and all(e < earliest for e in m.segment_leader_epochs)
+        )
         within = [
             m for m in finished if is_remote_segment_within_leader_epochs(m, log_end, lineage)
         ]
@@ -223,14 +247,22 @@ class RLMExpirationTask(RLMTask):
                 covered = m.end_offset + 1
         return covered < end
 
-    def _orphans(self) -> list[RemoteLogSegmentMetadata]:
-        """Copies no thread of this broker is doing, and deletions left half done."""
-        copying = self.context.segment_ids_being_copied
+    def _dangling(self) -> list[RemoteLogSegmentMetadata]:
+        """Deletions left half done, and this broker's uploads no copy of this process
+        is doing. ``segment_ids_being_copied`` holds a copy's segment until its thread
+        has returned and its task is done with it (COPY_SEGMENT_FINISHED recorded or the
+        copy given up), so such an upload can never be finished any more; an upload of
+        another broker may be (see the module docstring)."""
+        context = self.context
         return [
             m
-            for m in self.context.rlmm.list_remote_log_segments(self.partition)
+            for m in context.rlmm.list_remote_log_segments(self.partition)
             if m.state == _DELETE_STARTED
-            or (m.state == _STARTED and m.remote_log_segment_id not in copying)
+            or (
+                m.state == _STARTED
+                and m.broker_id == context.broker_id
+                and m.remote_log_segment_id not in context.segment_ids_being_copied
+            )
         ]
 
     def _retention_handler(self, lineage: dict[int, int]) -> _RetentionHandler:

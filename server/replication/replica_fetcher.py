@@ -53,6 +53,7 @@ from tiercel.server.replication.replica_fetcher_tier_state_machine import (
 from tiercel.server.replication.truncation import offset_truncation_state
 from tiercel.storage.topic_partition import TopicPartition
 from tiercel.storage.unified_log import UnexpectedAppendOffsetError, UnifiedLog
+from tiercel.tiered.daemon_thread_pool import DaemonThreadPoolExecutor
 
 _log: Final = logging.getLogger("tiercel.replica_fetcher")
 
@@ -104,6 +105,10 @@ class ReplicaFetcher:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._failing = False
+        # The remote reads of a tiered rebuild (KIP-405 BuildingRemoteLogAuxState): this
+        # fetcher's own thread, as Kafka runs them on the ReplicaFetcherThread, one at a
+        # time (the fetcher awaits each); started with the first rebuild.
+        self._tier_executor = DaemonThreadPoolExecutor(1, f"replica-fetcher-{self.leader_id}-tier")
 
     @property
     def leader_id(self) -> int:
@@ -145,6 +150,8 @@ class ReplicaFetcher:
         if task is not None:
             task.cancel()
         self._leader.close()
+        # A remote read in flight finishes in its daemon thread, its result dropped.
+        self._tier_executor.shutdown(wait=False, cancel_futures=True)
         return task
 
     async def _run(self) -> None:
@@ -414,6 +421,7 @@ class ReplicaFetcher:
                 tp,
                 state.current_leader_epoch,
                 partition,
+                self._tier_executor,
                 lambda: self._current(tp, state) is partition and not partition.is_leader,
             )
         except Exception as e:

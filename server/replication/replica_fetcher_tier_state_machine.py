@@ -13,12 +13,17 @@ an unclean election) restarts the log at the leader's local start instead, witho
 producer snapshot. When the segment is not known yet (this broker's remote metadata
 still loading) it retries after replica.fetch.backoff.ms, as Kafka does.
 
-Event-loop only; the object-store reads run in the RemoteLogManager's reader pool.
+Event-loop only; the object-store reads run in the executor the fetcher passes, its own
+thread, as Kafka's TierStateMachine calls RemoteStorageManager.fetchIndex on the replica
+fetcher thread: never in the remote reader pool, so a rebuild neither waits behind
+consumers' remote reads nor counts against ``remote.log.reader.max.pending.tasks``
+(Kafka bounds rebuilds by its fetcher threads instead: one at a time per fetcher).
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import time
 from collections.abc import Callable
 
@@ -96,14 +101,16 @@ async def build_remote_log_aux_state(
     tp: TopicPartition,
     current_leader_epoch: int,
     partition: Partition,
+    executor: concurrent.futures.Executor,
     still_following: Callable[[], bool] = lambda: True,
 ) -> int:
     """Install the state below the leader's local start (see the module docstring) and
-    return the offset to fetch from. TierStateMachineError (or a request error) when
-    it cannot be done now; nothing is changed then. ``still_following`` is asked right
-    before anything changes: the requests and the remote read above yield the loop, and
-    meanwhile this replica may have become the leader (or follow another one), whose
-    log must not be emptied (Kafka holds its partitionMapLock throughout)."""
+    return the offset to fetch from; the remote reads run in ``executor``.
+    TierStateMachineError (or a request error) when it cannot be done now; nothing is
+    changed then. ``still_following`` is asked right before anything changes: the
+    requests and the remote read above yield the loop, and meanwhile this replica may
+    have become the leader (or follow another one), whose log must not be emptied
+    (Kafka holds its partitionMapLock throughout)."""
     if remote is None:
         raise TierStateMachineError("the leader tiers this partition but tiering is off here")
     error, local_start, epoch = await leader.fetch_earliest_local_offset(tp, current_leader_epoch)
@@ -119,7 +126,7 @@ async def build_remote_log_aux_state(
         )
     try:
         state = await asyncio.get_running_loop().run_in_executor(
-            remote.pool.executor, fetch_remote_log_aux_state, remote.rsm, metadata
+            executor, fetch_remote_log_aux_state, remote.rsm, metadata
         )
     except RemoteStorageError as e:
         raise TierStateMachineError(f"reading the remote aux state: {e}") from e

@@ -5,7 +5,7 @@ on the remote tier as seen from outside the brokers (support.remote_lineage)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from typing import Final
 
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
@@ -20,7 +20,10 @@ from support.remote_lineage import (
     remote_log_metadata,
     uploads_per_start,
 )
-from tiercel.tiered.rsm.remote_storage_manager import RemoteLogSegmentState
+from tiercel.tiered.rsm.remote_storage_manager import (
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentState,
+)
 
 TOPIC_CONFIG: Final = {
     "remote.storage.enable": "true",
@@ -76,12 +79,20 @@ def wait_until_tiered_to_active_segment(
     wait_for(reached, timeout, f"{topic}: uploads up to broker {leader}'s active segment")
 
 
-def assert_remote_lineage(cluster: ClusterProcess, bucket: S3Bucket, topic: str) -> None:
-    """Eventually (the new leader's expiration task runs every task interval): every
-    segment of ``__remote_log_metadata`` that is not deleted is COPY_SEGMENT_FINISHED,
-    the bucket holds the objects of exactly those (complete uploads), and they chain
-    from 0 without gap or overlap, one upload per start offset."""
+def assert_remote_lineage(
+    cluster: ClusterProcess, bucket: S3Bucket, topic: str, cut_short_by: Collection[int] = ()
+) -> None:
+    """Eventually (the leader's expiration task runs every task interval): every segment
+    of ``__remote_log_metadata`` that is not deleted is COPY_SEGMENT_FINISHED, the bucket
+    holds the objects of exactly those (complete uploads), and they chain from 0 without
+    gap or overlap, one upload per start offset.
+
+    But for the uploads the brokers ``cut_short_by`` (killed or stopped mid-copy) left
+    COPY_SEGMENT_STARTED: another broker never deletes those (Kafka leaves them to
+    retention, since their broker may still be finishing them), so their records and
+    whatever objects they wrote may stay; they are not part of the lineage."""
     deleted = RemoteLogSegmentState.DELETE_SEGMENT_FINISHED
+    started = RemoteLogSegmentState.COPY_SEGMENT_STARTED
     state: dict[str, object] = {}
 
     def settled() -> bool:
@@ -90,12 +101,22 @@ def assert_remote_lineage(cluster: ClusterProcess, bucket: S3Bucket, topic: str)
             for segment_id, m in remote_log_metadata(cluster.bootstrap(), topic, 0).items()
             if m.state != deleted
         }
+        finished = {i for i, m in live.items() if m.state == FINISHED}
+        dangling = {
+            i for i, m in live.items() if m.state == started and m.broker_id in cut_short_by
+        }
         uploads = {m.remote_log_segment_id.id: m for m in bucket_uploads(bucket, topic, 0)}
         # Objects of uploads never completed (no manifest) are deleted with them.
         objects = bucket_segment_ids(bucket, topic, 0)
-        state.update(live=live, uploads=uploads, stray=objects - set(uploads))
+        state.update(
+            live=live,
+            uploads={i: m for i, m in uploads.items() if i in finished},
+            stray=objects - set(uploads) - dangling,
+        )
         return (
-            all(m.state == FINISHED for m in live.values()) and set(live) == set(uploads) == objects
+            set(live) == finished | dangling
+            and finished <= set(uploads) <= finished | dangling
+            and finished <= objects <= finished | dangling
         )
 
     try:
@@ -114,8 +135,32 @@ def assert_remote_lineage(cluster: ClusterProcess, bucket: S3Bucket, topic: str)
             f"(and the objects of segments {state['stray']} without a manifest) did not settle"
         ) from None
     uploads = list(state["uploads"].values())  # type: ignore[attr-defined]
-    assert_chained(uploads)
-    assert set(uploads_per_start(uploads).values()) == {1}
+    lineage = [m for m in uploads if not superseded(m, uploads, cut_short_by)]
+    assert_chained(lineage)
+    assert set(uploads_per_start(lineage).values()) == {1}
+
+
+def superseded(
+    upload: RemoteLogSegmentMetadata,
+    uploads: Sequence[RemoteLogSegmentMetadata],
+    cut_short_by: Collection[int],
+) -> bool:
+    """Whether ``upload`` is a cut-short broker's whose offsets the other brokers'
+    finished uploads all hold: its COPY_SEGMENT_FINISHED reached the new leader only
+    after that leader had found its range uncopied and uploaded it too (the write was in
+    flight when its broker died). Kafka keeps such a duplicate too (its
+    RemoteLogLeaderEpochState serves the newer upload and leaves the older unreferenced
+    until retention); every other upload must chain."""
+    if upload.broker_id not in cut_short_by:
+        return False
+    covered = upload.start_offset
+    for other in sorted(uploads, key=lambda m: m.start_offset):
+        if (
+            other.broker_id not in cut_short_by
+            and other.start_offset <= covered <= other.end_offset
+        ):
+            covered = other.end_offset + 1
+    return covered > upload.end_offset
 
 
 def known_brokers(cluster: ClusterProcess, node: int) -> list[int]:

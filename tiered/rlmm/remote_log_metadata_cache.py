@@ -6,13 +6,19 @@ COPY_SEGMENT_FINISHED segments are indexed by the first offset the epoch has in 
 that `remote_log_segment_metadata(epoch, offset)` looks from the floor entry down for a
 segment whose run of the epoch reaches the offset; segments of the epoch
 in any other state are "unreferenced" (a copy in progress, or being deleted), listed but
-never served. An epoch's highest offset is the largest end offset of that epoch in its
-finished segments. A finished segment that reaches a start offset already indexed for an
-epoch (a new leader re-uploading after an unclean election) serves before the older one
-there, which still serves the offsets of the epoch only it reaches (Kafka makes it
-unreferenced; the expiration task here deletes segments off the lineage, so the older one
-may be the lineage's). Which one an epoch serves first thus depends on the order segments
-finished in, so the cache remembers it: a snapshot replays finished segments in that
+never served. An epoch's highest offset is the largest end offset of that epoch in the
+segments that are COPY_SEGMENT_FINISHED now: unlike Kafka's highestLogOffset, which
+never goes down, a segment being deleted stops counting, so a leader never counts
+records whose objects are going away as copied (Kafka deletes a segment only once
+retention or the log start offset has taken its records; a deletion planned while a
+segment was unfinished may land just after another broker's late COPY_SEGMENT_FINISHED).
+
+A finished segment that reaches a start offset already indexed for an epoch (a new
+leader re-uploading after an unclean election) serves before the older one there, which
+still serves the offsets of the epoch only it reaches (Kafka makes it unreferenced; the
+expiration task here deletes segments off the lineage, so the older one may be the
+lineage's). Which one an epoch serves first thus depends on the order segments finished
+in, so the cache remembers it: a snapshot replays finished segments in that
 order (`segments_in_replay_order`).
 
 Not thread-safe: its owner calls it from the event loop.
@@ -53,7 +59,8 @@ class _LeaderEpochState:
     offset_to_ids: dict[int, list[RemoteLogSegmentId]] = field(default_factory=dict)
     starts: list[int] = field(default_factory=list)
     unreferenced: set[RemoteLogSegmentId] = field(default_factory=set)
-    highest_log_offset: int | None = None
+    # The end offset of this epoch in each finished segment.
+    ends: dict[RemoteLogSegmentId, int] = field(default_factory=dict)
 
     def copy_started(self, segment_id: RemoteLogSegmentId) -> None:
         self.unreferenced.add(segment_id)
@@ -66,8 +73,11 @@ class _LeaderEpochState:
         elif segment_id not in ids:
             ids.append(segment_id)
         self.unreferenced.discard(segment_id)
-        if self.highest_log_offset is None or end > self.highest_log_offset:
-            self.highest_log_offset = end
+        self.ends[segment_id] = end
+
+    @property
+    def highest_log_offset(self) -> int | None:
+        return max(self.ends.values()) if self.ends else None
 
     def delete_started(self, start: int, segment_id: RemoteLogSegmentId) -> None:
         ids = self.offset_to_ids.get(start)
@@ -76,6 +86,7 @@ class _LeaderEpochState:
             if not ids:
                 del self.offset_to_ids[start]
                 self.starts.remove(start)
+        self.ends.pop(segment_id, None)
         self.unreferenced.add(segment_id)
 
     def delete_finished(self, segment_id: RemoteLogSegmentId) -> None:
@@ -202,7 +213,7 @@ class RemoteLogMetadataCache:
     def restore(self, metadata: RemoteLogSegmentMetadata) -> None:
         """Add a segment from a snapshot: as a copy started, then moved to its state.
         A DELETE_SEGMENT_STARTED segment does not count towards its epochs' highest
-        offsets, as in Kafka's snapshot loading (its copy may never have finished)."""
+        offsets, here as before the restart."""
         self.add_copy_in_progress_segment(
             replace(metadata, state=RemoteLogSegmentState.COPY_SEGMENT_STARTED)
         )

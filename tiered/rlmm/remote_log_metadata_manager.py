@@ -84,7 +84,8 @@ class RemoteLogMetadataManager(Protocol):
     def highest_offset_for_epoch(
         self, partition: TopicIdPartition, leader_epoch: int
     ) -> int | None:
-        """The highest offset of ``leader_epoch`` in COPY_SEGMENT_FINISHED segments."""
+        """The highest offset of ``leader_epoch`` in the segments COPY_SEGMENT_FINISHED
+        now (one being deleted no longer counts)."""
 
     def list_remote_log_segments(
         self, partition: TopicIdPartition, leader_epoch: int | None = None

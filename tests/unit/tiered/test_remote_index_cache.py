@@ -4,7 +4,9 @@ partial leftovers discarded, and forgotten when their segment is deleted."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -142,4 +144,36 @@ def test_removing_a_deleted_segment_drops_its_files(
     cache.remove(segments[0].remote_log_segment_id.id)
     assert len(cache) == 0
     assert cache.size_in_bytes == 0
+    cache.close()  # the cleaner thread has removed what was queued
     assert os.listdir(tmp_path / "log-dir" / DIR_NAME) == []
+
+
+async def test_remove_on_the_event_loop_leaves_the_files_to_the_cleaner_thread(
+    tmp_path: Path,
+    remote: tuple[CountingRsm, list[RemoteLogSegmentMetadata]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The RemoteLogManager tells the cache of every deleted segment from the event loop:
+    the entry leaves the LRU accounting at once, but its files are unlinked by the
+    cache's cleaner thread (Kafka's remote-log-index-cleaner), never on the loop."""
+    rsm, segments = remote
+    cache = RemoteIndexCache(rsm, str(tmp_path / "log-dir"))
+    for metadata in segments[:3]:
+        cache.get_index_entry(metadata)
+    kept = cache.size_in_bytes - entry_size(rsm, segments[0]) - entry_size(rsm, segments[1])
+    unlinked_on: list[int] = []
+    remove = os.remove
+
+    def recording_remove(path: str) -> None:
+        unlinked_on.append(threading.get_ident())
+        remove(path)
+
+    monkeypatch.setattr(os, "remove", recording_remove)
+    loop_thread = threading.get_ident()
+    for metadata in segments[:2]:
+        cache.remove(metadata.remote_log_segment_id.id)
+    assert (len(cache), cache.size_in_bytes) == (1, kept)
+    await asyncio.to_thread(cache.close)
+    assert unlinked_on and loop_thread not in unlinked_on
+    third = uuid_to_kafka_str(segments[2].remote_log_segment_id.id)
+    assert all(third in name for name in os.listdir(tmp_path / "log-dir" / DIR_NAME))

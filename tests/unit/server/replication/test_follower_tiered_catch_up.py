@@ -19,8 +19,9 @@ from support.tiering import drop_local_segments_below, tier_rolled_segments
 from tiercel.server.replication.fetch_state import FetchPhase, InitialFetchState
 from tiercel.server.replication.replica_fetcher import ReplicaFetcher
 from tiercel.storage.producer_snapshot import encode_snapshot
+from tiercel.storage.topic_partition import TopicIdPartition
 from tiercel.tiered.remote_index_cache import RemoteIndexCache
-from tiercel.tiered.remote_log_reader import RemoteLogReader
+from tiercel.tiered.remote_log_reader import RemoteLogReader, RemoteStorageFetchInfo
 from tiercel.tiered.remote_storage_thread_pool import RemoteStorageThreadPool
 from tiercel.tiered.rsm.local_tiered_storage import LocalTieredStorage
 from tiercel.tiered.rsm.remote_storage_manager import IndexType, RemoteLogSegmentMetadata
@@ -155,3 +156,52 @@ async def test_a_rebuild_that_finishes_after_a_leadership_change_installs_nothin
     rsm.gate.set()
     await asyncio.wait_for(rebuild, 10)
     assert log_bytes(c[2].log) == before and c[2].log.log_end_offset == 3
+
+
+class GatedSegmentStorage(LocalTieredStorage):
+    """A LocalTieredStorage whose segment reads (a consumer's) wait for ``gate``."""
+
+    def __init__(self, root: str) -> None:
+        super().__init__(root)
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+
+    def fetch_log_segment(
+        self, metadata: RemoteLogSegmentMetadata, start_position: int, end_position: int | None
+    ) -> bytes:
+        self.entered.set()
+        self.gate.wait(10)
+        return super().fetch_log_segment(metadata, start_position, end_position)
+
+
+async def test_a_rebuild_does_not_wait_behind_consumer_reads_in_the_reader_pool(
+    make_cluster: MakeCluster, tmp_path: Path, pool: RemoteStorageThreadPool
+) -> None:
+    """Kafka's TierStateMachine fetches the epoch checkpoint and producer snapshot on the
+    replica fetcher's own thread (RemoteStorageManager.fetchIndex), never through the
+    remote reader pool: they neither count against remote.log.reader.max.pending.tasks
+    nor wait for its threads. Here every reader thread is held by a consumer's read of a
+    slow store; the follower still catches up through the tier meanwhile."""
+    c = leader_with_tiered_prefix(make_cluster)
+    rsm = GatedSegmentStorage(str(tmp_path / "remote"))
+    rlmm = InMemoryRemoteLogMetadataManager()
+    await tier(c, rsm, rlmm)
+    reader = RemoteLogReader(rsm, rlmm, RemoteIndexCache(rsm, str(tmp_path / "cache")), pool)
+    tip = TopicIdPartition(c[1].topic_id, TP)
+    consumer_read = reader.async_read(
+        RemoteStorageFetchInfo(1024, True, tip, 0), c[1].log.leader_epoch_cache
+    )
+    assert await asyncio.to_thread(rsm.entered.wait, 10)
+    assert pool.in_flight == 1 == pool.threads  # the only reader thread is taken
+    fetcher, _ = follower_fetcher(c, reader)
+    try:
+        await asyncio.wait_for(c.catch_up(fetcher, 2), 5)
+        assert c[2].log.local_log_start_offset == LOCAL_START
+        assert log_bytes(c[2].log) == log_bytes(c[1].log)
+        assert pool.in_flight == 1  # the rebuild took no place in the reader pool's bound
+    finally:
+        rsm.gate.set()
+        await asyncio.wait_for(consumer_read, 10)
+        stopped = fetcher.stop()
+        if stopped is not None:
+            await asyncio.gather(stopped, return_exceptions=True)
