@@ -18,6 +18,7 @@ offsets of the segment it covers.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -105,36 +106,35 @@ def split_ranges(
 
 
 def _cut(ranges: Sequence[SegmentRange], size: float, parts: int) -> list[list[SegmentRange]]:
-    """``ranges`` cut at offsets into ``parts`` pieces of about ``size / parts`` bytes."""
-    cuts = []  # offsets that start a new piece
-    done = 0.0
-    targets = iter(size * j / parts for j in range(1, parts))
-    target = next(targets, None)
-    for r in ranges:
+    """``ranges`` cut into ``parts`` pieces of about ``size / parts`` bytes (at most one
+    per offset). Cuts are placed by rank, the offset's position among the offsets of
+    ``ranges`` (which may skip some), so a piece never starts in a hole between ranges."""
+    counts = [r.last_offset - r.first_offset + 1 for r in ranges]
+    total = sum(counts)
+    parts = min(parts, total)
+    cuts: set[int] = set()  # ranks that start a new piece
+    done, rank = 0.0, 0
+    targets = [size * j / parts for j in range(1, parts)]
+    for r, count in zip(ranges, counts, strict=True):
         bytes_ = estimated_bytes(r)
-        count = r.last_offset - r.first_offset + 1
-        while target is not None and done + bytes_ > target:
-            cuts.append(r.first_offset + int((target - done) / bytes_ * count))
-            target = next(targets, None)
+        while targets and done + bytes_ > targets[0]:
+            cuts.add(rank + int((targets.pop(0) - done) / bytes_ * count))
         done += bytes_
-    # Where rounding put two cuts on one offset, or a cut at the first offset, move them
-    # on so that every piece keeps an offset.
-    offsets = [o for r in ranges for o in (r.first_offset, r.last_offset)]
-    lowest, highest = offsets[0], offsets[-1]
-    fixed: list[int] = []
-    for cut in cuts:
-        cut = max(cut, fixed[-1] + 1 if fixed else lowest + 1)
-        if cut <= highest:
-            fixed.append(cut)
-    pieces: list[list[SegmentRange]] = [[]]
-    pending = list(fixed)
-    for r in ranges:
-        first = r.first_offset
-        while pending and pending[0] <= r.last_offset:
-            cut = pending.pop(0)
-            if cut > first:
-                pieces[-1].append(SegmentRange(r.segment, first, cut - 1))
-            pieces.append([])
-            first = max(cut, first)
-        pieces[-1].append(SegmentRange(r.segment, first, r.last_offset))
-    return [piece for piece in pieces if piece]
+        rank += count
+    cuts.discard(0)
+    # Byte estimates can put two cuts on one offset; split the longest pieces until
+    # there are ``parts``, so that minPartitions holds whenever there are the offsets.
+    bounds = sorted(cuts | {0, total})
+    while len(bounds) - 1 < parts:
+        _, at = max((b - a, i) for i, (a, b) in enumerate(itertools.pairwise(bounds)))
+        bounds.insert(at + 1, (bounds[at] + bounds[at + 1]) // 2)
+    pieces: list[list[SegmentRange]] = [[] for _ in bounds[1:]]
+    rank = 0
+    for r, count in zip(ranges, counts, strict=True):
+        for i, (a, b) in enumerate(itertools.pairwise(bounds)):
+            lo, hi = max(a, rank), min(b, rank + count)
+            if lo < hi:
+                first = r.first_offset + lo - rank
+                pieces[i].append(SegmentRange(r.segment, first, first + hi - lo - 1))
+        rank += count
+    return pieces
