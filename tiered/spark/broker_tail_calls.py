@@ -10,11 +10,23 @@ from typing import cast
 
 import pyarrow as pa
 
-__all__ = ["describe_topics", "high_watermarks", "read_broker_range"]
+__all__ = ["BrokerTailUnavailableError", "describe_topics", "high_watermarks", "read_broker_range"]
+
+
+class BrokerTailUnavailableError(RuntimeError):
+    """``kafka.bootstrap.servers`` was given to an installation without the broker tail."""
 
 
 def _module() -> ModuleType:
-    return importlib.import_module("tiercel.tiered.reader.broker_tail")
+    try:
+        return importlib.import_module("tiercel.tiered.reader.broker_tail")
+    except ModuleNotFoundError as e:
+        if e.name != "tiercel.tiered.reader.broker_tail":
+            raise  # the module is there but something it needs is not
+        raise BrokerTailUnavailableError(
+            "kafka.bootstrap.servers: this Tiercel has no broker tail "
+            "(tiercel.tiered.reader.broker_tail); read the tier alone without the option"
+        ) from e
 
 
 def describe_topics(bootstrap_servers: str, topics: Sequence[str] | None) -> dict[str, list[int]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Final
 
@@ -112,7 +112,7 @@ def s3_tiering_broker(tmp_path: Path, s3_bucket: S3Bucket) -> Iterator[BrokerPro
 
 
 def test_spark_reads_what_the_broker_tiered_to_its_local_directory(
-    spark: SparkSession, broker_factory: ..., tmp_path: Path
+    spark: SparkSession, broker_factory: Callable[..., BrokerProcess]
 ) -> None:
     broker: BrokerProcess = broker_factory(dict(TASK_INTERVALS))
     produce_every_codec(broker.bootstrap)
