@@ -26,6 +26,7 @@ from tiercel.tiered.spark.options import ReadOptions, parse_options
 from tiercel.tiered.spark.planning import plan_read
 from tiercel.tiered.spark.pushdown import PushedBounds, push_filters
 from tiercel.tiered.spark.slices import BrokerTailSlice, TierSlice
+from tiercel.tiered.spark.tail_timestamps import clip_by_timestamps
 
 __all__ = ["TiercelDataSource", "TiercelPushdownReader", "TiercelReader", "spark_schema"]
 
@@ -88,14 +89,23 @@ class TiercelReader(DataSourceReader):
                     yield batch.cast(schema)
         elif isinstance(partition, BrokerTailSlice):
             schema = _SPARK_ARROW[partition.include_headers]
-            for batch in broker_tail_calls.read_broker_range(
+            batches = broker_tail_calls.read_broker_range(
                 partition.bootstrap_servers,
                 partition.topic,
                 partition.partition,
                 partition.first_offset,
                 partition.last_offset,
                 partition.include_headers,
-            ):
+            )
+            if partition.start_timestamp is not None or partition.end_timestamp is not None:
+                batches = clip_by_timestamps(
+                    batches,
+                    partition.start_timestamp,
+                    partition.end_timestamp,
+                    partition.fail_if_no_start,
+                    f"{partition.topic}-{partition.partition} (broker tail)",
+                )
+            for batch in batches:
                 yield batch.cast(schema)
         elif type(partition) is not InputPartition or partition.value is not None:
             # PySpark reads InputPartition(None) in place of an empty list of partitions.

@@ -45,7 +45,9 @@ class TiercelPlanningError(ValueError):
 class PlannedPartition:
     """One topic partition's read: ``ranges`` from the tier and, past the tier's end,
     ``tail`` (first and last offset) from the broker; ``start`` and ``end`` the
-    resolved bounds (end exclusive) before pushed filters."""
+    resolved bounds (end exclusive) before pushed filters. ``tail_timestamps`` are the
+    starting and ending timestamps the tier could not resolve, for the tail to apply
+    (`tail_timestamps`)."""
 
     topic: str
     partition: int
@@ -53,6 +55,7 @@ class PlannedPartition:
     end: int
     ranges: tuple[SegmentRange, ...]
     tail: tuple[int, int] | None
+    tail_timestamps: tuple[int | None, int | None] = (None, None)
 
 
 def plan_read(options: ReadOptions, bounds: PushedBounds) -> list[InputPartition]:
@@ -78,6 +81,8 @@ def plan_read(options: ReadOptions, bounds: PushedBounds) -> list[InputPartition
                     p.partition,
                     *p.tail,
                     options.include_headers,
+                    *p.tail_timestamps,
+                    options.starting_timestamp_strategy == "error",
                 )
             )
     return slices
@@ -116,8 +121,11 @@ def _plan_one(
     tier_start = plan.start_offset if plan.start_offset is not None else 0
     tier_end = plan.end_offset if plan.end_offset is not None else 0
     latest = high_watermark if high_watermark is not None else tier_end
-    start = _resolve(store, options.starting, plan, tier_start, latest, True, options)
-    end = _resolve(store, options.ending, plan, tier_start, latest, False, options)
+    in_tail = tier_end if high_watermark is not None else None
+    start, start_ts = _resolve(
+        store, options.starting, plan, tier_start, latest, in_tail, True, options
+    )
+    end, end_ts = _resolve(store, options.ending, plan, tier_start, latest, in_tail, False, options)
     if start > end:
         raise TiercelPlanningError(
             f"{tp.topic}-{tp.partition}: the starting offset {start} is after the ending "
@@ -152,7 +160,12 @@ def _plan_one(
         ranges = [r for r in ranges if r.segment.max_timestamp_ms * 1000 >= floor]
     if tail is not None and tail[0] > tail[1]:
         tail = None
-    return PlannedPartition(tp.topic, tp.partition, start, end, tuple(ranges), tail)
+    tail_empty = high_watermark is not None and high_watermark <= tier_end
+    if start_ts is not None and tail_empty and options.starting_timestamp_strategy == "error":
+        # Left to the tail, but the broker has no record past the tier: none is late enough.
+        _no_record_after(tp.topic, tp.partition, start_ts)
+    pending = (start_ts, end_ts) if tail is not None else (None, None)
+    return PlannedPartition(tp.topic, tp.partition, start, end, tuple(ranges), tail, pending)
 
 
 def _resolve(
@@ -161,10 +174,14 @@ def _resolve(
     plan: PartitionPlan,
     earliest: int,
     latest: int,
+    tail_start: int | None,
     starting: bool,
     options: ReadOptions,
-) -> int:
-    """One end of ``plan``'s read, by the Kafka source's precedence (OffsetBound)."""
+) -> tuple[int, int | None]:
+    """One end of ``plan``'s read, by the Kafka source's precedence (OffsetBound), and
+    the timestamp left for the broker tail to apply when the tier has no record late
+    enough and the tail (from ``tail_start``) is read: the read then starts at the
+    tail, or ends at its end, and the tail applies the timestamp (`tail_timestamps`)."""
     tp = plan.topic_partition
     key = (tp.topic, tp.partition)
     timestamp = bound.timestamp
@@ -173,20 +190,26 @@ def _resolve(
     if timestamp is not None:
         found = offset_for_timestamp(store, plan.ranges, timestamp)
         if found is not None:
-            return found
+            return found, None
+        if tail_start is not None:
+            return (tail_start if starting else latest), timestamp
         if starting and options.starting_timestamp_strategy == "error":
-            raise TiercelPlanningError(
-                f"{tp.topic}-{tp.partition}: no record in the remote tier has a timestamp "
-                f"at or after {timestamp} (startingOffsetsByTimestampStrategy=latest "
-                "starts such partitions at the latest offset)"
-            )
-        return latest
+            _no_record_after(tp.topic, tp.partition, timestamp)
+        return latest, None
     offset = bound.offsets[key] if bound.offsets is not None else bound.default
     if offset == EARLIEST:
-        return earliest
+        return earliest, None
     if offset == LATEST:
-        return latest
-    return offset
+        return latest, None
+    return offset, None
+
+
+def _no_record_after(topic: str, partition: int, timestamp: int) -> None:
+    raise TiercelPlanningError(
+        f"{topic}-{partition}: no record has a timestamp at or after {timestamp} "
+        "(startingOffsetsByTimestampStrategy=latest starts such partitions at the latest "
+        "offset)"
+    )
 
 
 def _check_named_partitions(bound: OffsetBound, end: str, read: set[tuple[str, int]]) -> None:

@@ -70,7 +70,9 @@ class TierSlice(InputPartition):
 @dataclass(frozen=True)
 class BrokerTailSlice(InputPartition):
     """Offsets ``first_offset`` to ``last_offset`` (inclusive) of a topic partition not
-    yet tiered, read from the brokers at ``bootstrap_servers``."""
+    yet tiered, read from the brokers at ``bootstrap_servers``; from the first record at
+    or after ``start_timestamp`` and before the first at or after ``end_timestamp`` when
+    those fell in the tail (`tail_timestamps`)."""
 
     bootstrap_servers: str
     topic: str
@@ -78,6 +80,9 @@ class BrokerTailSlice(InputPartition):
     first_offset: int
     last_offset: int
     include_headers: bool
+    start_timestamp: int | None = None
+    end_timestamp: int | None = None
+    fail_if_no_start: bool = True
 
 
 def estimated_bytes(segment_range: SegmentRange) -> float:

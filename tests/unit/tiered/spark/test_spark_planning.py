@@ -198,3 +198,23 @@ def test_with_a_broker_the_offsets_past_the_tier_are_one_tail_slice_each(
     json = f'{{"t":{{"0":{ends[0] + 17},"1":{ends[1]}}}}}'
     with pytest.raises(TiercelPlanningError, match=f"offsets {ends[0]} to {ends[0] + 16} of t-0"):
         planned(tier, endingOffsets=json)
+
+    # A starting timestamp past every tiered record is left to the tail's task; with
+    # nothing past the tier (partition 1) it is an error at once, as without a broker.
+    late = max(row[4] for rows in tier.rows.values() for row in rows) + 1
+    by_time = {"path": tier.root, "assign": '{"t":[0]}', "kafka.bootstrap.servers": "h:1"}
+    [tail] = plan_read(parse_options({**by_time, "startingTimestamp": str(late)}), PushedBounds())
+    assert isinstance(tail, BrokerTailSlice)
+    assert (tail.first_offset, tail.last_offset) == (ends[0], ends[0] + 16)
+    assert (tail.start_timestamp, tail.end_timestamp, tail.fail_if_no_start) == (late, None, True)
+    on_1 = {**by_time, "assign": '{"t":[1]}', "startingTimestamp": str(late)}
+    with pytest.raises(TiercelPlanningError, match="t-1: no record has a timestamp"):
+        plan_read(parse_options(on_1), PushedBounds())
+    # An ending timestamp past the tier: the whole tier, then the tail up to it.
+    to_late = parse_options({**by_time, "endingTimestamp": str(late)})
+    slices = plan_read(to_late, PushedBounds())
+    [tail] = [s for s in slices if isinstance(s, BrokerTailSlice)]
+    assert (tail.first_offset, tail.start_timestamp, tail.end_timestamp) == (ends[0], None, late)
+    assert [o for s in slices if isinstance(s, TierSlice) for o in offsets_of(s.ranges)] == list(
+        range(ends[0])
+    )
