@@ -109,7 +109,7 @@ def test_timestamp_bounds_resolve_through_the_time_indexes(spark: SparkSession, 
     # Past every record: an error by default (the Kafka source's strategy "error"), the
     # end with strategy latest; an ending timestamp past every record is the end.
     late = BASE_TS + 10**9
-    with pytest.raises(PySparkException, match="no record in the remote tier has a timestamp"):
+    with pytest.raises(PySparkException, match="t-0: no record has a timestamp at or after"):
         read(spark, tier, assign='{"t":[0]}', startingTimestamp=late).collect()
     assert (
         read(
