@@ -160,6 +160,9 @@ def test_an_empty_or_unknown_topic_reads_as_no_rows(spark: SparkSession, tier: T
     assert df.collect() == []
     assert "headers" in df.columns
     assert read(spark, tier, subscribePattern="nothing.*").collect() == []
+    # The root given to load() is the path option, as for Spark's file sources.
+    by_load = spark.read.format("tiercel").option("subscribe", "nothing-here").load(tier.root)
+    assert by_load.collect() == []
 
 
 def test_a_batch_failing_its_crc_fails_the_query_naming_the_object(
