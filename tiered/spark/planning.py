@@ -144,16 +144,20 @@ def _plan_one(
     past = (max(first, tier_end), last)  # after the tier
     tail = None
     if high_watermark is not None:
-        tail = past
+        # The broker holds up to its high watermark; an ending offset past it is a loss
+        # too (nothing there to read), not a read that waits.
+        tail = (past[0], min(past[1], high_watermark - 1))
+        lost.append((max(past[0], high_watermark), past[1]))
     else:
         lost.append(past)
     lost = [(lo, hi) for lo, hi in lost if lo <= hi]
     if lost and options.fail_on_data_loss:
         spans = ", ".join(f"{lo} to {hi}" for lo, hi in sorted(lost))
+        where = "in the remote tier" if high_watermark is None else "in the tier or the broker"
         raise TiercelPlanningError(
-            f"data loss: offsets {spans} of {tp.topic}-{tp.partition} are not in the remote "
-            "tier (deleted by retention, or not tiered yet); set failOnDataLoss to false "
-            "to read around them"
+            f"data loss: offsets {spans} of {tp.topic}-{tp.partition} are not {where} "
+            "(deleted by retention, or not tiered yet); set failOnDataLoss to false to read "
+            "around them"
         )
     if bounds.min_timestamp_us is not None:
         floor = bounds.min_timestamp_us

@@ -178,8 +178,8 @@ def test_with_a_broker_the_offsets_past_the_tier_are_one_tail_slice_each(
         "high_watermarks",
         lambda servers, topic, partitions: {p: watermarks[p] for p in partitions},
     )
-    parsed = parse_options({"path": tier.root, "subscribe": "t", "kafka.bootstrap.servers": "h:1"})
-    slices = plan_read(parsed, PushedBounds())
+    parsed_options = {"path": tier.root, "subscribe": "t", "kafka.bootstrap.servers": "h:1"}
+    slices = plan_read(parse_options(parsed_options), PushedBounds())
     tails = sorted(
         (s.partition, s.first_offset, s.last_offset)
         for s in slices
@@ -194,6 +194,13 @@ def test_with_a_broker_the_offsets_past_the_tier_are_one_tail_slice_each(
             for o in offsets_of(s.ranges)
         ]
         assert tiered == list(range(ends[p]))
+    # An ending offset past the high watermark is data loss even with the broker.
+    beyond = f'{{"t":{{"0":{ends[0] + 20},"1":{ends[1]},"2":5}}}}'
+    with pytest.raises(
+        TiercelPlanningError,
+        match=f"offsets {ends[0] + 17} to {ends[0] + 19} of t-0 are not in the tier or the broker",
+    ):
+        plan_read(parse_options({**dict(parsed_options), "endingOffsets": beyond}), PushedBounds())
     # Without the broker, the same ending offset is data loss the tier cannot serve.
     json = f'{{"t":{{"0":{ends[0] + 17},"1":{ends[1]}}}}}'
     with pytest.raises(TiercelPlanningError, match=f"offsets {ends[0]} to {ends[0] + 16} of t-0"):
