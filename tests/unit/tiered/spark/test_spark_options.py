@@ -1,0 +1,97 @@
+"""The tiercel format's options: the Kafka source's names and batch rules, any case,
+every bad value a clear error naming the option."""
+
+from __future__ import annotations
+
+import pytest
+
+from tiercel.tiered.spark.options import (
+    EARLIEST,
+    LATEST,
+    OffsetBound,
+    TiercelOptionError,
+    parse_options,
+)
+
+BASE = {"path": "file:///tmp/tier", "subscribe": "t"}
+
+
+def test_defaults_and_case_insensitive_names() -> None:
+    parsed = parse_options({"PATH": "s3://b/p", "SubScribe": " a, b ,", "S3.Region": "eu"})
+    assert parsed.path == "s3://b/p"
+    assert parsed.subscribe == ("a", "b")
+    assert (parsed.s3_region, parsed.s3_endpoint_url) == ("eu", None)
+    assert parsed.starting == OffsetBound(EARLIEST)
+    assert parsed.ending == OffsetBound(LATEST)
+    assert parsed.fail_on_data_loss and not parsed.include_headers
+    assert parsed.min_partitions is None and parsed.bootstrap_servers is None
+    assert parsed.starting_timestamp_strategy == "error"
+
+
+def test_every_option_parsed() -> None:
+    parsed = parse_options(
+        {
+            "path": "file:///x",
+            "assign": '{"a":[1,0,1],"b":[2]}',
+            "startingOffsets": '{"a":{"0":5,"1":-2},"b":{"2":7}}',
+            "endingOffsets": "latest",
+            "startingTimestamp": "1000",
+            "endingOffsetsByTimestamp": '{"a":{"0":2000}}',
+            "startingOffsetsByTimestampStrategy": "LATEST",
+            "failOnDataLoss": "False",
+            "minPartitions": "8",
+            "includeHeaders": "TRUE",
+            "kafka.bootstrap.servers": "h1:9092, h2:9093",
+            "filterPushdown": "true",
+            "s3.endpoint.url": "http://127.0.0.1:5000",
+            "paths": "[]",  # Spark's own key for load(p1, p2)
+        }
+    )
+    assert parsed.assign == {"a": (0, 1), "b": (2,)}
+    assert parsed.starting == OffsetBound(
+        EARLIEST, {("a", 0): 5, ("a", 1): EARLIEST, ("b", 2): 7}, 1000, None
+    )
+    assert parsed.ending == OffsetBound(LATEST, None, None, {("a", 0): 2000})
+    assert parsed.starting_timestamp_strategy == "latest"
+    assert not parsed.fail_on_data_loss and parsed.include_headers and parsed.filter_pushdown
+    assert parsed.min_partitions == 8
+    assert parsed.bootstrap_servers == "h1:9092,h2:9093"
+    assert parsed.s3_endpoint_url == "http://127.0.0.1:5000"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"subscribe": "t"}, "option path is required"),
+        ({**BASE, "endingOffset": "latest"}, "unknown option.*endingoffset"),
+        ({**BASE, "kafka.group.id": "g"}, "unknown option.*kafka.group.id"),
+        ({"path": "file:///x"}, "exactly one of subscribe, subscribePattern and assign"),
+        ({**BASE, "assign": '{"t":[0]}'}, "exactly one of .* \\(got subscribe, assign\\)"),
+        ({**BASE, "subscribe": " , "}, "subscribe: no topic"),
+        ({"path": "file:///x", "subscribePattern": "t["}, "subscribePattern 't\\['"),
+        ({"path": "file:///x", "assign": "[0]"}, "assign: expected a JSON object"),
+        ({"path": "file:///x", "assign": '{"t":[-1]}'}, "assign: topic 't' needs a list"),
+        ({"path": "file:///x", "assign": '{"t":'}, "assign: not JSON"),
+        ({**BASE, "startingOffsets": "latest"}, "startingOffsets: latest is not allowed"),
+        ({**BASE, "endingOffsets": "earliest"}, "endingOffsets: earliest is not allowed"),
+        ({**BASE, "startingOffsets": '{"t":{"0":-1}}'}, "offset -1 for t-0 is not allowed"),
+        ({**BASE, "endingOffsets": '{"t":{"0":-2}}'}, "offset -2 for t-0 is not allowed"),
+        ({**BASE, "endingOffsets": '{"t":{"0":-3}}'}, "offset -3 for t-0 is not allowed"),
+        ({**BASE, "startingOffsets": '{"t":{"x":1}}'}, "partition 'x' maps to 1"),
+        ({**BASE, "startingOffsets": '{"t":{"0":1.5}}'}, "partition '0' maps to 1.5"),
+        ({**BASE, "startingOffsets": '{"t":[0]}'}, 'expected {"topic"'),
+        ({**BASE, "startingTimestamp": "soon"}, "startingTimestamp: 'soon' is not an integer"),
+        ({**BASE, "endingTimestamp": "-5"}, "endingTimestamp: -5 is below 0"),
+        ({**BASE, "startingOffsetsByTimestamp": '{"t":{"0":-1}}'}, "timestamp -1 for t-0"),
+        ({**BASE, "startingOffsetsByTimestampStrategy": "x"}, "Strategy: 'x' is not"),
+        ({**BASE, "failOnDataLoss": "yes"}, "failOnDataLoss: 'yes' is not true or false"),
+        ({**BASE, "includeHeaders": "1"}, "includeHeaders: '1' is not true or false"),
+        ({**BASE, "minPartitions": "0"}, "minPartitions: 0 is below 1"),
+        ({**BASE, "minPartitions": "many"}, "minPartitions: 'many' is not an integer"),
+        ({**BASE, "kafka.bootstrap.servers": "host"}, "'host' is not host:port"),
+        ({**BASE, "kafka.bootstrap.servers": "h:1,h:99999"}, "'h:99999' is not host:port"),
+    ],
+)
+def test_bad_options_are_errors_naming_the_option(options: dict[str, str], message: str) -> None:
+    with pytest.raises(TiercelOptionError, match=message):
+        parse_options(options)

@@ -1,0 +1,57 @@
+"""The broker tail's functions (`tiercel.tiered.reader.broker_tail`), imported only when
+``kafka.bootstrap.servers`` is set: a read of the tier alone needs no Kafka client."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator, Sequence
+from types import ModuleType
+from typing import cast
+
+import pyarrow as pa
+
+__all__ = ["BrokerTailUnavailableError", "describe_topics", "high_watermarks", "read_broker_range"]
+
+
+class BrokerTailUnavailableError(RuntimeError):
+    """``kafka.bootstrap.servers`` was given to an installation without the broker tail."""
+
+
+def _module() -> ModuleType:
+    try:
+        return importlib.import_module("tiercel.tiered.reader.broker_tail")
+    except ModuleNotFoundError as e:
+        if e.name != "tiercel.tiered.reader.broker_tail":
+            raise  # the module is there but something it needs is not
+        raise BrokerTailUnavailableError(
+            "kafka.bootstrap.servers: this Tiercel has no broker tail "
+            "(tiercel.tiered.reader.broker_tail); read the tier alone without the option"
+        ) from e
+
+
+def describe_topics(bootstrap_servers: str, topics: Sequence[str] | None) -> dict[str, list[int]]:
+    """Topic -> its sorted partition ids (None: every non-internal topic)."""
+    return cast(dict[str, list[int]], _module().describe_topics(bootstrap_servers, topics))
+
+
+def high_watermarks(
+    bootstrap_servers: str, topic: str, partitions: Sequence[int]
+) -> dict[int, int]:
+    return cast(dict[int, int], _module().high_watermarks(bootstrap_servers, topic, partitions))
+
+
+def read_broker_range(
+    bootstrap_servers: str,
+    topic: str,
+    partition: int,
+    first_offset: int,
+    last_offset: int,
+    include_headers: bool,
+) -> Iterator[pa.RecordBatch]:
+    """Offsets ``first_offset`` to ``last_offset`` (inclusive) read from the brokers."""
+    return cast(
+        Iterator[pa.RecordBatch],
+        _module().read_broker_range(
+            bootstrap_servers, topic, partition, first_offset, last_offset, include_headers
+        ),
+    )
