@@ -60,6 +60,7 @@ __all__ = [
     "BrokerTailError",
     "describe_topics",
     "high_watermarks",
+    "log_start_offsets",
     "read_broker_range",
 ]
 
@@ -347,6 +348,13 @@ def high_watermarks(
     """Partition -> high watermark (ListOffsets latest, read_uncommitted), each asked of
     its leader."""
     return _list_offsets(bootstrap_servers, topic, {p: _LATEST for p in partitions}, timeout_s)
+
+
+def log_start_offsets(
+    bootstrap_servers: str, topic: str, partitions: Sequence[int], timeout_s: float = 30.0
+) -> dict[int, int]:
+    """Partition -> log start offset (ListOffsets earliest), each asked of its leader."""
+    return _list_offsets(bootstrap_servers, topic, {p: _EARLIEST for p in partitions}, timeout_s)
 
 
 def _list_offsets(

@@ -10,7 +10,13 @@ from typing import cast
 
 import pyarrow as pa
 
-__all__ = ["BrokerTailUnavailableError", "describe_topics", "high_watermarks", "read_broker_range"]
+__all__ = [
+    "BrokerTailUnavailableError",
+    "describe_topics",
+    "high_watermarks",
+    "log_start_offsets",
+    "read_broker_range",
+]
 
 
 class BrokerTailUnavailableError(RuntimeError):
@@ -38,6 +44,12 @@ def high_watermarks(
     bootstrap_servers: str, topic: str, partitions: Sequence[int]
 ) -> dict[int, int]:
     return cast(dict[int, int], _module().high_watermarks(bootstrap_servers, topic, partitions))
+
+
+def log_start_offsets(
+    bootstrap_servers: str, topic: str, partitions: Sequence[int]
+) -> dict[int, int]:
+    return cast(dict[int, int], _module().log_start_offsets(bootstrap_servers, topic, partitions))
 
 
 def read_broker_range(

@@ -102,9 +102,12 @@ def plan_partitions(
         if not partitions:
             continue
         watermarks = _high_watermarks(options, topic, partitions)
+        untiered = [p for p in partitions if by_partition[p].start_offset is None]
+        log_starts = _log_starts(options, topic, untiered)
         for partition in partitions:
             high = None if watermarks is None else watermarks[partition]
-            planned.append(_plan_one(store, options, bounds, by_partition[partition], high))
+            plan = by_partition[partition]
+            planned.append(_plan_one(store, options, bounds, plan, high, log_starts.get(partition)))
     return planned
 
 
@@ -114,12 +117,14 @@ def _plan_one(
     bounds: PushedBounds,
     plan: PartitionPlan,
     high_watermark: int | None,
+    broker_log_start: int | None,
 ) -> PlannedPartition:
     tp = plan.topic_partition
-    # Nothing tiered: the tier's start and end are 0 (a broker's log of a tiered topic
-    # keeps every record until tiered, so its records start there too).
-    tier_start = plan.start_offset if plan.start_offset is not None else 0
-    tier_end = plan.end_offset if plan.end_offset is not None else 0
+    # Nothing tiered: an empty tier at the broker's log start offset (retention or
+    # DeleteRecords may have moved it past 0), else at 0.
+    empty_at = broker_log_start if broker_log_start is not None else 0
+    tier_start = plan.start_offset if plan.start_offset is not None else empty_at
+    tier_end = plan.end_offset if plan.end_offset is not None else empty_at
     latest = high_watermark if high_watermark is not None else tier_end
     in_tail = tier_end if high_watermark is not None else None
     start, start_ts = _resolve(
@@ -283,6 +288,13 @@ def tier_topics(store: ObjectStore) -> list[str]:
         if len(name) > _TOPIC_ID_CHARS + 1 and name[-_TOPIC_ID_CHARS - 1] == "-":
             names.add(name[: -_TOPIC_ID_CHARS - 1])
     return sorted(names)
+
+
+def _log_starts(options: ReadOptions, topic: str, partitions: Sequence[int]) -> dict[int, int]:
+    """The broker's log start offsets of ``partitions`` (those with nothing tiered)."""
+    if options.bootstrap_servers is None or not partitions:
+        return {}
+    return broker_tail_calls.log_start_offsets(options.bootstrap_servers, topic, partitions)
 
 
 def _high_watermarks(

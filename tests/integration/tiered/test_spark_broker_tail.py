@@ -17,6 +17,8 @@ import pytest
 
 pytest.importorskip("tiercel.tiered.spark", reason="the Spark data source is not in this tree")
 
+from confluent_kafka import TopicPartition as CTopicPartition
+from confluent_kafka.admin import AdminClient
 from pyspark.sql import DataFrame, SparkSession
 
 from support.broker import BrokerProcess
@@ -103,4 +105,13 @@ def test_one_query_reads_the_tier_and_the_broker_tail(
         row
         for row in expected
         if (row[1] == 0 and first <= row[2] < past) or (row[1] == 1 and row[2] >= 2)
+    ]
+
+    # A partition with nothing tiered starts at the broker's log start offset, which
+    # DeleteRecords has moved past 0: `earliest` is that, not data loss at offset 0.
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    moved = admin.delete_records([CTopicPartition(TOPIC, 1, 2)])[CTopicPartition(TOPIC, 1)]
+    assert moved.result(10).low_watermark == 2
+    assert spark_rows(read(spark, root, broker)) == [
+        row for row in expected if row[1] == 0 or row[2] >= 2
     ]

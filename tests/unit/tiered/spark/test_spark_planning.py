@@ -166,8 +166,9 @@ def test_with_a_broker_the_offsets_past_the_tier_are_one_tail_slice_each(
     tier: Tier, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The broker's partitions and high watermarks (the broker tail's calls, stood in
-    for here: the module is another branch's) extend the read past the tier: tier
-    slices up to the tier's end, then a tail slice from there to the high watermark."""
+    for here to plan without a broker; tests/integration/tiered/test_spark_broker_tail.py
+    has the real one) extend the read past the tier: tier slices up to the tier's end,
+    then a tail slice from there to the high watermark."""
     ends = {p: len(tier.rows[("t", p)]) for p in (0, 1)}
     watermarks = {0: ends[0] + 17, 1: ends[1], 2: 5}
     monkeypatch.setattr(
@@ -177,6 +178,9 @@ def test_with_a_broker_the_offsets_past_the_tier_are_one_tail_slice_each(
         broker_tail_calls,
         "high_watermarks",
         lambda servers, topic, partitions: {p: watermarks[p] for p in partitions},
+    )
+    monkeypatch.setattr(
+        broker_tail_calls, "log_start_offsets", lambda servers, topic, partitions: {2: 0}
     )
     parsed_options = {"path": tier.root, "subscribe": "t", "kafka.bootstrap.servers": "h:1"}
     slices = plan_read(parse_options(parsed_options), PushedBounds())
