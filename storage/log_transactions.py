@@ -19,6 +19,7 @@ Event-loop only, as the log.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from tiercel.config.log_config import LogConfig
 from tiercel.protocol.end_txn_marker import EndTransactionMarker, build_end_txn_marker_batch
@@ -30,11 +31,21 @@ from tiercel.storage.producer_state import ProducerStateManager
 from tiercel.storage.transaction_index import AbortedTxn
 
 __all__ = [
+    "EndTxnMarkerEntry",
     "complete_txns",
     "end_txn_marker_append_batch",
     "last_stable_offset",
     "with_aborted_transactions",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class EndTxnMarkerEntry:
+    """One partition's marker to append: whose transaction, and how it ended."""
+
+    producer_id: int
+    producer_epoch: int
+    marker: EndTransactionMarker
 
 
 def last_stable_offset(

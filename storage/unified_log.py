@@ -237,7 +237,8 @@ class UnifiedLog:
         UnifiedLog.lastStableOffset): read_committed reads stop there."""
         return last_stable_offset(self.producer_state, self.log_start_offset, self.high_watermark)
 
-    def _last_stable_offset_metadata(self) -> LogOffsetMetadata:
+    @property
+    def last_stable_offset_metadata(self) -> LogOffsetMetadata:
         offset = self.last_stable_offset
         if offset == self.high_watermark:
             return self.high_watermark_metadata
@@ -447,7 +448,7 @@ class UnifiedLog:
         elif isolation is FetchIsolation.HIGH_WATERMARK:
             max_offset = self.high_watermark_metadata
         else:
-            max_offset = self._last_stable_offset_metadata()
+            max_offset = self.last_stable_offset_metadata
         info = self.local_log.read(start_offset, max_length, max_offset, min_one_message)
         if isolation is FetchIsolation.TXN_COMMITTED:
             return with_aborted_transactions(self.local_log, start_offset, info)
