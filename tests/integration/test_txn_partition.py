@@ -33,6 +33,7 @@ from support.txn_wire import (
     fetch_committed,
     latest_offset,
     plain,
+    request,
     write_marker,
 )
 from support.wire import WireClient
@@ -161,5 +162,14 @@ def test_bad_markers_and_writes_get_kafkas_errors(
     assert p.end(commit=False, coordinator_epoch=4) == ErrorCode.transaction_coordinator_fenced
     # x 0, COMMIT 1, y 2, COMMIT 3, z 4: z's transaction is still open.
     assert latest_offset(client, topic, 1) == 4
+    described = (
+        request(client, 61, 0, {"topics": [{"name": topic, "partition_indexes": [0]}]})
+        .topics[0]
+        .partitions[0]
+    )
+    assert [
+        (int(e.producer_id), e.producer_epoch, e.coordinator_epoch, e.current_txn_start_offset)
+        for e in described.active_producers
+    ] == [(p.producer_id, 3, 5, 4)]
     assert p.end(commit=False, coordinator_epoch=5) == ErrorCode.none
     assert latest_offset(client, topic, 1) == latest_offset(client, topic, 0) == 6
