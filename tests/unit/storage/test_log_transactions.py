@@ -94,7 +94,7 @@ def end_txn(
         log.config,
         NOW,
     )
-    log.append_checked([batch], AppendOrigin.COORDINATOR)
+    log.append([batch], AppendOrigin.COORDINATOR)
     return offset
 
 
