@@ -25,7 +25,6 @@ from tiercel.protocol.errors import (
 )
 from tiercel.protocol.record_batch import read_header
 from tiercel.storage.file_names import producer_snapshot_file, transaction_index_file
-from tiercel.storage.local_log import fetch_upper_bound_offset
 from tiercel.storage.log_values import AbortedTransaction, FetchIsolation
 from tiercel.storage.producer_snapshot import decode_snapshot
 from tiercel.storage.scheduler import Scheduler
@@ -52,6 +51,15 @@ def data_offsets(data: bytes) -> list[int]:
             out.extend(r.offset for r in decode_all(data[pos : pos + header.size_in_bytes]))
         pos += header.size_in_bytes
     return out
+
+
+def next_offset(data: bytes) -> int:
+    """One past the last offset of the batches in ``data``."""
+    pos = 0
+    while pos < len(data):
+        header = read_header(data, pos)
+        pos += header.size_in_bytes
+    return header.next_offset
 
 
 def committed_read(log: UnifiedLog, offset: int) -> tuple[list[int], list[AbortedTransaction]]:
@@ -240,7 +248,7 @@ async def test_a_crash_rebuilds_the_txn_indexes_and_the_lso_from_the_log(
     while offset < log.last_stable_offset:
         info = log.read(offset, 1 << 20, FetchIsolation.TXN_COMMITTED, True)
         aborted.update(info.aborted_transactions or ())
-        offset = fetch_upper_bound_offset(offset, info.records)
+        offset = next_offset(bytes(info.records))
     assert aborted == {AbortedTransaction(e.producer_id, e.first_offset) for e in before}
 
 
