@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from support.clients import wait_until
 from support.cluster import ClusterProcess
 from support.txn_wire import (
     TxnProducer,
@@ -50,8 +51,14 @@ def test_markers_and_aborted_transactions_survive_a_leader_failover(
     cluster.kill(leader)
     new_leader = cluster.wait_for_leader(TOPIC, 0, exclude=[leader]).leader
     with WireClient(cluster.bootstrap([new_leader])) as client:
+        # ZooKeeper names the new leader before the broker has taken the leadership, and
+        # its high watermark moves up once the other follower fetched from it.
+        def serving() -> bool:
+            part = fetch_committed(client, TOPIC, 0)
+            return part.error_code == ErrorCode.none and part.high_watermark == 7
+
+        assert wait_until(serving, 30)
         after = fetch_committed(client, TOPIC, 0)
-        assert after.error_code == ErrorCode.none
         assert after.last_stable_offset == 6  # b's second transaction is still open
         assert {
             (int(t.producer_id), int(t.first_offset)) for t in after.aborted_transactions

@@ -116,7 +116,7 @@ def test_read_committed_sees_only_committed_records_and_waits_for_open_ones(
     assert part.records in (None, b"")
     assert latest_offset(client, TOPIC, 1) == 0
     assert latest_offset(client, TOPIC, 0) == 4
-    assert consume_confluent(broker.bootstrap, TOPIC, "read_committed", 1) == []
+    assert consume_confluent(broker.bootstrap, TOPIC, "read_committed", 1, timeout=3) == []
 
     assert a.end(commit=True) == ErrorCode.none  # offset 4
     assert latest_offset(client, TOPIC, 1) == 2  # b is still open

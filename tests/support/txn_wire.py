@@ -171,7 +171,11 @@ def latest_offset(client: WireClient, topic: str, isolation_level: int) -> int:
     return int(part.offset)
 
 
-def consume_confluent(bootstrap: str, topic: str, isolation: str, expect: int) -> list[bytes]:
+def consume_confluent(
+    bootstrap: str, topic: str, isolation: str, expect: int, timeout: float = 15.0
+) -> list[bytes]:
+    """The values of partition 0 from offset 0 with librdkafka at ``isolation``: once
+    ``expect`` arrived, what more comes within a second; else all within ``timeout``."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -184,7 +188,7 @@ def consume_confluent(bootstrap: str, topic: str, isolation: str, expect: int) -
     values: list[bytes] = []
     try:
         consumer.assign([CTopicPartition(topic, 0, 0)])
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + timeout
         settle: float | None = None
         while time.monotonic() < deadline and (settle is None or time.monotonic() < settle):
             for msg in consumer.consume(100, 0.2):
