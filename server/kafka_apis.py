@@ -72,6 +72,7 @@ from tiercel.server.handlers import (
     offset_for_leader_epoch,
     produce,
     sync_group,
+    write_txn_markers,
 )
 from tiercel.server.network.connection import Buffer, CloseConnection, Connection
 from tiercel.server.request_context import BrokerServices, RequestContext
@@ -113,6 +114,7 @@ HANDLER_MODULES: Final[tuple[ModuleType, ...]] = (
     offset_delete,
     consumer_group_heartbeat,
     consumer_group_describe,
+    write_txn_markers,
 )
 
 

@@ -42,6 +42,7 @@ from tiercel.storage.log_segment import LogSegment
 from tiercel.storage.log_values import AppendBatch, FetchDataInfo, LogOffsetMetadata
 from tiercel.storage.scheduler import Scheduler
 from tiercel.storage.topic_partition import TopicPartition
+from tiercel.storage.transaction_index import AbortedTxn
 
 _log: Final = logging.getLogger("tiercel.log")
 
@@ -226,6 +227,29 @@ class LocalLog:
             if result is not None:
                 return FetchDataInfo(result[0], result[1])
         return FetchDataInfo(LogOffsetMetadata(start_offset), b"")
+
+    def fetch_upper_bound_offset(self, start: LogOffsetMetadata, size: int) -> int:
+        """An offset no record of the ``size`` bytes read from ``start`` (with its
+        segment position) reaches: the first index entry past them, else the next
+        segment's base or the log end (Kafka's LocalLog.addAbortedTransactions)."""
+        i = bisect.bisect_right(self._base_offsets, start.segment_base_offset) - 1
+        index = self._segments[i].offset_index
+        upper = index.fetch_upper_bound_offset(start.relative_position_in_segment + size)
+        if upper is not None:
+            return upper
+        return self._base_offsets[i + 1] if i + 1 < len(self._segments) else self.log_end_offset
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [start_offset, upper_bound), from the
+        transaction indexes of the segment holding ``start_offset`` on, until one says
+        no later segment can add any (Kafka's LocalLog.collectAbortedTransactions)."""
+        found: list[AbortedTxn] = []
+        for segment in self.segments_from(start_offset):
+            result = segment.txn_index.collect_aborted_txns(start_offset, upper_bound)
+            found.extend(result.aborted)
+            if result.is_complete:
+                break
+        return found
 
     # -- truncation and deletion ---------------------------------------------------------
 
