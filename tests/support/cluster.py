@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import pytest
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as CTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from kazoo.client import KazooClient
@@ -57,6 +57,15 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from support.broker import REPO, BrokerProcess
 from support.zookeeper import ZooKeeperServer
+
+# Errors a leader change answers until librdkafka's metadata catches up.
+_LEADERSHIP_MOVING: Final = frozenset(
+    {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+    }
+)
 
 CLUSTER_CONFIG_DIR: Final = REPO / "config" / "cluster"
 EXAMPLE_BROKERS: Final = 3
@@ -489,17 +498,32 @@ class ClusterProcess:
         return assignment if len(assignment) == partitions else {}
 
     def high_watermark(self, topic: str, partition: int, timeout: float = 10.0) -> int:
-        """The leader's high watermark, asked through librdkafka (ListOffsets latest)."""
+        """The leader's high watermark, asked through librdkafka (ListOffsets latest).
+
+        Right after a leader change librdkafka may still ask the old leader, which
+        answers NOT_LEADER_OR_FOLLOWER, as Kafka's would; get_watermark_offsets hands
+        that back without retrying (it refreshes its metadata), so a retriable error is
+        asked again until ``timeout``."""
         consumer = Consumer(
             {"bootstrap.servers": self.bootstrap(), "group.id": "tiercel-cluster-watermarks"}
         )
+        deadline = time.monotonic() + timeout
         try:
-            _, high = consumer.get_watermark_offsets(
-                CTopicPartition(topic, partition), timeout=timeout, cached=False
-            )
+            while True:
+                left = max(deadline - time.monotonic(), 0.1)
+                try:
+                    _, high = consumer.get_watermark_offsets(
+                        CTopicPartition(topic, partition), timeout=left, cached=False
+                    )
+                    return int(high)
+                except KafkaException as e:
+                    error = e.args[0]
+                    moved = error.code() in _LEADERSHIP_MOVING or error.retriable()
+                    if not moved or time.monotonic() >= deadline:
+                        raise
+                    time.sleep(0.2)
         finally:
             consumer.close()
-        return int(high)
 
     # --- files --------------------------------------------------------------------------
 
