@@ -19,7 +19,7 @@ abandoned or cancelled upload, or one whose COPY_SEGMENT_FINISHED is refused bec
 leader is deleting it (retention or the log start offset took it meanwhile), also
 deletes its own objects: that deletion may have run before the upload's last objects
 were written.
-The bytes of rolled segments below the high watermark not yet copied are the
+The bytes of rolled segments below the last stable offset not yet copied are the
 partition's backlog, logged when it grows while copies fail.
 
 Event-loop only, but for the upload itself.
@@ -116,7 +116,9 @@ class RLMCopyTask(RLMTask):
         # A log start offset above the copied offset (DeleteRecords, tiering just
         # enabled) skips what no reader can get any more (Kafka).
         from_offset = max(copied + 1, log.log_start_offset)
-        return candidate_log_segments(log, from_offset, log.high_watermark)
+        # Below the last stable offset, not the high watermark (Kafka's
+        # candidateLogSegments): an undecided transaction's records stay local.
+        return candidate_log_segments(log, from_offset, log.last_stable_offset)
 
     def _update_log_start_offset_on_becoming_leader(self) -> None:
         """Kafka's maybeUpdateLogStartOffsetOnBecomingLeader: the remote tier may start

@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from rlm_support import (
+    BASE_TS,
     PARTITION,
     STARTED,
     FlakyStorage,
@@ -24,6 +25,11 @@ from rlm_support import (
 )
 
 from support.in_memory_rlmm import InMemoryRemoteLogMetadataManager
+from tiercel.protocol.end_txn_marker import ControlRecordType, EndTransactionMarker
+from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
+from tiercel.storage.log_transactions import end_txn_marker_append_batch
+from tiercel.storage.log_validator import validate_records
+from tiercel.storage.producer_append_info import AppendOrigin
 from tiercel.storage.scheduler import Scheduler
 from tiercel.storage.unified_log import UnifiedLog
 from tiercel.tiered.rlm_copy_task import RLMCopyTask
@@ -328,4 +334,41 @@ async def test_a_segment_waits_for_its_producer_snapshot_and_uploads_it(
     assert len(copied) == len(log.segments) - 1
     snapshots = {p.name.split("-")[0] for p in (tmp_path / "remote").rglob("*.snapshot")}
     assert snapshots == {f"{m.start_offset:020d}" for m in copied}
+    await log.close()
+
+
+async def test_segments_are_copied_only_below_the_last_stable_offset(
+    tmp_path: Path, scheduler: Scheduler
+) -> None:
+    """Kafka's candidateLogSegments takes the last stable offset, not the high
+    watermark: a segment holding an undecided transaction's records stays local until
+    the transaction's marker is committed (the remote tier has no LSO to hold readers)."""
+    log = open_log(str(tmp_path / "orders-0"), tiered_config(), scheduler)
+    produce(log, 10)
+    open_at = log.log_end_offset
+    values = [SimpleRecord(b"k", b"%08d" % i * 4, timestamp=BASE_TS) for i in range(2)]
+    batch = build_record_batch(
+        values, producer_id=7, producer_epoch=0, base_sequence=0, is_transactional=True
+    )
+    log.append_as_leader(validate_records(batch, log.config, BASE_TS), 0, BASE_TS)
+    produce(log, 30)
+    await commit(log, scheduler)
+    assert log.last_stable_offset == open_at < log.high_watermark
+    rlmm = InMemoryRemoteLogMetadataManager()
+    task = RLMCopyTask(
+        make_context(LocalTieredStorage(str(tmp_path / "r")), rlmm), PARTITION, log, 0
+    )
+    await task.run_once()
+    below = [(b, e) for b, e in ends(log) if e < open_at]
+    assert [(m.start_offset, m.end_offset) for m in segments(rlmm)] == below
+    # The marker decides it: everything rolled is copied.
+    marker = end_txn_marker_append_batch(
+        EndTransactionMarker(ControlRecordType.COMMIT, 0), 7, 0, log.log_end_offset, 0,
+        log.config, BASE_TS,
+    )  # fmt: skip
+    log.append([marker], AppendOrigin.COORDINATOR)
+    produce(log, 10)
+    await commit(log, scheduler)
+    await task.run_once()
+    assert [(m.start_offset, m.end_offset) for m in segments(rlmm)] == ends(log)
     await log.close()
