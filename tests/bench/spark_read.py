@@ -8,8 +8,9 @@ the local-directory tier, and one topic (``remote.storage.enable=true``,
 ``local.retention.bytes=1``: each segment is deleted locally once it is in the tier) that
 receives ``--mb`` MiB of 1 KiB values, lz4-compressed by librdkafka (acks=all). Each value
 is 256 random bytes and a 768-byte repetitive text naming the record (lz4 keeps about
-28%: 1 GiB of values is about 290 MB of segments). Once each partition's only local segment is the active one, offsets
-[0, its base offset) are in the remote tier alone; that range is read three ways:
+28%: 1 GiB of values is about 290 MB of segments). Once each partition's only local
+segment is the active one, offsets [0, its base offset) are in the remote tier alone;
+that range is read three ways:
 
 - Spark ``count()`` over ``spark.read.format("tiercel")`` (the object store only),
 - Spark ``sum(length(value))`` over the same DataFrame (forces every value to the JVM),
@@ -117,6 +118,11 @@ def consume_s(bootstrap: str, ends: dict[int, int]) -> float:
             "enable.partition.eof": False,
             "fetch.max.bytes": 52428800,
             "max.partition.fetch.bytes": 10485760,
+            # librdkafka pauses fetching for fetch.queue.backoff.ms (1 s by default) when
+            # its queue of fetched messages is over queued.max.messages.kbytes (64 MiB of
+            # decompressed values, two 10 MB fetches of lz4 batches): the consumer would
+            # then wait on itself, not on the broker (3x slower here).
+            "fetch.queue.backoff.ms": 10,
         }
     )
     consumer.assign([TopicPartition(TOPIC, p, 0) for p in ends])
