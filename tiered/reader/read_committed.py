@@ -43,6 +43,7 @@ __all__ = [
     "READ_COMMITTED",
     "READ_UNCOMMITTED",
     "AbortedTransactions",
+    "FetchAbortFilter",
     "IsolationLevel",
     "aborted_transactions",
     "tier_last_stable_offset",
@@ -138,3 +139,29 @@ def tier_last_stable_offset(store: ObjectStore, plan: PartitionPlan) -> int | No
         e.current_txn_first_offset for e in entries if e.current_txn_first_offset is not None
     ]
     return min(open_firsts, default=None)
+
+
+class FetchAbortFilter:
+    """A read_committed consumer's filter over one Fetch response (Kafka's
+    CompletedFetch with its abortedProducerIds and abortedTransactions queue): the
+    response lists (producer id, first offset) of each aborted transaction overlapping
+    it; walking its batches in order, a producer's transactional batches are dropped
+    from that first offset until its next control batch, the ABORT marker (a producer
+    has one transaction open at a time, so the first marker after the first offset is
+    that transaction's)."""
+
+    __slots__ = ("_active", "_pending")
+
+    def __init__(self, aborted: Iterable[tuple[int, int]]) -> None:
+        """``aborted``: (producer id, first offset) pairs of the response."""
+        self._pending = sorted(((first, pid) for pid, first in aborted), reverse=True)
+        self._active: set[int] = set()
+
+    def drops(self, header: RecordBatchHeader) -> bool:
+        """Whether the batch (the next of the response, in order) is aborted data."""
+        while self._pending and self._pending[-1][0] <= header.last_offset:
+            self._active.add(self._pending.pop()[1])
+        if header.is_control:
+            self._active.discard(header.producer_id)
+            return False
+        return header.is_transactional and header.producer_id in self._active
