@@ -34,7 +34,7 @@ from support.broker import BrokerProcess
 from support.clients import create_topic, running_broker, wait_until
 from support.txn_wire import TxnProducer, consume_confluent, fetch_committed, plain
 from support.wire import WireClient
-from tiercel.tiered.reader import open_object_root, plan_topic
+from tiercel.tiered.reader import broker_tail, open_object_root, plan_topic
 
 TOPIC: Final = "txn-tiered"
 OVERRIDES: Final = {
@@ -190,3 +190,24 @@ def test_spark_read_committed_reads_the_committed_records_from_the_tier(
         broker.bootstrap, TOPIC, "read_committed", len(committed)
     )
     assert {v for _, v in both} == committed
+
+
+def test_the_broker_tail_reader_drops_aborted_records_with_read_committed(
+    written: Written,
+) -> None:
+    """`read_broker_range` over the whole partition (the broker serves its tiered part
+    from the remote tier): Fetch isolation level 1 and the responses' aborted lists."""
+    bootstrap = written.broker.bootstrap
+    [lso] = broker_tail.high_watermarks(bootstrap, TOPIC, [0], read_committed=True).values()
+
+    def values(read_committed: bool) -> list[bytes]:
+        batches = broker_tail.read_broker_range(
+            bootstrap, TOPIC, 0, 0, lso - 1, read_committed=read_committed
+        )
+        return [v for b in batches for v in b.column("value").to_pylist()]
+
+    committed = values(True)
+    assert sorted(committed) == sorted(written.committed)
+    everything = values(False)
+    assert len(everything) == len(written.committed) + len(written.aborted)
+    assert [v for v in everything if v in set(written.committed)] == committed
