@@ -6,17 +6,26 @@ several segments (their abort is indexed in a later segment than their records).
 
 from __future__ import annotations
 
+import asyncio
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from support.tiering import BASE_TS
+from support.in_memory_rlmm import InMemoryRemoteLogMetadataManager
+from support.tiering import BASE_TS, tier_rolled_segments
 from tiercel.protocol.end_txn_marker import ControlRecordType, EndTransactionMarker
 from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
+from tiercel.storage.file_names import producer_snapshot_file
 from tiercel.storage.log_transactions import end_txn_marker_append_batch
 from tiercel.storage.log_validator import validate_records
 from tiercel.storage.producer_append_info import AppendOrigin
+from tiercel.storage.scheduler import Scheduler
 from tiercel.storage.unified_log import UnifiedLog
+from tiercel.tiered.reader import open_object_root
+from tiercel.tiered.rsm.local_tiered_storage import LocalTieredStorage
+from tiercel.tiered.rsm.object_store import ObjectStore
 
-__all__ = ["TxnLog", "write_transactions"]
+__all__ = ["TxnLog", "tier_with_snapshots", "write_transactions"]
 
 
 @dataclass
@@ -89,3 +98,19 @@ def write_transactions(log: UnifiedLog, rounds: int = 40) -> TxnLog:
     txns.committed.sort()
     txns.aborted.sort()
     return txns
+
+
+async def tier_with_snapshots(log: UnifiedLog, tmp_path: Path, scheduler: Scheduler) -> ObjectStore:
+    """Tier every rolled segment with the producer snapshot the log took at its end."""
+    await asyncio.sleep(0.01)
+    await scheduler.drain()
+    snapshots = {}
+    for segment in log.segments[1:]:
+        path = producer_snapshot_file(log.dir, segment.base_offset)
+        if os.path.exists(path):
+            with open(path, "rb") as file:
+                snapshots[segment.base_offset] = file.read()
+    assert len(snapshots) >= len(log.segments) - 2
+    rsm = LocalTieredStorage(str(tmp_path / "remote"))
+    await tier_rolled_segments(log, rsm, InMemoryRemoteLogMetadataManager(), snapshots)
+    return open_object_root(f"file://{rsm.root}")

@@ -7,54 +7,31 @@ transaction is still open at the end of the last upload."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
-from support.in_memory_rlmm import InMemoryRemoteLogMetadataManager
-from support.tiering import open_log, scheduler, small_config, tier_rolled_segments
-from support.txn_log import write_transactions
+from support.tiering import open_log, scheduler, small_config
+from support.txn_log import tier_with_snapshots, write_transactions
 from tiercel.protocol.record_batch import read_header
-from tiercel.storage.file_names import producer_snapshot_file
 from tiercel.storage.scheduler import Scheduler
-from tiercel.storage.unified_log import UnifiedLog
 from tiercel.tiered.reader import (
     READ_COMMITTED,
     AbortedTransactions,
     RemoteTierError,
     aborted_transactions,
-    open_object_root,
     plan_topic,
     read_partition,
     tier_last_stable_offset,
 )
-from tiercel.tiered.rsm.local_tiered_storage import LocalTieredStorage
 from tiercel.tiered.rsm.object_layout import object_key
-from tiercel.tiered.rsm.object_store import ObjectStore
 from tiercel.tiered.rsm.remote_storage_manager import IndexType
 
 __all__ = ["scheduler"]
 
 pytestmark = pytest.mark.usefixtures("decoder")
-
-
-async def tier_with_snapshots(log: UnifiedLog, tmp_path: Path, scheduler: Scheduler) -> ObjectStore:
-    """Tier every rolled segment with the producer snapshot the log took at its end."""
-    await asyncio.sleep(0.01)
-    await scheduler.drain()
-    snapshots = {}
-    for segment in log.segments[1:]:
-        path = producer_snapshot_file(log.dir, segment.base_offset)
-        if os.path.exists(path):
-            with open(path, "rb") as file:
-                snapshots[segment.base_offset] = file.read()
-    assert len(snapshots) >= len(log.segments) - 2
-    rsm = LocalTieredStorage(str(tmp_path / "remote"))
-    await tier_rolled_segments(log, rsm, InMemoryRemoteLogMetadataManager(), snapshots)
-    return open_object_root(f"file://{rsm.root}")
 
 
 def offsets(batches: list[pa.RecordBatch]) -> list[int]:
