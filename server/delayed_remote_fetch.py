@@ -96,7 +96,8 @@ class DelayedRemoteFetch:
             await asyncio.sleep(min(throttle_s, self._max_wait_s))
             return self.results
         try:
-            task = self._rlm.async_read(info, partition.log.leader_epoch_cache)
+            log = partition.log
+            task = self._rlm.async_read(info, log.leader_epoch_cache, log.local_log)
         except RejectedExecutionError as e:
             self.results[index] = FetchResult(None, _remote_error(e, tp))
             return self.results

@@ -65,7 +65,13 @@ def read_from_log(
         except Exception as e:
             results.append(
                 _read_error_result(
-                    partition, request, e, replica_id, max_partition_bytes, min_one_message
+                    partition,
+                    request,
+                    e,
+                    replica_id,
+                    max_partition_bytes,
+                    min_one_message,
+                    isolation,
                 )
             )
             continue
@@ -84,6 +90,7 @@ def _read_error_result(
     replica_id: int,
     max_bytes: int,
     min_one_message: bool,
+    isolation: FetchIsolation,
 ) -> FetchResult:
     """Kafka's readFromLog catch: an offset below the local start of a tiered log is
     for the remote tier; any other failure is the partition's error."""
@@ -106,14 +113,14 @@ def _read_error_result(
             ),
         )
     tip = TopicIdPartition(partition.topic_id, partition.topic_partition)
-    high_watermark = log.high_watermark
     read = LogReadResult(
         FetchDataInfo(LogOffsetMetadata(offset), b""),
-        high_watermark,
+        log.high_watermark,
         log.log_start_offset,
         log.log_end_offset,
-        high_watermark,
+        log.last_stable_offset,
     )
-    return FetchResult(
-        read, remote_fetch_info=RemoteStorageFetchInfo(max_bytes, min_one_message, tip, offset)
-    )
+    # The isolation travels with the read (Kafka's RemoteStorageFetchInfo.fetchIsolation):
+    # a read_committed one comes back with its aborted transactions.
+    info = RemoteStorageFetchInfo(max_bytes, min_one_message, tip, offset, isolation)
+    return FetchResult(read, remote_fetch_info=info)

@@ -13,6 +13,7 @@ import asyncio
 from typing import Protocol
 
 from tiercel.storage.leader_epoch_cache import LeaderEpochFileCache
+from tiercel.storage.local_log import LocalLog
 from tiercel.storage.log_values import FetchDataInfo, TimestampAndOffset
 from tiercel.storage.topic_partition import TopicIdPartition
 from tiercel.tiered.remote_log_reader import RemoteStorageFetchInfo
@@ -33,9 +34,14 @@ class RemoteLogReads(Protocol):
         """How long remote reads must wait for the fetch quota (0: they may read)."""
 
     def async_read(
-        self, fetch_info: RemoteStorageFetchInfo, epoch_cache: LeaderEpochFileCache
+        self,
+        fetch_info: RemoteStorageFetchInfo,
+        epoch_cache: LeaderEpochFileCache,
+        local_log: LocalLog | None = None,
     ) -> asyncio.Task[FetchDataInfo]:
-        """Start a remote read; RejectedExecutionError when the reader pool is full."""
+        """Start a remote read; RejectedExecutionError when the reader pool is full.
+        A read_committed read searches ``local_log`` for aborted transactions the
+        remote segments leave open."""
 
     async def find_offset_by_timestamp(
         self,

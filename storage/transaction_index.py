@@ -32,7 +32,13 @@ from typing import Final
 
 from tiercel.storage.abstract_index import CorruptIndexError
 
-__all__ = ["ABORTED_TXN_SIZE", "AbortedTxn", "TransactionIndex", "TxnIndexSearchResult"]
+__all__ = [
+    "ABORTED_TXN_SIZE",
+    "AbortedTxn",
+    "TransactionIndex",
+    "TxnIndexSearchResult",
+    "decode_aborted_txns",
+]
 
 _ENTRY: Final = struct.Struct(">hqqqq")
 ABORTED_TXN_SIZE: Final = _ENTRY.size  # 34
@@ -64,7 +70,9 @@ class TxnIndexSearchResult:
     is_complete: bool
 
 
-def _decode(data: bytes, path: str) -> list[AbortedTxn]:
+def decode_aborted_txns(data: bytes, path: str) -> list[AbortedTxn]:
+    """The entries of a transaction index's bytes (a remote ``.txnindex`` object too);
+    CorruptIndexError naming ``path`` if they are not whole version-0 entries."""
     if len(data) % ABORTED_TXN_SIZE:
         raise CorruptIndexError(
             f"transaction index {path} of {len(data)} bytes ends in a partial entry"
@@ -100,7 +108,7 @@ class TransactionIndex:
         with open(path, "rb") as f:
             data = f.read()
         try:
-            self.entries = _decode(data, path)
+            self.entries = decode_aborted_txns(data, path)
             self._last_offsets = [entry.last_offset for entry in self.entries]
         except CorruptIndexError as e:
             # Reported by the sanity check: the segment is recovered, which resets it.

@@ -46,6 +46,7 @@ from tiercel.storage.abstract_index import CorruptIndexError
 from tiercel.storage.checkpoint_file import kafka_str_to_uuid, uuid_to_kafka_str
 from tiercel.storage.offset_index import OffsetIndex
 from tiercel.storage.time_index import TimeIndex, TimestampOffset
+from tiercel.storage.transaction_index import TransactionIndex
 from tiercel.tiered.rsm.remote_storage_manager import (
     IndexType,
     RemoteLogSegmentMetadata,
@@ -79,8 +80,9 @@ class RemoteIndexEntry:
 
     offset_index: OffsetIndex
     time_index: TimeIndex
-    txn_index_path: str
-    """Kept for the aborted transactions of read_committed fetches (none yet)."""
+    txn_index: TransactionIndex
+    """The segment's aborted transactions, for read_committed remote fetches (Kafka's
+    Entry.txnIndex); empty when the segment was uploaded without a ``.txnindex``."""
     size_in_bytes: int
 
     def lookup_offset(self, offset: int) -> int:
@@ -94,7 +96,7 @@ class RemoteIndexEntry:
         return self.lookup_offset(max(starting_offset, hint.offset))
 
     def paths(self) -> list[str]:
-        return [self.offset_index.path, self.time_index.path, self.txn_index_path]
+        return [self.offset_index.path, self.time_index.path, self.txn_index.path]
 
 
 class RemoteIndexCache:
@@ -140,6 +142,10 @@ class RemoteIndexCache:
         self, metadata: RemoteLogSegmentMetadata, timestamp: int, starting_offset: int
     ) -> int:
         return self.get_index_entry(metadata).lookup_timestamp(timestamp, starting_offset)
+
+    def transaction_index(self, metadata: RemoteLogSegmentMetadata) -> TransactionIndex:
+        """The segment's aborted transactions (Kafka's getTransactionIndex)."""
+        return self.get_index_entry(metadata).txn_index
 
     def get_index_entry(self, metadata: RemoteLogSegmentMetadata) -> RemoteIndexEntry:
         """The segment's indexes, from the cache or fetched through the RSM (then
@@ -262,7 +268,8 @@ def _parse_prefix(stem: str) -> tuple[int, uuid.UUID] | None:
 
 def _open_entry(start_offset: int, paths: dict[IndexType, str]) -> RemoteIndexEntry | None:
     """The entry over these files, or None unless all three are there (Kafka's rule)
-    and the offset and time indexes pass their sanity checks."""
+    and the indexes pass their sanity checks. The transaction index is read into memory
+    whole (34 bytes per aborted transaction): no descriptor stays open."""
     offset_path = paths.get(IndexType.OFFSET)
     time_path = paths.get(IndexType.TIMESTAMP)
     txn_path = paths.get(IndexType.TRANSACTION)
@@ -272,13 +279,17 @@ def _open_entry(start_offset: int, paths: dict[IndexType, str]) -> RemoteIndexEn
     offset_size, time_size = os.path.getsize(offset_path), os.path.getsize(time_path)
     offset_index = OffsetIndex(offset_path, start_offset, offset_size)
     time_index = TimeIndex(time_path, start_offset, time_size)
+    txn_index = TransactionIndex(txn_path, start_offset, file_exists=True)
     try:
         offset_index.sanity_check()
         time_index.sanity_check()
+        txn_index.sanity_check()
     except CorruptIndexError:
+        offset_index.close()
+        time_index.close()
         return None
     size = offset_size + time_size + os.path.getsize(txn_path)
-    return RemoteIndexEntry(offset_index, time_index, txn_path, size)
+    return RemoteIndexEntry(offset_index, time_index, txn_index, size)
 
 
 def _write_via_tmp(path: str, data: bytes) -> None:

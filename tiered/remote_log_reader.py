@@ -10,6 +10,14 @@ returns it; the whole first batch when ``min_one_message``, KIP-74). An offset t
 does not reach (compacted away) continues in the next segment of the lineage, as Kafka's
 findNextSegmentMetadata.
 
+A read_committed read (``FetchIsolation.TXN_COMMITTED``) also carries the aborted
+transactions overlapping the bytes returned, as a local read does (Kafka's
+RemoteLogManager.addAbortedTransactions): the upper bound is the remote offset index's
+first entry past those bytes, else the segment's end; the transaction indexes of this
+segment, then of the following segments of the lineage, then of the local segments,
+are searched until one says no later segment can add any. Only segments below the last
+stable offset are tiered, so every transaction a remote read touches is decided.
+
 Thread contract: the coroutines run on the event loop, where they read the RLMM and the
 epoch cache; every object-store and index-file access runs in the reader pool.
 """
@@ -25,9 +33,17 @@ from tiercel.protocol.errors import OffsetOutOfRangeError, ReplicaNotAvailableEr
 from tiercel.protocol.record_batch import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, read_header
 from tiercel.storage.epoch_entry import EpochEntry
 from tiercel.storage.leader_epoch_cache import LeaderEpochFileCache
-from tiercel.storage.log_values import FetchDataInfo, LogOffsetMetadata, TimestampAndOffset
+from tiercel.storage.local_log import LocalLog
+from tiercel.storage.log_values import (
+    AbortedTransaction,
+    FetchDataInfo,
+    FetchIsolation,
+    LogOffsetMetadata,
+    TimestampAndOffset,
+)
 from tiercel.storage.timestamp_lookup import first_record_at_or_after
 from tiercel.storage.topic_partition import TopicIdPartition
+from tiercel.storage.transaction_index import AbortedTxn, TxnIndexSearchResult
 from tiercel.tiered.leader_epoch_lineage import (
     filtered_leader_epoch_map,
     lineage_end_offset,
@@ -58,6 +74,8 @@ class RemoteStorageFetchInfo:
     min_one_message: bool
     topic_id_partition: TopicIdPartition
     fetch_offset: int
+    fetch_isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK
+    """TXN_COMMITTED: the read lists the aborted transactions it overlaps."""
 
 
 class _SegmentBytes:
@@ -124,6 +142,32 @@ def _cut_at(data: bytes, end_offset: int) -> bytes:
             return data[:position]
         position += header.batch_length + LOG_OVERHEAD
     return data
+
+
+def fetch_upper_bound_offset(
+    index_cache: RemoteIndexCache,
+    metadata: RemoteLogSegmentMetadata,
+    start: LogOffsetMetadata,
+    size: int,
+) -> int:
+    """An offset no record of the ``size`` bytes read from ``start`` reaches: the remote
+    offset index's first entry past them, else the offset after the segment (Kafka's
+    addAbortedTransactions). Blocking: the reader pool."""
+    index = index_cache.get_index_entry(metadata).offset_index
+    upper = index.fetch_upper_bound_offset(start.relative_position_in_segment + size)
+    return upper if upper is not None else metadata.end_offset + 1
+
+
+def collect_aborted_in_segment(
+    index_cache: RemoteIndexCache,
+    metadata: RemoteLogSegmentMetadata,
+    start_offset: int,
+    upper_bound: int,
+) -> TxnIndexSearchResult:
+    """What the segment's transaction index holds for [start_offset, upper_bound)
+    (fetched once through the RSM, then cached). Blocking: the reader pool."""
+    txn_index = index_cache.transaction_index(metadata)
+    return txn_index.collect_aborted_txns(start_offset, upper_bound)
 
 
 def timestamp_in_segment(
@@ -214,12 +258,15 @@ class RemoteLogReader:
         self.index_cache.close()
 
     def async_read(
-        self, fetch_info: RemoteStorageFetchInfo, epoch_cache: LeaderEpochFileCache
+        self,
+        fetch_info: RemoteStorageFetchInfo,
+        epoch_cache: LeaderEpochFileCache,
+        local_log: LocalLog | None = None,
     ) -> asyncio.Task[FetchDataInfo]:
         """Start a remote read (Kafka's asyncRead); RejectedExecutionError at once when
         the pool has no room. Event-loop only."""
         self.pool.try_reserve()
-        task = asyncio.get_running_loop().create_task(self.read(fetch_info, epoch_cache))
+        task = asyncio.get_running_loop().create_task(self.read(fetch_info, epoch_cache, local_log))
         task.add_done_callback(self._read_done)
         return task
 
@@ -229,11 +276,16 @@ class RemoteLogReader:
             task.exception()  # retrieved: a fetch that stopped waiting has reported it
 
     async def read(
-        self, fetch_info: RemoteStorageFetchInfo, epoch_cache: LeaderEpochFileCache
+        self,
+        fetch_info: RemoteStorageFetchInfo,
+        epoch_cache: LeaderEpochFileCache,
+        local_log: LocalLog | None = None,
     ) -> FetchDataInfo:
         """Kafka's RemoteLogManager.read; OffsetOutOfRangeError when the remote tier has
         no segment for the offset's epoch, ReplicaNotAvailableError while the metadata
-        manager is not ready for the partition."""
+        manager is not ready for the partition. A read_committed read's aborted
+        transactions are searched in ``local_log`` too once the remote segments do not
+        settle them (the partition's local log, on the event loop)."""
         offset = fetch_info.fetch_offset
         tip = fetch_info.topic_id_partition
         self._ensure_ready(tip)
@@ -266,9 +318,64 @@ class RemoteLogReader:
             )
             if found is not None:
                 self.fetch_quota.record(len(found[1]))
-                return FetchDataInfo(found[0], found[1])
+                info = FetchDataInfo(found[0], found[1])
+                if fetch_info.fetch_isolation is not FetchIsolation.TXN_COMMITTED:
+                    return info
+                return await self._add_aborted_transactions(
+                    offset, metadata, info, epoch_cache, local_log
+                )
             metadata = self._next_segment(metadata, epoch_cache)
+        if fetch_info.fetch_isolation is FetchIsolation.TXN_COMMITTED:
+            return FetchDataInfo(LogOffsetMetadata(offset), b"", [])
         return FetchDataInfo(LogOffsetMetadata(offset), b"")
+
+    async def _add_aborted_transactions(
+        self,
+        start_offset: int,
+        metadata: RemoteLogSegmentMetadata,
+        info: FetchDataInfo,
+        epoch_cache: LeaderEpochFileCache,
+        local_log: LocalLog | None,
+    ) -> FetchDataInfo:
+        """``info`` with the aborted transactions overlapping it (Kafka's
+        addAbortedTransactions and collectAbortedTransactions; see the module docstring).
+        Nothing read, none listed."""
+        if not info.records:
+            return FetchDataInfo(info.fetch_offset_metadata, info.records, [])
+        loop = asyncio.get_running_loop()
+        upper = await loop.run_in_executor(
+            self.pool.executor,
+            fetch_upper_bound_offset,
+            self.index_cache,
+            metadata,
+            info.fetch_offset_metadata,
+            len(info.records),
+        )
+        found: list[AbortedTxn] = []
+        current: RemoteLogSegmentMetadata | None = metadata
+        complete = False
+        while current is not None and not complete:
+            result = await loop.run_in_executor(
+                self.pool.executor,
+                collect_aborted_in_segment,
+                self.index_cache,
+                current,
+                start_offset,
+                upper,
+            )
+            found.extend(result.aborted)
+            complete = result.is_complete
+            if not complete:
+                current = self._next_segment(current, epoch_cache)
+        if not complete and local_log is not None:
+            found.extend(local_log.collect_aborted_transactions(start_offset, upper))
+        # A transaction's entry sits in the segment of its marker only, but segments
+        # overlapping after an unclean election may both hold it: listed once (Kafka
+        # collects them into a set).
+        aborted = list(
+            dict.fromkeys(AbortedTransaction(t.producer_id, t.first_offset) for t in found)
+        )
+        return FetchDataInfo(info.fetch_offset_metadata, info.records, aborted)
 
     def _ensure_ready(self, tip: TopicIdPartition) -> None:
         """Until the metadata manager has read the partition's metadata back (after a

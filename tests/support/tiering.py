@@ -145,7 +145,8 @@ async def tier_rolled_segments(
             segment.log_path,
             segment.offset_index.path,
             segment.time_index.path,
-            None,
+            # Uploaded only when the segment indexed an abort, as the copier does.
+            segment.txn_index.path if os.path.exists(segment.txn_index.path) else None,
             snapshot_path,
             checkpoint_bytes(lineage),
         )

@@ -10,6 +10,13 @@ from ``server``: it runs in Spark executors and notebooks.
 """
 
 from tiercel.tiered.reader.object_root import open_object_root
+from tiercel.tiered.reader.read_committed import (
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    AbortedTransactions,
+    aborted_transactions,
+    tier_last_stable_offset,
+)
 from tiercel.tiered.reader.record_columns import kafka_source_schema
 from tiercel.tiered.reader.scan_plan import (
     OffsetGap,
@@ -25,11 +32,15 @@ from tiercel.tiered.reader.scan_plan import (
 from tiercel.tiered.reader.segment_reader import read_partition, read_segment_range
 
 __all__ = [
+    "READ_COMMITTED",
+    "READ_UNCOMMITTED",
+    "AbortedTransactions",
     "OffsetGap",
     "PartitionPlan",
     "RemoteTierError",
     "SegmentRange",
     "TopicPlan",
+    "aborted_transactions",
     "complete_segments",
     "kafka_source_schema",
     "open_object_root",
@@ -37,5 +48,6 @@ __all__ = [
     "plan_topic",
     "read_partition",
     "read_segment_range",
+    "tier_last_stable_offset",
     "topic_partitions",
 ]

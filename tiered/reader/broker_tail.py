@@ -12,7 +12,9 @@ library beyond what the reader already needs:
   sent to each partition's leader, which answers with its high watermark (Kafka's
   ``ListOffsetsRequest.LATEST_TIMESTAMP``);
 - `read_broker_range`: Fetch v12 (topic names; v13+ would need topic ids) from the
-  leader, without a fetch session, as a consumer with isolation.level=read_uncommitted.
+  leader, without a fetch session, as a consumer with isolation.level=read_uncommitted
+  (or read_committed: isolation_level 1, up to the last stable offset, the response's
+  aborted transactions dropped by `read_committed.FetchAbortFilter`).
   Responses carry record batches exactly as the leader's log holds them; they are cut,
   checked (CRC-32C), decompressed and decoded into Arrow by `record_batches`, the code
   that decodes remote segments, clipped to the range so each offset comes once. A
@@ -52,6 +54,7 @@ import pyarrow as pa
 from tiercel.protocol.client_frames import FrameError, decode_response, encode_request
 from tiercel.protocol.errors import ErrorCode
 from tiercel.protocol.record_batch import RecordBatchHeader, read_header
+from tiercel.tiered.reader.read_committed import FetchAbortFilter
 from tiercel.tiered.reader.record_batches import CorruptBatchError, append_batch, whole_batches
 from tiercel.tiered.reader.record_columns import new_record_columns
 
@@ -343,11 +346,16 @@ def describe_topics(
 
 
 def high_watermarks(
-    bootstrap_servers: str, topic: str, partitions: Sequence[int], timeout_s: float = 30.0
+    bootstrap_servers: str,
+    topic: str,
+    partitions: Sequence[int],
+    timeout_s: float = 30.0,
+    read_committed: bool = False,
 ) -> dict[int, int]:
     """Partition -> high watermark (ListOffsets latest, read_uncommitted), each asked of
-    its leader."""
-    return _list_offsets(bootstrap_servers, topic, {p: _LATEST for p in partitions}, timeout_s)
+    its leader; the last stable offset with ``read_committed`` (isolation level 1)."""
+    latest = {p: _LATEST for p in partitions}
+    return _list_offsets(bootstrap_servers, topic, latest, timeout_s, int(read_committed))
 
 
 def log_start_offsets(
@@ -358,7 +366,11 @@ def log_start_offsets(
 
 
 def _list_offsets(
-    bootstrap_servers: str, topic: str, timestamps: Mapping[int, int], timeout_s: float
+    bootstrap_servers: str,
+    topic: str,
+    timestamps: Mapping[int, int],
+    timeout_s: float,
+    isolation_level: int = 0,
 ) -> dict[int, int]:
     deadline = _Deadline(timeout_s)
     result: dict[int, int] = {}
@@ -374,7 +386,7 @@ def _list_offsets(
             for address, owned in by_leader.items():
                 body = {
                     "replica_id": _CONSUMER,
-                    "isolation_level": 0,
+                    "isolation_level": isolation_level,
                     "topics": [
                         {
                             "name": topic,
@@ -420,12 +432,15 @@ def read_broker_range(
     last_offset: int,
     include_headers: bool = False,
     timeout_s: float = 30.0,
+    read_committed: bool = False,
 ) -> Iterator[pa.RecordBatch]:
     """The records of ``topic``-``partition`` at offsets ``first_offset`` to
     ``last_offset`` (inclusive), in order, each once, as Arrow batches of
     `record_columns.kafka_source_schema`. ``timeout_s`` bounds a stall (retries without
     progress), not the whole read. Offsets past the high watermark are waited for until
-    then; transaction markers are skipped, aborted records kept (read_uncommitted).
+    then; transaction markers are skipped, aborted records kept (read_uncommitted), or
+    with ``read_committed`` offsets up to the last stable offset are read and aborted
+    records dropped.
 
     A helper thread sends the next Fetch as soon as a response's batch headers say where
     it starts, so the broker reads and sends it while this thread decodes."""
@@ -439,7 +454,7 @@ def read_broker_range(
         ThreadPoolExecutor(1, thread_name_prefix="tiercel-broker-tail") as prefetch,
     ):
         try:
-            args = (cluster, topic, partition)
+            args = (cluster, topic, partition, read_committed)
             pending: Future[_Fetched] | None = prefetch.submit(
                 _fetch_ahead, *args, first_offset, last_offset
             )
@@ -448,8 +463,11 @@ def read_broker_range(
                 pending = None
                 if fetched.next_offset <= last_offset:
                     pending = prefetch.submit(_fetch_ahead, *args, fetched.next_offset, last_offset)
+                aborts = FetchAbortFilter(fetched.aborted) if read_committed else None
                 try:
                     for at, size, header in fetched.batches:
+                        if aborts is not None and aborts.drops(header):
+                            continue
                         batch = memoryview(fetched.records)[at : at + size]
                         append_batch(columns, batch, header, fetched.offset, last_offset, scratch)
                 except CorruptBatchError as e:
@@ -472,15 +490,21 @@ class _Fetched:
     batches: list[tuple[int, int, RecordBatchHeader]]  # (position, size, header)
     offset: int  # fetched at: records below it were read from an earlier response
     next_offset: int  # where the next fetch starts; past the range's end: done
+    aborted: tuple[tuple[int, int], ...] = ()  # read_committed: (producer id, first offset)
 
 
 def _fetch_ahead(
-    cluster: _Cluster, topic: str, partition: int, offset: int, last_offset: int
+    cluster: _Cluster,
+    topic: str,
+    partition: int,
+    read_committed: bool,
+    offset: int,
+    last_offset: int,
 ) -> _Fetched:
     """Fetch at ``offset`` until a response holds records of the range (or shows the
     range has no more), with backoff; BrokerTailError after ``timeout_s`` without."""
     while True:
-        fetched = _fetch_partition(cluster, topic, partition, offset, last_offset)
+        fetched = _fetch_partition(cluster, topic, partition, offset, last_offset, read_committed)
         if fetched is None:
             continue  # retried after a backoff
         where, data = fetched
@@ -491,8 +515,12 @@ def _fetch_ahead(
             raise BrokerTailError(f"{where}: {e}") from e
         if next_offset > offset:
             cluster.deadline.reset()
-            return _Fetched(where, records, batches, offset, next_offset)
-        high_watermark = data.high_watermark
+            aborted = tuple(
+                (int(a.producer_id), int(a.first_offset)) for a in data.aborted_transactions or ()
+            )
+            return _Fetched(where, records, batches, offset, next_offset, aborted)
+        # read_committed: the last stable offset bounds what a fetch returns.
+        high_watermark = data.last_stable_offset if read_committed else data.high_watermark
         if high_watermark <= offset:
             cluster.deadline.backoff(f"{where}: past the high watermark {high_watermark}")
         elif records:
@@ -525,7 +553,12 @@ def _batches_in_range(
 
 
 def _fetch_partition(
-    cluster: _Cluster, topic: str, partition: int, offset: int, last_offset: int
+    cluster: _Cluster,
+    topic: str,
+    partition: int,
+    offset: int,
+    last_offset: int,
+    read_committed: bool = False,
 ) -> tuple[str, Any] | None:
     """(where, partition data) of one Fetch at ``offset`` from the leader; None after a
     retriable failure and its backoff; BrokerTailError for any other error."""
@@ -533,7 +566,7 @@ def _fetch_partition(
     try:
         address = cluster.leader(topic, partition)
         where = f"broker {address[0]}:{address[1]}: Fetch {where}"
-        data = _fetch(cluster, address, topic, partition, offset)
+        data = _fetch(cluster, address, topic, partition, offset, read_committed)
     except _RetriableError as e:
         cluster.deadline.backoff(f"{where}: {e}")
         return None
@@ -553,7 +586,12 @@ def _fetch_partition(
 
 
 def _fetch(
-    cluster: _Cluster, address: tuple[str, int], topic: str, partition: int, offset: int
+    cluster: _Cluster,
+    address: tuple[str, int],
+    topic: str,
+    partition: int,
+    offset: int,
+    read_committed: bool = False,
 ) -> Any:
     """The partition's data of one Fetch from ``address`` at ``offset``."""
     body = {
@@ -561,7 +599,7 @@ def _fetch(
         "max_wait": _FETCH_MAX_WAIT_MS,
         "min_bytes": 1,
         "max_bytes": FETCH_MAX_BYTES,
-        "isolation_level": 0,
+        "isolation_level": int(read_committed),
         "session_id": 0,  # no fetch session (KIP-227): every request is a full fetch
         "session_epoch": -1,
         "topics": [

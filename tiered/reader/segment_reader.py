@@ -9,7 +9,9 @@ and the entry after the first one past the last wanted offset bounds the end. Th
 ``.log`` object is read in large sequential ranges between the two. Each batch is
 checked, decompressed and decoded into columns clipped to the range by
 `record_batches`, the step shared with the broker tail; batches are views of the ranged
-reads, not copies. An object shorter than its manifest says is an error, as is a missing
+reads, not copies. With the aborted transactions of a read_committed read
+(`read_committed`), a transactional batch of an aborted transaction is skipped whole
+before it is decompressed. An object shorter than its manifest says is an error, as is a missing
 one.
 
 Blocking; any thread (the store's contract); one call per range, which fetches the next
@@ -27,6 +29,14 @@ from typing import Final
 import pyarrow as pa
 
 from tiercel.protocol.record_batch import read_header
+from tiercel.tiered.reader.read_committed import (
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    AbortedTransactions,
+    IsolationLevel,
+    aborted_transactions,
+    tier_last_stable_offset,
+)
 from tiercel.tiered.reader.record_batches import CorruptBatchError, append_batch, whole_batches
 from tiercel.tiered.reader.record_columns import new_record_columns
 from tiercel.tiered.reader.scan_plan import PartitionPlan, RemoteTierError, SegmentRange
@@ -37,6 +47,7 @@ __all__ = [
     "DEFAULT_BATCH_BYTES",
     "DEFAULT_READ_BYTES",
     "byte_range",
+    "committed_ranges",
     "read_partition",
     "read_segment_range",
 ]
@@ -76,9 +87,11 @@ def read_segment_range(
     include_headers: bool = False,
     read_bytes: int = DEFAULT_READ_BYTES,
     batch_bytes: int = DEFAULT_BATCH_BYTES,
+    aborted: AbortedTransactions | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The records of ``segment_range`` as Arrow batches of Spark's Kafka-source schema
-    (`record_columns.kafka_source_schema`); RemoteTierError naming the object and the
+    (`record_columns.kafka_source_schema`), without the batches of ``aborted``
+    transactions when given (read_committed); RemoteTierError naming the object and the
     position for a corrupt batch."""
     segment = segment_range.segment
     tp = segment.remote_log_segment_id.topic_partition
@@ -92,6 +105,8 @@ def read_segment_range(
         if header.base_offset > last:
             break
         if header.last_offset < first:
+            continue
+        if aborted is not None and aborted.drops(header):
             continue
         try:
             append_batch(columns, batch, header, first, last, scratch)
@@ -158,8 +173,29 @@ def _get_range(store: ObjectStore, key: str, begin: int, end: int) -> bytes:
 
 
 def read_partition(
-    store: ObjectStore, plan: PartitionPlan, include_headers: bool = False
+    store: ObjectStore,
+    plan: PartitionPlan,
+    include_headers: bool = False,
+    isolation_level: IsolationLevel = READ_UNCOMMITTED,
 ) -> Iterator[pa.RecordBatch]:
-    """Every range of ``plan`` in offset order (its gaps are the caller's to judge)."""
-    for segment_range in plan.ranges:
-        yield from read_segment_range(store, segment_range, include_headers)
+    """Every range of ``plan`` in offset order (its gaps are the caller's to judge).
+    read_committed: without aborted transactions' records, and only up to the tier's
+    last stable offset (`read_committed`)."""
+    if isolation_level != READ_COMMITTED:
+        for segment_range in plan.ranges:
+            yield from read_segment_range(store, segment_range, include_headers)
+        return
+    aborted = aborted_transactions(store, plan)
+    for segment_range in committed_ranges(plan, tier_last_stable_offset(store, plan)):
+        yield from read_segment_range(store, segment_range, include_headers, aborted=aborted)
+
+
+def committed_ranges(plan: PartitionPlan, last_stable_offset: int | None) -> list[SegmentRange]:
+    """``plan``'s ranges below ``last_stable_offset`` (all of them when None)."""
+    if last_stable_offset is None:
+        return list(plan.ranges)
+    return [
+        SegmentRange(r.segment, r.first_offset, min(r.last_offset, last_stable_offset - 1))
+        for r in plan.ranges
+        if r.first_offset < last_stable_offset
+    ]

@@ -41,9 +41,15 @@ def describe_topics(bootstrap_servers: str, topics: Sequence[str] | None) -> dic
 
 
 def high_watermarks(
-    bootstrap_servers: str, topic: str, partitions: Sequence[int]
+    bootstrap_servers: str, topic: str, partitions: Sequence[int], read_committed: bool = False
 ) -> dict[int, int]:
-    return cast(dict[int, int], _module().high_watermarks(bootstrap_servers, topic, partitions))
+    """The high watermarks, or the last stable offsets when ``read_committed``."""
+    return cast(
+        dict[int, int],
+        _module().high_watermarks(
+            bootstrap_servers, topic, partitions, read_committed=read_committed
+        ),
+    )
 
 
 def log_start_offsets(
@@ -59,11 +65,18 @@ def read_broker_range(
     first_offset: int,
     last_offset: int,
     include_headers: bool,
+    read_committed: bool = False,
 ) -> Iterator[pa.RecordBatch]:
     """Offsets ``first_offset`` to ``last_offset`` (inclusive) read from the brokers."""
     return cast(
         Iterator[pa.RecordBatch],
         _module().read_broker_range(
-            bootstrap_servers, topic, partition, first_offset, last_offset, include_headers
+            bootstrap_servers,
+            topic,
+            partition,
+            first_offset,
+            last_offset,
+            include_headers,
+            read_committed=read_committed,
         ),
     )

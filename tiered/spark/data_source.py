@@ -20,7 +20,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, Filter, InputPartition
 from pyspark.sql.types import StructType
 
-from tiercel.tiered.reader import kafka_source_schema, read_segment_range
+from tiercel.tiered.reader import AbortedTransactions, kafka_source_schema, read_segment_range
 from tiercel.tiered.spark import broker_tail_calls
 from tiercel.tiered.spark.options import ReadOptions, parse_options
 from tiercel.tiered.spark.planning import plan_read
@@ -84,8 +84,13 @@ class TiercelReader(DataSourceReader):
         if isinstance(partition, TierSlice):
             store = partition.root.open()
             schema = _SPARK_ARROW[partition.include_headers]
+            aborted = None
+            if partition.aborted is not None:
+                aborted = AbortedTransactions(partition.aborted)
             for segment_range in partition.ranges:
-                for batch in read_segment_range(store, segment_range, partition.include_headers):
+                for batch in read_segment_range(
+                    store, segment_range, partition.include_headers, aborted=aborted
+                ):
                     yield batch.cast(schema)
         elif isinstance(partition, BrokerTailSlice):
             schema = _SPARK_ARROW[partition.include_headers]
@@ -96,6 +101,7 @@ class TiercelReader(DataSourceReader):
                 partition.first_offset,
                 partition.last_offset,
                 partition.include_headers,
+                partition.read_committed,
             )
             if partition.start_timestamp is not None or partition.end_timestamp is not None:
                 batches = clip_by_timestamps(

@@ -49,6 +49,7 @@ _KNOWN: Final = frozenset(
         "includeheaders",
         "kafka.bootstrap.servers",
         "filterpushdown",
+        "kafka.isolation.level",
     }
 )
 
@@ -91,6 +92,9 @@ class ReadOptions:
     include_headers: bool
     bootstrap_servers: str | None
     filter_pushdown: bool
+    read_committed: bool = False
+    """kafka.isolation.level=read_committed: aborted transactions' records skipped, the
+    read stops at the last stable offset (of the tier, and of the broker for the tail)."""
 
 
 def parse_options(options: Mapping[str, str]) -> ReadOptions:
@@ -124,7 +128,20 @@ def parse_options(options: Mapping[str, str]) -> ReadOptions:
         include_headers=_boolean(given, "includeheaders", "includeHeaders", False),
         bootstrap_servers=_bootstrap(given),
         filter_pushdown=_boolean(given, "filterpushdown", "filterPushdown", False),
+        read_committed=_isolation_level(given),
     )
+
+
+def _isolation_level(given: Mapping[str, str]) -> bool:
+    """True for read_committed; the Kafka source passes ``kafka.isolation.level`` to
+    its consumers, read_uncommitted by default."""
+    value = given.get("kafka.isolation.level", "read_uncommitted").strip().lower()
+    if value not in ("read_uncommitted", "read_committed"):
+        raise TiercelOptionError(
+            f"option kafka.isolation.level must be read_uncommitted or read_committed, "
+            f"not {value!r}"
+        )
+    return value == "read_committed"
 
 
 def _subscription(

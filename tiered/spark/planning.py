@@ -23,7 +23,13 @@ from dataclasses import dataclass
 from pyspark.sql.datasource import InputPartition
 
 from tiercel.storage.topic_partition import TopicPartition
-from tiercel.tiered.reader import PartitionPlan, SegmentRange, plan_topic
+from tiercel.tiered.reader import (
+    PartitionPlan,
+    SegmentRange,
+    aborted_transactions,
+    plan_topic,
+    tier_last_stable_offset,
+)
 from tiercel.tiered.rsm.object_store import ObjectStore
 from tiercel.tiered.spark import broker_tail_calls
 from tiercel.tiered.spark.options import EARLIEST, LATEST, OffsetBound, ReadOptions
@@ -56,6 +62,8 @@ class PlannedPartition:
     ranges: tuple[SegmentRange, ...]
     tail: tuple[int, int] | None
     tail_timestamps: tuple[int | None, int | None] = (None, None)
+    aborted: tuple[tuple[int, int, int], ...] | None = None
+    """read_committed: the tier's aborted transactions (`read_committed`)."""
 
 
 def plan_read(options: ReadOptions, bounds: PushedBounds) -> list[InputPartition]:
@@ -65,11 +73,19 @@ def plan_read(options: ReadOptions, bounds: PushedBounds) -> list[InputPartition
     root = StoreRoot(options.path, options.s3_endpoint_url, options.s3_region)
     planned = plan_partitions(root.open(), options, bounds)
     with_ranges = [p for p in planned if p.ranges]
+    aborted = {(p.topic, p.partition): p.aborted for p in with_ranges}
     slices: list[InputPartition] = []
     for ranges in split_ranges([p.ranges for p in with_ranges], options.min_partitions):
         first = ranges[0].segment.remote_log_segment_id.topic_partition
         slices.append(
-            TierSlice(root, first.topic, first.partition, tuple(ranges), options.include_headers)
+            TierSlice(
+                root,
+                first.topic,
+                first.partition,
+                tuple(ranges),
+                options.include_headers,
+                aborted[first.topic, first.partition],
+            )
         )
     for p in planned:
         if p.tail is not None:
@@ -83,6 +99,7 @@ def plan_read(options: ReadOptions, bounds: PushedBounds) -> list[InputPartition
                     options.include_headers,
                     *p.tail_timestamps,
                     options.starting_timestamp_strategy == "error",
+                    options.read_committed,
                 )
             )
     return slices
@@ -125,6 +142,14 @@ def _plan_one(
     empty_at = broker_log_start if broker_log_start is not None else 0
     tier_start = plan.start_offset if plan.start_offset is not None else empty_at
     tier_end = plan.end_offset if plan.end_offset is not None else empty_at
+    aborted = None
+    if options.read_committed:
+        # The tier decides read_committed up to its last stable offset; the rest is the
+        # broker tail's (read_committed Fetch), or not readable yet (`read_committed`).
+        lso = tier_last_stable_offset(store, plan)
+        if lso is not None:
+            tier_end = min(tier_end, max(lso, tier_start))
+        aborted = aborted_transactions(store, plan).entries()
     latest = high_watermark if high_watermark is not None else tier_end
     in_tail = tier_end if high_watermark is not None else None
     start, start_ts = _resolve(
@@ -174,7 +199,9 @@ def _plan_one(
         # Left to the tail, but the broker has no record past the tier: none is late enough.
         _no_record_after(tp.topic, tp.partition, start_ts)
     pending = (start_ts, end_ts) if tail is not None else (None, None)
-    return PlannedPartition(tp.topic, tp.partition, start, end, tuple(ranges), tail, pending)
+    return PlannedPartition(
+        tp.topic, tp.partition, start, end, tuple(ranges), tail, pending, aborted
+    )
 
 
 def _resolve(
@@ -302,4 +329,9 @@ def _high_watermarks(
 ) -> dict[int, int] | None:
     if options.bootstrap_servers is None:
         return None
+    # read_committed: "latest" is the last stable offset (ListOffsets isolation level 1).
+    if options.read_committed:
+        return broker_tail_calls.high_watermarks(
+            options.bootstrap_servers, topic, partitions, read_committed=True
+        )
     return broker_tail_calls.high_watermarks(options.bootstrap_servers, topic, partitions)

@@ -65,6 +65,9 @@ class TierSlice(InputPartition):
     partition: int
     ranges: tuple[SegmentRange, ...]
     include_headers: bool
+    aborted: tuple[tuple[int, int, int], ...] | None = None
+    """read_committed: (producer id, first offset, marker offset) of the partition's
+    aborted transactions, from the tier's ``.txnindex`` objects; None: read_uncommitted."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,7 @@ class BrokerTailSlice(InputPartition):
     start_timestamp: int | None = None
     end_timestamp: int | None = None
     fail_if_no_start: bool = True
+    read_committed: bool = False
 
 
 def estimated_bytes(segment_range: SegmentRange) -> float:

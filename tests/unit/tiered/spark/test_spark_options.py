@@ -26,6 +26,13 @@ def test_defaults_and_case_insensitive_names() -> None:
     assert parsed.fail_on_data_loss and not parsed.include_headers
     assert parsed.min_partitions is None and parsed.bootstrap_servers is None
     assert parsed.starting_timestamp_strategy == "error"
+    assert not parsed.read_committed
+
+
+def test_kafka_isolation_level_takes_the_kafka_source_s_values() -> None:
+    assert parse_options({**BASE, "kafka.isolation.level": "read_committed"}).read_committed
+    assert parse_options({**BASE, "KAFKA.ISOLATION.LEVEL": "Read_Committed"}).read_committed
+    assert not parse_options({**BASE, "kafka.isolation.level": "read_uncommitted"}).read_committed
 
 
 def test_every_option_parsed() -> None:
@@ -90,6 +97,7 @@ def test_every_option_parsed() -> None:
         ({**BASE, "minPartitions": "many"}, "minPartitions: 'many' is not an integer"),
         ({**BASE, "kafka.bootstrap.servers": "host"}, "'host' is not host:port"),
         ({**BASE, "kafka.bootstrap.servers": "h:1,h:99999"}, "'h:99999' is not host:port"),
+        ({**BASE, "kafka.isolation.level": "serializable"}, "kafka.isolation.level must be"),
     ],
 )
 def test_bad_options_are_errors_naming_the_option(options: dict[str, str], message: str) -> None:

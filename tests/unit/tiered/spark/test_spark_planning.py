@@ -26,7 +26,8 @@ from pyspark.sql.datasource import (
 )
 
 from support.spark_tiers import Tier, build_tier
-from support.tiering import BASE_TS
+from support.tiering import BASE_TS, open_log, small_config
+from support.txn_log import tier_with_snapshots, write_transactions
 from tiercel.storage.scheduler import Scheduler
 from tiercel.storage.topic_partition import TopicPartition
 from tiercel.tiered.reader import SegmentRange, open_object_root, plan_topic
@@ -229,3 +230,55 @@ def test_with_a_broker_the_offsets_past_the_tier_are_one_tail_slice_each(
     assert [o for s in slices if isinstance(s, TierSlice) for o in offsets_of(s.ranges)] == list(
         range(ends[0])
     )
+
+
+async def test_read_committed_plans_up_to_the_tier_s_last_stable_offset(
+    tmp_path: Path, scheduler: Scheduler, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A transaction open at the end of the last upload (its producer snapshot says so):
+    read_committed tier slices stop at its first offset and carry the tier's aborted
+    transactions; with a broker, the tail starts there and is fetched read_committed up
+    to the broker's last stable offset (ListOffsets isolation level 1)."""
+    log = open_log(str(tmp_path / "txn-0"), small_config(), scheduler)
+    txns = write_transactions(log, rounds=16)
+    open_first = log.log_end_offset
+    txns.send(log, 103, 2, True)
+    for _ in range(12):
+        txns.send(log, 7, 2, False)
+    log.roll()
+    store = await tier_with_snapshots(log, tmp_path, scheduler)
+    await log.close()
+    base = {"path": f"file://{tmp_path / 'remote'}", "subscribe": "txn"}
+    [uncommitted] = plan_partitions(store, parse_options(base), PushedBounds())
+    committed_options = parse_options({**base, "kafka.isolation.level": "read_committed"})
+    [committed] = plan_partitions(store, committed_options, PushedBounds())
+    assert uncommitted.end > open_first and uncommitted.aborted is None
+    assert committed.end == open_first
+    assert offsets_of(committed.ranges) == list(range(open_first))
+    assert committed.aborted is not None
+    assert {pid for pid, _, _ in committed.aborted} == {100, 102}
+
+    asked: list[bool] = []
+
+    def high_watermarks(
+        servers: str, topic: str, partitions: Sequence[int], read_committed: bool = False
+    ) -> dict[int, int]:
+        asked.append(read_committed)
+        return {p: uncommitted.end + 3 for p in partitions}
+
+    monkeypatch.setattr(broker_tail_calls, "describe_topics", lambda s, t: {"txn": [0]})
+    monkeypatch.setattr(broker_tail_calls, "high_watermarks", high_watermarks)
+    slices = plan_read(
+        parse_options({**base, "kafka.isolation.level": "read_committed",
+                       "kafka.bootstrap.servers": "h:1"}),
+        PushedBounds(),
+    )  # fmt: skip
+    assert asked == [True]
+    [tail] = [s for s in slices if isinstance(s, BrokerTailSlice)]
+    assert (tail.first_offset, tail.last_offset, tail.read_committed) == (
+        open_first,
+        uncommitted.end + 2,
+        True,
+    )
+    tier_slices = [s for s in slices if isinstance(s, TierSlice)]
+    assert all(s.aborted == committed.aborted for s in tier_slices)
