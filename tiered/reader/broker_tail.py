@@ -2,7 +2,7 @@
 
 The Spark source reads history from the object store; with ``kafka.bootstrap.servers``
 it reads the rest (up to the high watermark) through this module in the same query.
-It is a plain-socket client built on `protocol.client_frames` (the kio schemas the
+It talks to the brokers through `broker_client` (plain sockets and the kio schemas the
 broker itself serves), so it runs in Spark executors with no event loop and no client
 library beyond what the reader already needs:
 
@@ -40,10 +40,6 @@ iterator per thread), separate calls are independent.
 
 from __future__ import annotations
 
-import socket
-import struct
-import threading
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -51,9 +47,18 @@ from typing import Any, Final
 
 import pyarrow as pa
 
-from tiercel.protocol.client_frames import FrameError, decode_response, encode_request
 from tiercel.protocol.errors import ErrorCode
 from tiercel.protocol.record_batch import RecordBatchHeader, read_header
+from tiercel.tiered.reader.broker_client import (
+    FETCH,
+    FETCH_MAX_WAIT_MS,
+    LIST_OFFSETS,
+    RETRIABLE_ERRORS,
+    BrokerCluster,
+    BrokerTailError,
+    Deadline,
+    RetriableError,
+)
 from tiercel.tiered.reader.read_committed import FetchAbortFilter
 from tiercel.tiered.reader.record_batches import CorruptBatchError, append_batch, whole_batches
 from tiercel.tiered.reader.record_columns import new_record_columns
@@ -67,247 +72,11 @@ __all__ = [
     "read_broker_range",
 ]
 
-_API_VERSIONS: Final = (18, 3)
-_METADATA: Final = (3, 12)
-_LIST_OFFSETS: Final = (2, 7)
-_FETCH: Final = (1, 12)
-_APIS_USED: Final = {"Metadata": _METADATA, "ListOffsets": _LIST_OFFSETS, "Fetch": _FETCH}
-
 FETCH_MAX_BYTES: Final = 50 * 1024 * 1024  # per response and per partition
 _BATCH_BYTES: Final = 16 * 1024 * 1024  # keys and values per Arrow batch, as segment_reader
-_FETCH_MAX_WAIT_MS: Final = 500  # a fetch at the high watermark waits this long for data
 _LATEST: Final = -1
 _EARLIEST: Final = -2
 _CONSUMER: Final = -1  # replica id of a consumer
-_BACKOFF_S: Final = 0.1
-_BACKOFF_MAX_S: Final = 1.0
-_SIZE: Final = struct.Struct(">i")
-_MAX_RESPONSE_BYTES: Final = 1 << 30  # larger is a corrupt size field, not data
-_CLIENT_ID: Final = "tiercel-broker-tail"
-
-# What Kafka's consumer (Fetcher, OffsetFetcher) handles by refreshing metadata and
-# trying again: leadership moved or is moving, or the topic is not known here yet.
-_RETRIABLE: Final = frozenset(
-    {
-        ErrorCode.not_leader_or_follower,
-        ErrorCode.unknown_topic_or_partition,
-        ErrorCode.leader_not_available,
-        ErrorCode.replica_not_available,
-        ErrorCode.fenced_leader_epoch,
-        ErrorCode.unknown_leader_epoch,
-        ErrorCode.kafka_storage_error,
-        ErrorCode.offset_not_available,
-        ErrorCode.request_timed_out,
-        ErrorCode.not_enough_replicas,
-    }
-)
-
-
-class BrokerTailError(RuntimeError):
-    """A broker-tail request that failed for good, or kept failing for ``timeout_s``."""
-
-
-class _RetriableError(Exception):
-    """Worth another try after a metadata refresh and a backoff."""
-
-
-class _Deadline:
-    """``timeout_s`` from now (or from the last `reset`), with Kafka's backoff; any
-    thread may `cancel` the waits."""
-
-    def __init__(self, timeout_s: float) -> None:
-        self.timeout_s = timeout_s
-        self._cancelled = threading.Event()
-        self.reset()
-
-    def cancel(self) -> None:
-        self._cancelled.set()
-
-    def reset(self) -> None:
-        self._end = time.monotonic() + self.timeout_s
-        self._backoff = _BACKOFF_S
-
-    def remaining(self) -> float:
-        return self._end - time.monotonic()
-
-    def backoff(self, error: str) -> None:
-        """Sleep before the next try, or raise BrokerTailError with ``error`` when the
-        next try would start after the deadline."""
-        remaining = self.remaining()
-        if remaining <= self._backoff:
-            raise BrokerTailError(f"{error} (still failing after {self.timeout_s:g} s)")
-        if self._cancelled.wait(self._backoff):
-            raise BrokerTailError(f"{error} (the read was abandoned)")
-        self._backoff = min(self._backoff * 2, _BACKOFF_MAX_S)
-
-
-class _Connection:
-    """One blocking socket to one broker; requests one at a time, in order."""
-
-    def __init__(self, host: str, port: int, timeout_s: float) -> None:
-        self.address = f"{host}:{port}"
-        try:
-            self._sock = socket.create_connection((host, port), timeout=max(timeout_s, 0.1))
-        except OSError as e:
-            raise _RetriableError(f"broker {self.address}: cannot connect ({e})") from e
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._correlation_id = 0
-        try:
-            self._check_versions(timeout_s)
-        except BaseException:
-            self._sock.close()
-            raise
-
-    def close(self) -> None:
-        self._sock.close()
-
-    def request(self, api: tuple[int, int], body: Mapping[str, Any], timeout_s: float) -> Any:
-        api_key, version = api
-        self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
-        try:
-            self._sock.settimeout(max(timeout_s, 0.1))
-            frame = encode_request(api_key, version, self._correlation_id, _CLIENT_ID, body)
-            self._sock.sendall(b"".join(frame))
-            (size,) = _SIZE.unpack(self._receive(_SIZE.size))
-            if not 0 < size <= _MAX_RESPONSE_BYTES:
-                raise FrameError(f"response size {size}")
-            # kio reads read-only buffers only; a view avoids copying a 50 MB response.
-            got, response = decode_response(self._receive(size).toreadonly(), api_key, version)
-        except OSError as e:
-            raise _RetriableError(f"broker {self.address}: {type(e).__name__}: {e}") from e
-        except FrameError as e:  # not a passing failure: the same bytes would come again
-            raise BrokerTailError(f"broker {self.address}: {e}") from e
-        if got != self._correlation_id:
-            raise _RetriableError(
-                f"broker {self.address}: correlation id {got}, expected {self._correlation_id}"
-            )
-        return response
-
-    def _receive(self, size: int) -> memoryview:
-        view = memoryview(bytearray(size))
-        got = 0
-        while got < size:
-            n = self._sock.recv_into(view[got:])
-            if n == 0:
-                raise ConnectionError("connection closed by the broker")
-            got += n
-        return view
-
-    def _check_versions(self, timeout_s: float) -> None:
-        """ApiVersions first, as Kafka's NetworkClient: a broker too old for the fixed
-        versions used here gets a clear error instead of a closed connection."""
-        response = self.request(
-            _API_VERSIONS,
-            {"client_software_name": "tiercel-broker-tail", "client_software_version": "1"},
-            timeout_s,
-        )
-        if response.error_code != ErrorCode.none:
-            raise BrokerTailError(
-                f"broker {self.address}: ApiVersions failed: {response.error_code}"
-            )
-        supported = {
-            int(a.api_key): (int(a.min_version), int(a.max_version)) for a in response.api_keys
-        }
-        for name, (api_key, version) in _APIS_USED.items():
-            low, high = supported.get(api_key, (0, -1))
-            if not low <= version <= high:
-                raise BrokerTailError(
-                    f"broker {self.address} serves {name} versions {low}-{high}; "
-                    f"the broker tail needs version {version}"
-                )
-
-
-class _Cluster:
-    """Bootstrap servers, the brokers and leaders Metadata named, one connection per
-    broker. Not thread-safe."""
-
-    def __init__(self, bootstrap_servers: str, deadline: _Deadline) -> None:
-        self.bootstrap_servers = bootstrap_servers
-        self._bootstrap = _parse_servers(bootstrap_servers)
-        self.deadline = deadline
-        self._brokers: dict[int, tuple[str, int]] = {}
-        self._leaders: dict[tuple[str, int], int] = {}
-        self._connections: dict[tuple[str, int], _Connection] = {}
-
-    def __enter__(self) -> _Cluster:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for connection in self._connections.values():
-            connection.close()
-        self._connections.clear()
-
-    def request(
-        self, address: tuple[str, int], api: tuple[int, int], body: Mapping[str, Any]
-    ) -> Any:
-        """``body`` sent to the broker at ``address``; on a connection failure the
-        connection is dropped (and _RetriableError raised) so the next try reconnects."""
-        timeout_s = self.deadline.remaining() + _FETCH_MAX_WAIT_MS / 1000
-        try:
-            connection = self._connections.get(address)
-            if connection is None:
-                connection = self._connections[address] = _Connection(*address, timeout_s)
-            return connection.request(api, body, timeout_s)
-        except _RetriableError:
-            dropped = self._connections.pop(address, None)
-            if dropped is not None:
-                dropped.close()
-            # The broker may be gone: every leader is looked up again.
-            self._leaders.clear()
-            raise
-
-    def metadata(self, topics: Sequence[str] | None) -> Any:
-        """A Metadata response for ``topics`` (None: all), from a broker already
-        connected, or else one known from Metadata, or else a bootstrap server."""
-        body = {
-            "topics": None if topics is None else [{"name": t, "topic_id": None} for t in topics],
-            "allow_auto_topic_creation": False,
-            "include_topic_authorized_operations": False,
-        }
-        candidates = [*self._connections, *self._brokers.values(), *self._bootstrap]
-        errors = []
-        for address in dict.fromkeys(candidates):
-            try:
-                response = self.request(address, _METADATA, body)
-            except _RetriableError as e:
-                errors.append(str(e))
-                continue
-            self._brokers = {int(b.node_id): (b.host, int(b.port)) for b in response.brokers}
-            for topic in response.topics:
-                for p in topic.partitions:
-                    if p.error_code == ErrorCode.none and p.leader_id >= 0:
-                        self._leaders[(topic.name, int(p.partition_index))] = int(p.leader_id)
-            return response
-        raise _RetriableError("; ".join(errors))
-
-    def leader(self, topic: str, partition: int) -> tuple[str, int]:
-        """The address of the partition's leader, by Metadata when not known yet."""
-        key = (topic, partition)
-        if key not in self._leaders:
-            response = self.metadata([topic])
-            for t in response.topics:
-                if t.error_code != ErrorCode.none:
-                    raise _RetriableError(f"topic {topic}: {t.error_code.name.upper()} in Metadata")
-            if key not in self._leaders:
-                raise _RetriableError(f"{topic}-{partition}: no leader in Metadata")
-        node = self._leaders[key]
-        if node not in self._brokers:
-            del self._leaders[key]
-            raise _RetriableError(f"{topic}-{partition}: leader {node} is not a live broker")
-        return self._brokers[node]
-
-    def forget_leader(self, topic: str, partition: int) -> None:
-        self._leaders.pop((topic, partition), None)
-
-
-def _parse_servers(bootstrap_servers: str) -> list[tuple[str, int]]:
-    servers = []
-    for item in bootstrap_servers.split(","):
-        host, sep, port = item.strip().rpartition(":")
-        if not sep or not host or not port.isdigit():
-            raise BrokerTailError(f"bad bootstrap server {item.strip()!r}: expected host:port")
-        servers.append((host.strip("[]"), int(port)))
-    return servers
 
 
 def describe_topics(
@@ -315,12 +84,12 @@ def describe_topics(
 ) -> dict[str, list[int]]:
     """Topic -> sorted partition ids, for ``topics`` (None: every non-internal topic).
     A topic the broker does not know (or whose name is invalid) is absent."""
-    deadline = _Deadline(timeout_s)
-    with _Cluster(bootstrap_servers, deadline) as cluster:
+    deadline = Deadline(timeout_s)
+    with BrokerCluster(bootstrap_servers, deadline) as cluster:
         while True:
             try:
                 response = cluster.metadata(topics)
-            except _RetriableError as e:
+            except RetriableError as e:
                 deadline.backoff(f"Metadata: {e}")
                 continue
             result: dict[str, list[int]] = {}
@@ -336,7 +105,7 @@ def describe_topics(
                     ErrorCode.invalid_topic_exception,
                 ):
                     continue
-                elif error in _RETRIABLE:
+                elif error in RETRIABLE_ERRORS:
                     retry.append(f"topic {topic.name}: {error.name.upper()}")
                 else:
                     raise BrokerTailError(f"Metadata for topic {topic.name}: {error.name.upper()}")
@@ -372,16 +141,16 @@ def _list_offsets(
     timeout_s: float,
     isolation_level: int = 0,
 ) -> dict[int, int]:
-    deadline = _Deadline(timeout_s)
+    deadline = Deadline(timeout_s)
     result: dict[int, int] = {}
-    with _Cluster(bootstrap_servers, deadline) as cluster:
+    with BrokerCluster(bootstrap_servers, deadline) as cluster:
         while len(result) < len(timestamps):
             errors: list[str] = []
             by_leader: dict[tuple[str, int], list[int]] = {}
             for partition in timestamps.keys() - result.keys():
                 try:
                     by_leader.setdefault(cluster.leader(topic, partition), []).append(partition)
-                except _RetriableError as e:
+                except RetriableError as e:
                     errors.append(str(e))
             for address, owned in by_leader.items():
                 body = {
@@ -402,8 +171,8 @@ def _list_offsets(
                     ],
                 }
                 try:
-                    response = cluster.request(address, _LIST_OFFSETS, body)
-                except _RetriableError as e:
+                    response = cluster.request(address, LIST_OFFSETS, body)
+                except RetriableError as e:
                     errors.append(str(e))
                     continue
                 for t in response.topics:
@@ -414,7 +183,7 @@ def _list_offsets(
                             continue
                         if error == ErrorCode.none:
                             result[partition] = int(p.offset)
-                        elif error in _RETRIABLE:
+                        elif error in RETRIABLE_ERRORS:
                             cluster.forget_leader(topic, partition)
                             errors.append(f"{where}: {error.name.upper()}")
                         else:
@@ -446,11 +215,11 @@ def read_broker_range(
     it starts, so the broker reads and sends it while this thread decodes."""
     if first_offset > last_offset:
         return
-    deadline = _Deadline(timeout_s)
+    deadline = Deadline(timeout_s)
     columns = new_record_columns(include_headers)
     scratch = bytearray()  # lz4 and zstd records of one batch at a time
     with (
-        _Cluster(bootstrap_servers, deadline) as cluster,
+        BrokerCluster(bootstrap_servers, deadline) as cluster,
         ThreadPoolExecutor(1, thread_name_prefix="tiercel-broker-tail") as prefetch,
     ):
         try:
@@ -494,7 +263,7 @@ class _Fetched:
 
 
 def _fetch_ahead(
-    cluster: _Cluster,
+    cluster: BrokerCluster,
     topic: str,
     partition: int,
     read_committed: bool,
@@ -553,7 +322,7 @@ def _batches_in_range(
 
 
 def _fetch_partition(
-    cluster: _Cluster,
+    cluster: BrokerCluster,
     topic: str,
     partition: int,
     offset: int,
@@ -567,13 +336,13 @@ def _fetch_partition(
         address = cluster.leader(topic, partition)
         where = f"broker {address[0]}:{address[1]}: Fetch {where}"
         data = _fetch(cluster, address, topic, partition, offset, read_committed)
-    except _RetriableError as e:
+    except RetriableError as e:
         cluster.deadline.backoff(f"{where}: {e}")
         return None
     error = ErrorCode(data.error_code)
     if error == ErrorCode.none:
         return where, data
-    if error in _RETRIABLE:
+    if error in RETRIABLE_ERRORS:
         cluster.forget_leader(topic, partition)
         cluster.deadline.backoff(f"{where}: {error.name.upper()}")
         return None
@@ -586,7 +355,7 @@ def _fetch_partition(
 
 
 def _fetch(
-    cluster: _Cluster,
+    cluster: BrokerCluster,
     address: tuple[str, int],
     topic: str,
     partition: int,
@@ -596,7 +365,7 @@ def _fetch(
     """The partition's data of one Fetch from ``address`` at ``offset``."""
     body = {
         "replica_id": _CONSUMER,
-        "max_wait": _FETCH_MAX_WAIT_MS,
+        "max_wait": FETCH_MAX_WAIT_MS,
         "min_bytes": 1,
         "max_bytes": FETCH_MAX_BYTES,
         "isolation_level": int(read_committed),
@@ -620,14 +389,14 @@ def _fetch(
         "forgotten_topics_data": [],
         "rack_id": "",
     }
-    response = cluster.request(address, _FETCH, body)
+    response = cluster.request(address, FETCH, body)
     if response.error_code != ErrorCode.none:
-        raise _RetriableError(f"Fetch failed: {ErrorCode(response.error_code).name.upper()}")
+        raise RetriableError(f"Fetch failed: {ErrorCode(response.error_code).name.upper()}")
     for t in response.responses:
         for p in t.partitions:
             if t.topic == topic and p.partition_index == partition:
                 return p
-    raise _RetriableError("the Fetch response lacks the partition")
+    raise RetriableError("the Fetch response lacks the partition")
 
 
 def _bounds(bootstrap_servers: str, topic: str, partition: int) -> str:

@@ -37,6 +37,7 @@ from support.clients import (
 from support.cluster import ClusterProcess
 from tiercel.protocol.record_batch import read_header
 from tiercel.tiered.reader import broker_tail
+from tiercel.tiered.reader.broker_client import BrokerCluster, Deadline
 from tiercel.tiered.reader.broker_tail import (
     BrokerTailError,
     describe_topics,
@@ -226,9 +227,9 @@ def counting_requests(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
 
 def batch_bases(broker: BrokerProcess, partition: int) -> list[int]:
     """Base offsets of the partition's batches, from whole Fetch responses."""
-    deadline = broker_tail._Deadline(10)
+    deadline = Deadline(10)
     bases: list[int] = []
-    with broker_tail._Cluster(broker.bootstrap, deadline) as cluster:
+    with BrokerCluster(broker.bootstrap, deadline) as cluster:
         offset = 0
         while offset < ROUNDS * PER_ROUND:
             address = cluster.leader(TOPIC, partition)
@@ -313,13 +314,13 @@ def test_the_tail_finds_the_leader_and_follows_it_when_it_dies(
     assert values(cluster.bootstrap([other])) == want
     cluster.wait_until_isr("moving", 0, cluster.running())
     retried: list[str] = []
-    backoff = broker_tail._Deadline.backoff
+    backoff = Deadline.backoff
 
-    def counted(self: broker_tail._Deadline, error: str) -> None:
+    def counted(self: Deadline, error: str) -> None:
         retried.append(error)
         backoff(self, error)
 
-    monkeypatch.setattr(broker_tail._Deadline, "backoff", counted)
+    monkeypatch.setattr(Deadline, "backoff", counted)
     cluster.kill(leader)
     # The dead leader first among the bootstrap servers, and still leader in Metadata.
     assert values(cluster.bootstrap([leader, other])) == want
