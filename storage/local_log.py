@@ -72,6 +72,9 @@ class LocalLog:
         # Set by `delete`: an I/O error after the directory was renamed away is not the
         # disk's and takes no dir offline.
         self.deleted = False
+        # Counts truncations (`truncate_to`, `truncate_fully_and_start_at`): a flush, a
+        # cleaning or a remote copy that began before one must not trust what it read.
+        self.truncations = 0
         self.topic_partition = topic_partition
         self.config = config
         self._segments = segments
@@ -261,6 +264,7 @@ class LocalLog:
         segments starting above ``offset`` go and the one starting at it stays, emptied;
         the caller makes sure one remains (``offset`` at or above the first segment's
         base offset)."""
+        self.truncations += 1
         doomed = [s for s in self._segments if s.base_offset > offset]
         if doomed:
             count = len(doomed)
@@ -278,6 +282,7 @@ class LocalLog:
 
     def truncate_fully_and_start_at(self, offset: int) -> list[LogSegment]:
         """Drop every segment and restart, empty, at ``offset``; the segments dropped."""
+        self.truncations += 1
         doomed = list(self._segments)
         self.schedule_removal(doomed)
         self._segments = [

@@ -6,8 +6,11 @@ protocol needs: ``log_start_offset`` (the first offset a reader can get, remote 
 included), ``local_log_start_offset`` (the first offset on local disk), the highest
 offset copied to the remote tier, the high watermark and the recovery point, the
 leader-epoch cache, the producer state with the last stable offset (LSO: where the
-oldest undecided transaction starts, never past the HW) and the retention decisions
-(`storage.log_retention`). Without a remote tier (`remote_log_enabled` false) the two
+oldest undecided transaction starts, never past the HW). Helpers beside it, one concern
+each, take the log and use its public state: transactions and the LSO
+(`storage.log_transactions`), retention (`storage.log_retention`), rolling
+(`storage.log_roll`), truncation (`storage.log_truncation`), timestamp lookups
+(`storage.timestamp_lookup`). Without a remote tier (`remote_log_enabled` false) the two
 start offsets are equal. A partition directory also holds ``leader-epoch-checkpoint``
 and ``partition.metadata``.
 
@@ -23,25 +26,24 @@ Invariants:
 
 from __future__ import annotations
 
-import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Final
 
 from tiercel.config.log_config import LogConfig
-from tiercel.config.logging_setup import log_event
 from tiercel.protocol.errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from tiercel.storage.leader_epoch_cache import LeaderEpochFileCache
 from tiercel.storage.local_log import LocalLog
 from tiercel.storage.log_dir_failure_channel import LogDirFailureChannel
 from tiercel.storage.log_retention import delete_old_segments
+from tiercel.storage.log_roll import maybe_roll, roll
 from tiercel.storage.log_segment import LogSegment
 from tiercel.storage.log_transactions import (
     complete_txns,
     last_stable_offset,
     with_aborted_transactions,
 )
+from tiercel.storage.log_truncation import truncate_fully_and_start_at, truncate_to
 from tiercel.storage.log_validator import ValidatedRecords, assign_offsets
 from tiercel.storage.log_values import (
     AppendBatch,
@@ -57,7 +59,6 @@ from tiercel.storage.producer_append_info import (
     duplicate_append_info,
 )
 from tiercel.storage.producer_state import ProducerStateManager
-from tiercel.storage.producer_state_loader import rebuild_producer_state
 from tiercel.storage.replicated_records import (
     UnexpectedAppendOffsetError,
     follower_append_info,
@@ -70,8 +71,6 @@ from tiercel.storage.timestamp_lookup import max_timestamp_and_offset, offset_by
 from tiercel.storage.topic_partition import TopicPartition
 
 __all__ = ["UnexpectedAppendOffsetError", "UnifiedLog", "now_ms"]
-
-_log: Final = logging.getLogger("tiercel.log")
 
 
 def now_ms() -> int:
@@ -126,7 +125,6 @@ class UnifiedLog:
         self._local_log_start_offset = max(log_start_offset, first)
         self.recovery_point = min(recovery_point, self.log_end_offset)
         self._last_flush_ms = now_ms()
-        self._truncations = 0
         # Told of every truncation: the LogManager checkpoints the lowered recovery point.
         self.truncation_listener: Callable[[UnifiedLog], None] = lambda log: None
         if producer_state is None:
@@ -297,7 +295,7 @@ class UnifiedLog:
         size = sum(batch.size for batch in batches)
         last = batches[-1]
         max_timestamp = max(batch.max_timestamp for batch in batches)
-        self._maybe_roll(size, max_timestamp, batches[0].base_offset, last.last_offset)
+        maybe_roll(self, size, max_timestamp, batches[0].base_offset, last.last_offset, now_ms())
         self.local_log.append(batches)
         for batch in batches:
             if batch.partition_leader_epoch >= 0:
@@ -352,47 +350,11 @@ class UnifiedLog:
         if self.leader_epoch_cache.assign(epoch, start_offset):
             self._epoch_checkpoint.request()
 
-    def _maybe_roll(
-        self, messages_size: int, max_timestamp: int, first_offset: int, max_offset: int
-    ) -> None:
-        """Roll when the active segment cannot take the append. The new segment starts
-        at the append's first offset, not the log end: a compacted leader's offsets
-        may jump past what 32-bit relative offsets reach (Kafka's maybeRoll)."""
-        segment = self.active_segment
-        config = self.config
-        roll_ms = config.max_segment_ms - self._roll_jitter(segment.base_offset)
-        if segment.should_roll(
-            messages_size, max_timestamp, max_offset, config.segment_bytes, roll_ms, now_ms()
-        ):
-            self.roll(first_offset)
-
-    def _roll_jitter(self, base_offset: int) -> int:
-        # A stable per-segment jitter so that many partitions do not roll in one instant.
-        jitter = self.config.segment_jitter_ms
-        return hash((str(self.topic_partition), base_offset)) % jitter if jitter > 0 else 0
-
     def roll(self, expected_next_offset: int = 0) -> LogSegment:
         """Start a new active segment at max(``expected_next_offset``, log end offset)
         (no-op if the active one is empty and starts there) and flush the old one in the
-        background, then advance the recovery point."""
-        active = self.active_segment
-        segment = self.local_log.roll(expected_next_offset)
-        if segment is active:
-            return active
-        new_base = segment.base_offset
-        # A snapshot at every segment base: loading replays at most the segments after
-        # the latest one, and retention deletes a segment's snapshot with it.
-        self.producer_state.update_map_end_offset(new_base)
-        self.producer_state.take_snapshot()
-        log_event(
-            _log,
-            logging.INFO,
-            "segment_rolled",
-            partition=str(self.topic_partition),
-            base_offset=new_base,
-        )
-        self.schedule_flush(new_base)
-        return segment
+        background, then advance the recovery point (`log_roll`)."""
+        return roll(self, expected_next_offset)
 
     # -- flush -------------------------------------------------------------------------
 
@@ -405,7 +367,7 @@ class UnifiedLog:
         target = self.log_end_offset if up_to is None else up_to
         if target <= self.recovery_point or self.deleted:
             return
-        truncations = self._truncations
+        truncations = self.local_log.truncations
         await self.local_log.flush(self.recovery_point, target)
         if self.leader_epoch_cache.is_dirty:
             # Recovery only re-reads epochs from batches past the recovery point: the
@@ -415,7 +377,8 @@ class UnifiedLog:
         # A truncation meanwhile may have replaced what was synced with unsynced data;
         # a failure in the dir meanwhile may have lost pages this fsync did not report
         # (Kafka never checkpoints an offline dir's recovery points).
-        if not self.deleted and truncations == self._truncations and not self.local_log.dir_offline:
+        same = truncations == self.local_log.truncations
+        if not self.deleted and same and not self.local_log.dir_offline:
             self.recovery_point = max(self.recovery_point, min(target, self.log_end_offset))
 
     @property
@@ -529,86 +492,31 @@ class UnifiedLog:
 
     def truncate_to(self, offset: int) -> bool:
         """Remove everything at and above ``offset`` (a follower diverging from its
-        leader, Kafka's ``UnifiedLog.truncateTo``); True if anything was removed.
-
-        The log end offset becomes ``offset`` itself, also when the records just below
-        it were compacted away; only when a batch straddles ``offset`` (Kafka never
-        truncates there: epoch and end offsets are batch boundaries) does the log end
-        where that batch began (`LocalLog.truncate_to`). At or beyond the log end
-        nothing is removed but the epoch cache still loses entries starting there: a
-        leader's epoch that never got a record (Kafka)."""
-        if offset >= self.log_end_offset:
-            entries = self.leader_epoch_cache.entries
-            self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
-            if self.leader_epoch_cache.entries != entries:
-                self._epoch_checkpoint.request()
-            return False
-        self._truncations += 1
-        at_tiered_start = (
-            self.remote_log_enabled
-            and offset == self._local_log_start_offset == self.local_log.first_segment_base_offset
-        )
-        if offset <= self._local_log_start_offset and not at_tiered_start:
-            # At or below the start the log restarts there. A tiered log truncated at
-            # its local start instead keeps its log start offset and the epochs below,
-            # its first segment emptied as Kafka's truncateTo does at a segment's base:
-            # the records under the local start are remote, not gone.
-            self.truncate_fully_and_start_at(offset)
-            return True
-        truncation = self.local_log.truncate_to(offset)
-        # Cutting inside the batch that holds the log start offset ends the log below it;
-        # the start follows the end down (Kafka's min(target, log start)).
-        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
-        self._local_log_start_offset = min(self._local_log_start_offset, self.log_end_offset)
-        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
-        self._epoch_checkpoint.request()
-        self.recovery_point = min(self.recovery_point, self.log_end_offset)
-        self.update_high_watermark(min(self.high_watermark, self.log_end_offset))
-        for segment in truncation.deleted_segments:
-            self.producer_state.delete_snapshot(segment.base_offset)
-        # On the loop, as Kafka does under its log lock: one small snapshot read and a
-        # header scan of at most the segment that was cut.
-        rebuild_producer_state(
-            self.producer_state,
-            self.segments,
-            self.log_start_offset,
-            self.log_end_offset,
-            False,
-            now_ms(),
-        )
-        log_event(
-            _log,
-            logging.INFO,
-            "log_truncated",
-            partition=str(self.topic_partition),
-            offset=offset,
-            bytes_removed=truncation.bytes_removed,
-            segments_removed=len(truncation.deleted_segments),
-        )
-        self.truncation_listener(self)
-        return True
+        leader, Kafka's ``UnifiedLog.truncateTo``); True if anything was removed. See
+        `log_truncation.truncate_to`."""
+        return truncate_to(self, offset, now_ms())
 
     def truncate_fully_and_start_at(self, offset: int, log_start_offset: int | None = None) -> None:
         """Drop every segment and restart the log, empty, at ``offset``, its log start
         offset at ``log_start_offset`` (default ``offset``): a follower starting at its
         leader's local start keeps the remote part below it (Kafka's
         truncateFullyAndStartAt)."""
-        self._truncations += 1
-        self.local_log.truncate_fully_and_start_at(offset)
-        self.log_start_offset = offset if log_start_offset is None else log_start_offset
+        truncate_fully_and_start_at(self, offset, log_start_offset, now_ms())
+
+    def reset_local_log_start_offset(self, offset: int) -> None:
+        """Truncation only (`log_truncation`): the local log now starts at ``offset``,
+        also below where it started, since a truncated log restarts lower."""
         self._local_log_start_offset = offset
-        self.recovery_point = offset
-        self.leader_epoch_cache.clear()
+
+    def request_epoch_checkpoint(self) -> None:
+        """Write the epoch cache's checkpoint soon, coalesced with other changes; the
+        write is skipped once the log is deleted."""
         self._epoch_checkpoint.request()
-        self.producer_state.truncate_fully_and_start_at(offset)
-        rebuild_producer_state(self.producer_state, self.segments, offset, offset, False, now_ms())
-        self.update_high_watermark(offset)
-        self.truncation_listener(self)
 
     @property
     def truncations(self) -> int:
         """How many truncations the log has seen: a cleaning compares it before its swap."""
-        return self._truncations
+        return self.local_log.truncations
 
     # -- lifecycle ---------------------------------------------------------------------
 
