@@ -1,5 +1,5 @@
-"""DelayedFetch: when a fetch waiting in the purgatory (a long poll) can be answered,
-and what a fetch asks of each partition and gets back.
+"""DelayedFetch: whether a fetch waits in the purgatory (a long poll), when it can be
+answered, and what a fetch asks of each partition and gets back.
 
 Event-loop only. Kafka's ``DelayedFetch``: each partition of the waiting fetch keeps the
 position it read from (``FetchPartitionStatus``); the fetch completes once the bytes
@@ -10,7 +10,7 @@ moved high watermark). Counting uses offsets and segment positions only, no read
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, NamedTuple
 
@@ -89,3 +89,55 @@ def bytes_available(
         else:
             return _COMPLETE_NOW
     return total
+
+
+def respond_now(
+    requests: Sequence[FetchRequestPartition],
+    results: Sequence[FetchResult],
+    max_wait_ms: int,
+    min_bytes: int,
+) -> bool:
+    """Whether a fetch's first read is its answer, without waiting (Kafka's
+    fetchMessages): no wait asked for, enough bytes already, nothing asked, or a
+    partition failed or found its log diverging (the fetcher must learn that now)."""
+    available = sum(r.read.info.size for r in results if r.read is not None)
+    return (
+        max_wait_ms <= 0
+        or available >= min_bytes
+        or not requests
+        or any(r.error is not None for r in results)
+        or any(r.read is not None and r.read.diverging_epoch is not None for r in results)
+    )
+
+
+class DelayedFetch:
+    """A fetch waiting in the purgatory (a long poll) from the positions of its first
+    read; a follower's (``replica_id`` >= 0) also waits for the high watermark it was
+    sent to move (Kafka's DelayedFetch)."""
+
+    def __init__(
+        self,
+        requests: Sequence[FetchRequestPartition],
+        results: Sequence[FetchResult],
+        partitions: Mapping[TopicPartition, Partition],
+        isolation: FetchIsolation,
+        min_bytes: int,
+        replica_id: int,
+    ) -> None:
+        self._partitions = partitions
+        self._isolation = isolation
+        self._min_bytes = min_bytes
+        self.positions = {
+            request.topic_partition: FetchPartitionStatus(
+                r.read.info.fetch_offset_metadata,
+                request.max_bytes,
+                partitions[request.topic_partition].leader_epoch,
+                r.read.high_watermark if replica_id >= 0 else -1,
+            )
+            for request, r in zip(requests, results, strict=True)
+            if r.read is not None
+        }
+
+    def try_complete(self) -> bool:
+        """Kafka's DelayedFetch.tryComplete: enough bytes now, or a reason to answer."""
+        return bytes_available(self._partitions, self.positions, self._isolation) >= self._min_bytes

@@ -6,20 +6,21 @@ delayed operations (fetches when appends make data available or, for followers, 
 high watermark moves; produces when the high watermark covers them; DeleteRecords when
 the low watermark reaches them), and applies leadership from the metadata listener: a
 partition this broker leads is served here, one it follows goes to the replica fetcher
-of its leader (Kafka's ReplicaFetcherManager). The ISR-expiration task runs every
-replica.lag.time.max.ms / 2 (Kafka's isr-expiration).
+of its leader (Kafka's ReplicaFetcherManager). Beside it: the ISR-expiration task
+(`isr_expiration`), the ListOffsets error mapping (`fetch_offset`), the long poll
+(`delayed_fetch`), the produce and DeleteRecords waits (`delayed_produce`,
+`delayed_delete_records`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Collection, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from tiercel.config.broker_config import BrokerConfig
 from tiercel.config.log_config import LogConfig
@@ -29,16 +30,11 @@ from tiercel.protocol.errors import (
     InvalidTopicError,
     KafkaError,
     KafkaStorageError,
-    LeaderNotAvailableError,
     NotLeaderOrFollowerError,
-    OffsetNotAvailableError,
     UnknownTopicOrPartitionError,
-    UnsupportedVersionError,
 )
 from tiercel.protocol.list_offsets import (
-    OFFSET_NOT_AVAILABLE_MIN_VERSION,
     IsolationLevel,
-    is_timestamp_unsupported,
 )
 from tiercel.server.delayed_delete_records import (
     DelayedDeleteRecords,
@@ -46,10 +42,10 @@ from tiercel.server.delayed_delete_records import (
     delete_records_on_local_log,
 )
 from tiercel.server.delayed_fetch import (
-    FetchPartitionStatus,
+    DelayedFetch,
     FetchRequestPartition,
     FetchResult,
-    bytes_available,
+    respond_now,
 )
 from tiercel.server.delayed_produce import DelayedProduce, ProducePartitionStatus
 from tiercel.server.delayed_remote_fetch import (
@@ -57,6 +53,8 @@ from tiercel.server.delayed_remote_fetch import (
     DelayedRemoteFetch,
 )
 from tiercel.server.error_mapping import as_kafka_error
+from tiercel.server.fetch_offset import ListOffsetsResult, fetch_offset
+from tiercel.server.isr_expiration import IsrExpiration
 from tiercel.server.metadata.metadata_cache import MetadataCache, TopicMetadata
 from tiercel.server.offset_by_timestamp import DEFAULT_REMOTE_LIST_OFFSETS_TIMEOUT_MS
 from tiercel.server.partition import (
@@ -81,7 +79,6 @@ from tiercel.storage.log_validator import (
 from tiercel.storage.log_values import (
     FetchIsolation,
     LogAppendInfo,
-    TimestampAndOffset,
 )
 from tiercel.storage.scheduler import Scheduler
 from tiercel.storage.topic_partition import TopicPartition
@@ -104,12 +101,6 @@ LOOP_DECOMPRESSION_BUDGET: Final = 1024 * 1024
 class ProduceResult:
     error: KafkaError | None = None
     info: LogAppendInfo | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ListOffsetsResult:
-    error: KafkaError | None = None
-    found: TimestampAndOffset | None = None
 
 
 def _clock_ms() -> int:
@@ -146,6 +137,10 @@ class ReplicaManager:
         self.produce_purgatory = Purgatory("produce")
         self.delete_records_purgatory = Purgatory("deleteRecords")
         self.leadership_listeners: list[LeadershipListener] = []
+        # Its ISR writes retry until the store answers: shutdown cancels them.
+        self._isr_expiration = IsrExpiration(
+            scheduler, self.partitions, config.replica_lag_time_max_ms
+        )
         self._replication = ReplicationContext(
             replica_lag_time_max_ms=config.replica_lag_time_max_ms,
             alter_partition=alter_partition,
@@ -153,7 +148,7 @@ class ReplicaManager:
             is_replica_isr_eligible=metadata_cache.is_broker_isr_eligible,
             is_broker_alive=lambda broker_id: broker_id in metadata_cache.brokers,
             on_delayed_work=self._complete_delayed,
-            spawn=self._spawn_isr_write,
+            spawn=self._isr_expiration.spawn_isr_write,
             clock_ms=_clock_ms,
         )
         self.fetcher_manager = ReplicaFetcherManager(
@@ -165,10 +160,6 @@ class ReplicaManager:
                 lambda: self.remote_log_manager,
             )
         )
-        self._isr_expiration: asyncio.Task[None] | None = None
-        # ISR writes retry until the store answers: shutdown cancels them, or a SIGTERM
-        # during a ZooKeeper outage would wait for ZooKeeper.
-        self._isr_writes: set[asyncio.Task[None]] = set()
         self._closed = False
         # The broker's RemoteLogManager, once tiering is on (KIP-405): remote reads.
         self.remote_log_manager: RemoteLogReads | None = None
@@ -179,38 +170,9 @@ class ReplicaManager:
         """Shut down: metadata must no longer start fetchers or change logs."""
         return self._closed
 
-    def _spawn_isr_write(self, coro: Coroutine[Any, Any, None], name: str) -> object:
-        if self._closed:
-            coro.close()
-            return None
-        task: asyncio.Task[None] = self._scheduler.spawn(coro, name)
-        self._isr_writes.add(task)
-        task.add_done_callback(self._isr_writes.discard)
-        return task
-
     def startup(self) -> None:
-        """Start the ISR-expiration task: every replica.lag.time.max.ms / 2, as Kafka's
-        ReplicaManager.startup schedules "isr-expiration"."""
-        interval_s = self._config.replica_lag_time_max_ms / 2000
-        if interval_s > 0:  # as for Kafka's scheduler, a zero period schedules nothing
-            self._isr_expiration = asyncio.get_running_loop().create_task(
-                self._expire_isr(interval_s), name="isr-expiration"
-            )
-
-    async def _expire_isr(self, interval_s: float) -> None:
-        while True:
-            await asyncio.sleep(interval_s)
-            for partition in list(self.partitions.values()):
-                try:
-                    partition.maybe_shrink_isr()
-                except Exception as e:
-                    log_event(
-                        _log,
-                        logging.ERROR,
-                        "isr_expiration_failed",
-                        partition=str(partition.topic_partition),
-                        reason=repr(e),
-                    )
+        """Start the ISR-expiration task (`IsrExpiration`)."""
+        self._isr_expiration.startup()
 
     def _complete_delayed(self, tp: TopicPartition) -> None:
         self.fetch_purgatory.check_and_complete(tp)
@@ -506,37 +468,18 @@ class ReplicaManager:
         remote_timeout_ms: int = DEFAULT_REMOTE_LIST_OFFSETS_TIMEOUT_MS,
     ) -> ListOffsetsResult:
         """One partition of a ListOffsets request, its errors as results (Kafka's
-        ReplicaManager.fetchOffset): a lookup landing at or past what the asker may read
-        finds nothing, or OFFSET_NOT_AVAILABLE while a new leader's HW lags its epoch
-        (LEADER_NOT_AVAILABLE for versions before 5). A remote-tier lookup longer than
-        ``remote_timeout_ms`` is REQUEST_TIMED_OUT (KIP-1075)."""
-        try:
-            if is_timestamp_unsupported(timestamp, version):
-                raise UnsupportedVersionError(
-                    f"timestamp {timestamp} is not supported by ListOffsets v{version}"
-                )
-            partition = self.get_partition_or_error(tp)
-            holder = await partition.fetch_offset_for_timestamp(
-                timestamp,
-                isolation_level,
-                current_leader_epoch,
-                fetch_only_from_leader,
-                self.remote_log_manager,
-                remote_timeout_ms,
-            )
-            found = holder.found
-            last = holder.last_fetchable_offset
-            if found is None or (last is not None and found.offset >= last):
-                if holder.offsets_error is not None:
-                    raise holder.offsets_error
-                found = None
-            return ListOffsetsResult(found=found)
-        except OffsetNotAvailableError as e:
-            if version < OFFSET_NOT_AVAILABLE_MIN_VERSION:
-                return ListOffsetsResult(LeaderNotAvailableError(str(e)))
-            return ListOffsetsResult(e)
-        except Exception as e:
-            return ListOffsetsResult(as_kafka_error(e, f"list_offsets on {tp}"))
+        ReplicaManager.fetchOffset, `fetch_offset`)."""
+        return await fetch_offset(
+            self.get_partition_or_error,
+            tp,
+            timestamp,
+            isolation_level,
+            current_leader_epoch,
+            fetch_only_from_leader,
+            version,
+            self.remote_log_manager,
+            remote_timeout_ms,
+        )
 
     # -- fetch -------------------------------------------------------------------------
 
@@ -580,32 +523,14 @@ class ReplicaManager:
                 self.remote_fetch_max_wait_ms,
             )
             return await remote.complete()
-        available = sum(r.read.info.size for r in results if r.read is not None)
-        if (
-            max_wait_ms <= 0
-            or available >= min_bytes
-            or not requests
-            or any(r.error is not None for r in results)
-            or any(r.read is not None and r.read.diverging_epoch is not None for r in results)
-        ):
+        if respond_now(requests, results, max_wait_ms, min_bytes):
             return results
-        positions = {
-            request.topic_partition: FetchPartitionStatus(
-                r.read.info.fetch_offset_metadata,
-                request.max_bytes,
-                self.partitions[request.topic_partition].leader_epoch,
-                r.read.high_watermark if replica_id >= 0 else -1,
-            )
-            for request, r in zip(requests, results, strict=True)
-            if r.read is not None
-        }
-
-        def enough() -> bool:
-            return bytes_available(self.partitions, positions, isolation) >= min_bytes
-
+        delayed = DelayedFetch(requests, results, self.partitions, isolation, min_bytes, replica_id)
         # A follower's own fetch may just have moved the HW past the one it read.
-        if replica_id < 0 or not enough():
-            await self.fetch_purgatory.wait(positions, enough, max_wait_ms / 1000)
+        if replica_id < 0 or not delayed.try_complete():
+            await self.fetch_purgatory.wait(
+                delayed.positions, delayed.try_complete, max_wait_ms / 1000
+            )
         return self._read(requests, max_bytes, isolation, replica_id, update_fetch_state=False)
 
     # -- shutdown ----------------------------------------------------------------------
@@ -613,10 +538,7 @@ class ReplicaManager:
     def shutdown(self) -> None:
         """Stop replicating and answer every waiting request now with what it has."""
         self._closed = True
-        if self._isr_expiration is not None:
-            self._isr_expiration.cancel()
-        for task in list(self._isr_writes):
-            task.cancel()
+        self._isr_expiration.shutdown()
         self.fetcher_manager.stop_all()
         self.fetch_purgatory.close()
         self.produce_purgatory.close()

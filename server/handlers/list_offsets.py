@@ -12,8 +12,8 @@ from typing import Any, Final
 
 from tiercel.protocol.errors import ErrorCode, InvalidRequestError
 from tiercel.protocol.list_offsets import DEBUGGING_REPLICA_ID, IsolationLevel
+from tiercel.server.fetch_offset import ListOffsetsResult
 from tiercel.server.handlers.common import current_leader
-from tiercel.server.replica_manager import ListOffsetsResult
 from tiercel.server.request_context import RequestContext
 from tiercel.storage.topic_partition import TopicPartition
 
