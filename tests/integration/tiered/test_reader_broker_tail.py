@@ -11,6 +11,7 @@ dies."""
 
 from __future__ import annotations
 
+import itertools
 import socket
 import threading
 import time
@@ -170,14 +171,16 @@ def test_whole_partitions_read_as_librdkafka_reads_them(
 
 
 def test_ranges_inside_batches(broker: BrokerProcess, consumed: dict[int, list[Record]]) -> None:
+    # Each round is mostly one batch (linger), but a loaded machine may cut a round in
+    # two: the ranges are placed by the batches the broker holds.
     bases = batch_bases(broker, 1)
-    assert bases[:3] == [0, PER_ROUND, 2 * PER_ROUND]  # one batch per round, as produced
+    base, following = next((b, n) for b, n in itertools.pairwise(bases) if n - b >= 3)
     local_start = local_starts(broker)[1]
     end = ROUNDS * PER_ROUND - 1
     for first, last in [
         (5, 5),
-        (1, PER_ROUND - 2),  # inside one batch
-        (PER_ROUND - 1, PER_ROUND),  # across a batch boundary
+        (base + 1, following - 2),  # inside one batch
+        (following - 1, following),  # across a batch boundary
         (7, 4 * PER_ROUND + 3),
         (local_start - 3, local_start + 2),  # from the remote tier into the local log
         (end - 5, end - 1),
