@@ -62,6 +62,7 @@ from tiercel.tiered.reader.broker_client import (
 from tiercel.tiered.reader.read_committed import FetchAbortFilter
 from tiercel.tiered.reader.record_batches import CorruptBatchError, append_batch, whole_batches
 from tiercel.tiered.reader.record_columns import new_record_columns
+from tiercel.tiered.reader.segment_reader import DEFAULT_BATCH_BYTES
 
 __all__ = [
     "FETCH_MAX_BYTES",
@@ -73,7 +74,7 @@ __all__ = [
 ]
 
 FETCH_MAX_BYTES: Final = 50 * 1024 * 1024  # per response and per partition
-_BATCH_BYTES: Final = 16 * 1024 * 1024  # keys and values per Arrow batch, as segment_reader
+_BATCH_BYTES: Final = DEFAULT_BATCH_BYTES  # keys and values per Arrow batch
 _LATEST: Final = -1
 _EARLIEST: Final = -2
 _CONSUMER: Final = -1  # replica id of a consumer
