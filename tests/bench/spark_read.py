@@ -17,8 +17,10 @@ that range is read three ways:
 - a librdkafka consumer reading it through the broker (served from the remote tier).
 
 Spark runs as ``local[1]`` and ``local[2]`` (one session each, warmed up by one read). The
-script prints records/s and MB/s of values for each, the ratio Spark / broker consume, and
-the medians over ``--rounds``. Not part of `make test`.
+script prints records/s and MB/s of values for each, the ratio Spark / broker consume, the
+CPU seconds the whole process tree used (broker, client, Spark's JVM and Python workers:
+steadier than wall time on a loaded machine), and the medians over ``--rounds``. Not part
+of `make test`.
 """
 
 from __future__ import annotations
@@ -108,7 +110,34 @@ def tiered_ends(broker: Broker, partitions: int) -> dict[int, int] | None:
     return {p: b[0] for p, b in enumerate(bases)}
 
 
-def consume_s(bootstrap: str, ends: dict[int, int]) -> float:
+def tree_cpu_s() -> float:
+    """CPU seconds used so far by this process and every live descendant: the broker,
+    Spark's JVM and its Python workers. Steadier than wall time on a loaded machine."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    parents: dict[int, int] = {}
+    used: dict[int, float] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended meanwhile
+        parents[int(name)] = int(fields[1])
+        used[int(name)] = (int(fields[11]) + int(fields[12])) / ticks
+    tree, grew = {os.getpid()}, True
+    while grew:
+        found = {pid for pid, parent in parents.items() if parent in tree} - tree
+        tree |= found
+        grew = bool(found)
+    return sum(used.get(pid, 0.0) for pid in tree)
+
+
+Timing = tuple[float, float]  # wall seconds, CPU seconds of the process tree
+
+
+def consume_s(bootstrap: str, ends: dict[int, int]) -> Timing:
     """Seconds for a fresh librdkafka consumer to read [0, end) of every partition."""
     consumer = Consumer(
         {
@@ -127,6 +156,7 @@ def consume_s(bootstrap: str, ends: dict[int, int]) -> float:
     )
     consumer.assign([TopicPartition(TOPIC, p, 0) for p in ends])
     remaining = {p: end for p, end in ends.items() if end > 0}
+    cpu = tree_cpu_s()
     start = time.perf_counter()
     while remaining:
         for message in consumer.consume(10000, timeout=1.0):
@@ -136,8 +166,9 @@ def consume_s(bootstrap: str, ends: dict[int, int]) -> float:
             if partition in remaining and message.offset() + 1 >= remaining[partition]:
                 del remaining[partition]
     seconds = time.perf_counter() - start
+    cpu = tree_cpu_s() - cpu
     consumer.close()
-    return seconds
+    return seconds, cpu
 
 
 def spark_session(master: str) -> object:
@@ -158,7 +189,7 @@ def spark_session(master: str) -> object:
     return spark
 
 
-def spark_reads(spark: object, root: Path, ends: dict[int, int]) -> dict[str, float]:
+def spark_reads(spark: object, root: Path, ends: dict[int, int]) -> dict[str, Timing]:
     """Seconds for count() and sum(length(value)) over the tiered range."""
     from pyspark.sql import functions as F
 
@@ -170,13 +201,14 @@ def spark_reads(spark: object, root: Path, ends: dict[int, int]) -> dict[str, fl
         .option("endingOffsets", json.dumps({TOPIC: {str(p): e for p, e in ends.items()}}))
         .load()
     )
-    timings: dict[str, float] = {}
+    timings: dict[str, Timing] = {}
     expected = sum(ends.values())
 
     def timed(name: str, action: Callable[[], object], check: object) -> None:
+        cpu = tree_cpu_s()
         start = time.perf_counter()
         result = action()
-        timings[name] = time.perf_counter() - start
+        timings[name] = time.perf_counter() - start, tree_cpu_s() - cpu
         if result != check:
             raise AssertionError(f"{name}: {result}, expected {check}")
 
@@ -189,11 +221,13 @@ def spark_reads(spark: object, root: Path, ends: dict[int, int]) -> dict[str, fl
     return timings
 
 
-def report(name: str, seconds: float, records: int, consume: float) -> None:
+def report(name: str, timing: Timing, records: int, consume: Timing) -> None:
+    seconds, cpu = timing
     print(
-        f"  {name:22s} {records / seconds / 1e3:8.0f}k rec/s "
-        f"{records * VALUE_BYTES / seconds / 1e6:7.1f} MB/s  "
-        f"ratio to broker consume {consume / seconds:.2f}",
+        f"  {name:26s} {records / seconds / 1e3:5.0f}k rec/s "
+        f"{records * VALUE_BYTES / seconds / 1e6:6.1f} MB/s  "
+        f"ratio to broker consume {consume[0] / seconds:.2f}  "
+        f"CPU {cpu:5.2f} s ({cpu / records * 1e6:.2f} us/record)",
         flush=True,
     )
 
@@ -230,8 +264,8 @@ def main() -> None:
             flush=True,
         )
         root = broker.log_dir / "remote-storage"
-        consumed: list[float] = []
-        results: dict[str, list[float]] = {}
+        consumed: list[Timing] = []
+        results: dict[str, list[Timing]] = {}
         for master in ("local[1]", "local[2]"):
             spark = spark_session(master)
             spark_reads(spark, root, ends)  # warm-up: JVM, Python workers
@@ -240,15 +274,19 @@ def main() -> None:
                 consumed.append(consume)
                 print(f"{master} round {round_number}:", flush=True)
                 report("broker consume", consume, records, consume)
-                for name, seconds in spark_reads(spark, root, ends).items():
-                    results.setdefault(f"{master} {name}", []).append(seconds)
-                    report(f"spark {name}", seconds, records, consume)
+                for name, timing in spark_reads(spark, root, ends).items():
+                    results.setdefault(f"{master} {name}", []).append(timing)
+                    report(f"spark {name}", timing, records, consume)
             spark.stop()  # type: ignore[attr-defined]
-        consume = statistics.median(consumed)
+        consume = median_timing(consumed)
         print("medians:")
         report("broker consume", consume, records, consume)
         for name, timings in results.items():
-            report(name, statistics.median(timings), records, consume)
+            report(name, median_timing(timings), records, consume)
+
+
+def median_timing(timings: list[Timing]) -> Timing:
+    return statistics.median(t[0] for t in timings), statistics.median(t[1] for t in timings)
 
 
 if __name__ == "__main__":
