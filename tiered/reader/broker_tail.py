@@ -49,6 +49,7 @@ import pyarrow as pa
 
 from tiercel.protocol.errors import ErrorCode
 from tiercel.protocol.record_batch import RecordBatchHeader, read_header
+from tiercel.storage.checkpoint_file import uuid_to_kafka_str
 from tiercel.tiered.reader.broker_client import (
     FETCH,
     FETCH_MAX_WAIT_MS,
@@ -67,7 +68,9 @@ from tiercel.tiered.reader.segment_reader import DEFAULT_BATCH_BYTES
 __all__ = [
     "FETCH_MAX_BYTES",
     "BrokerTailError",
+    "TopicDescription",
     "describe_topics",
+    "describe_topics_with_ids",
     "high_watermarks",
     "log_start_offsets",
     "read_broker_range",
@@ -80,11 +83,28 @@ _EARLIEST: Final = -2
 _CONSUMER: Final = -1  # replica id of a consumer
 
 
+@dataclass(frozen=True, slots=True)
+class TopicDescription:
+    """A topic as the broker's Metadata describes it: its topic id (Kafka's base64
+    form, as the remote tier's prefixes name it) and sorted partition ids."""
+
+    topic_id: str
+    partitions: list[int]
+
+
 def describe_topics(
     bootstrap_servers: str, topics: Sequence[str] | None = None, timeout_s: float = 30.0
 ) -> dict[str, list[int]]:
     """Topic -> sorted partition ids, for ``topics`` (None: every non-internal topic).
     A topic the broker does not know (or whose name is invalid) is absent."""
+    described = describe_topics_with_ids(bootstrap_servers, topics, timeout_s)
+    return {topic: d.partitions for topic, d in described.items()}
+
+
+def describe_topics_with_ids(
+    bootstrap_servers: str, topics: Sequence[str] | None = None, timeout_s: float = 30.0
+) -> dict[str, TopicDescription]:
+    """`describe_topics` with each topic's id (Metadata v10+ carries it)."""
     deadline = Deadline(timeout_s)
     with BrokerCluster(bootstrap_servers, deadline) as cluster:
         while True:
@@ -93,14 +113,17 @@ def describe_topics(
             except RetriableError as e:
                 deadline.backoff(f"Metadata: {e}")
                 continue
-            result: dict[str, list[int]] = {}
+            result: dict[str, TopicDescription] = {}
             retry: list[str] = []
             for topic in response.topics:
                 error = ErrorCode(topic.error_code)
                 if error == ErrorCode.none:
                     if topics is None and topic.is_internal:
                         continue
-                    result[topic.name] = sorted(int(p.partition_index) for p in topic.partitions)
+                    result[topic.name] = TopicDescription(
+                        uuid_to_kafka_str(topic.topic_id),
+                        sorted(int(p.partition_index) for p in topic.partitions),
+                    )
                 elif error in (
                     ErrorCode.unknown_topic_or_partition,
                     ErrorCode.invalid_topic_exception,

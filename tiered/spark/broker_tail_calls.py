@@ -35,9 +35,12 @@ def _module() -> ModuleType:
         ) from e
 
 
-def describe_topics(bootstrap_servers: str, topics: Sequence[str] | None) -> dict[str, list[int]]:
-    """Topic -> its sorted partition ids (None: every non-internal topic)."""
-    return cast(dict[str, list[int]], _module().describe_topics(bootstrap_servers, topics))
+def describe_topics(
+    bootstrap_servers: str, topics: Sequence[str] | None
+) -> dict[str, tuple[str, list[int]]]:
+    """Topic -> its topic id and sorted partition ids (None: every non-internal topic)."""
+    described = _module().describe_topics_with_ids(bootstrap_servers, topics)
+    return {topic: (d.topic_id, d.partitions) for topic, d in described.items()}
 
 
 def high_watermarks(

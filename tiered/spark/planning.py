@@ -26,11 +26,13 @@ from tiercel.storage.topic_partition import TopicPartition
 from tiercel.tiered.reader import (
     PartitionPlan,
     SegmentRange,
+    TopicPlan,
     aborted_transactions,
     plan_topic,
     tier_last_stable_offset,
 )
 from tiercel.tiered.rsm.object_store import ObjectStore
+from tiercel.tiered.rsm.remote_listing import topic_ids
 from tiercel.tiered.spark import broker_tail_calls
 from tiercel.tiered.spark.options import EARLIEST, LATEST, OffsetBound, ReadOptions
 from tiercel.tiered.spark.pushdown import PushedBounds
@@ -287,16 +289,21 @@ def _partition_plans(
             # Kafka's subscribe(Pattern) matches whole names (Pattern.matcher().matches()).
             topics = {t for t in tier_topics(store) if pattern.fullmatch(t)}
         wanted = {t: set() for t in topics}
-        if options.bootstrap_servers is not None:
-            asked = None if options.subscribe_pattern is not None else sorted(topics)
-            described = broker_tail_calls.describe_topics(options.bootstrap_servers, asked)
-            for topic, on_broker in described.items():
-                pattern_ = options.subscribe_pattern
-                if pattern_ is None or re.fullmatch(pattern_, topic):
+    # With a broker, each topic is read under the id the broker has for it: a topic
+    # deleted and recreated leaves the old id's uploads in the tier, which are not its.
+    broker_ids: dict[str, str] = {}
+    if options.bootstrap_servers is not None:
+        asked = None if options.subscribe_pattern is not None else sorted(wanted)
+        described = broker_tail_calls.describe_topics(options.bootstrap_servers, asked)
+        for topic, (topic_id, on_broker) in described.items():
+            pattern_ = options.subscribe_pattern
+            if pattern_ is None or re.fullmatch(pattern_, topic):
+                broker_ids[topic] = topic_id
+                if options.assign is None:
                     wanted.setdefault(topic, set()).update(on_broker)
     found: dict[str, dict[int, PartitionPlan]] = {}
     for topic, numbers in wanted.items():
-        plan = plan_topic(store, topic)
+        plan = _topic_plan(store, topic, broker_ids.get(topic))
         by_partition = {p.topic_partition.partition: p for p in plan.partitions}
         read = numbers if options.assign is not None else numbers | set(by_partition)
         found[topic] = {
@@ -305,6 +312,16 @@ def _partition_plans(
             for p in read
         }
     return {topic: plans for topic, plans in found.items() if plans}
+
+
+def _topic_plan(store: ObjectStore, topic: str, broker_topic_id: str | None) -> TopicPlan:
+    """The tier's plan of ``topic``: of the broker's topic id when there is a broker (an
+    empty plan when that id has tiered nothing yet), else of the newest id in the tier."""
+    if broker_topic_id is None:
+        return plan_topic(store, topic)
+    if broker_topic_id not in topic_ids(store, topic):
+        return TopicPlan(topic, broker_topic_id, (), ())
+    return plan_topic(store, topic, topic_id=broker_topic_id)
 
 
 def tier_topics(store: ObjectStore) -> list[str]:

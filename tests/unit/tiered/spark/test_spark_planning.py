@@ -66,6 +66,13 @@ def offsets_of(ranges: tuple[SegmentRange, ...]) -> list[int]:
     return [o for r in ranges for o in range(r.first_offset, r.last_offset + 1)]
 
 
+def tier_topic_id(root: str, topic: str) -> str:
+    """The one topic id ``topic`` has in the tier at ``root``."""
+    topic_id = plan_topic(open_object_root(root), topic).topic_id
+    assert topic_id is not None
+    return topic_id
+
+
 def test_partition_and_offset_filters_prune_and_are_applied_exactly(tier: Tier) -> None:
     whole, _ = planned(tier)
     assert [len(p.ranges) for p in whole] == [len(tier.segments[T0]), len(tier.segments[T1])]
@@ -173,7 +180,9 @@ def test_with_a_broker_the_offsets_past_the_tier_are_one_tail_slice_each(
     ends = {p: len(tier.rows[("t", p)]) for p in (0, 1)}
     watermarks = {0: ends[0] + 17, 1: ends[1], 2: 5}
     monkeypatch.setattr(
-        broker_tail_calls, "describe_topics", lambda servers, topics: {"t": [0, 1, 2]}
+        broker_tail_calls,
+        "describe_topics",
+        lambda servers, topics: {"t": (tier_topic_id(tier.root, "t"), [0, 1, 2])},
     )
     monkeypatch.setattr(
         broker_tail_calls,
@@ -266,7 +275,8 @@ async def test_read_committed_plans_up_to_the_tier_s_last_stable_offset(
         asked.append(read_committed)
         return {p: uncommitted.end + 3 for p in partitions}
 
-    monkeypatch.setattr(broker_tail_calls, "describe_topics", lambda s, t: {"txn": [0]})
+    topic_id = tier_topic_id(base["path"], "txn")
+    monkeypatch.setattr(broker_tail_calls, "describe_topics", lambda s, t: {"txn": (topic_id, [0])})
     monkeypatch.setattr(broker_tail_calls, "high_watermarks", high_watermarks)
     slices = plan_read(
         parse_options({**base, "kafka.isolation.level": "read_committed",
@@ -282,3 +292,27 @@ async def test_read_committed_plans_up_to_the_tier_s_last_stable_offset(
     )
     tier_slices = [s for s in slices if isinstance(s, TierSlice)]
     assert all(s.aborted == committed.aborted for s in tier_slices)
+
+
+def test_with_a_broker_a_recreated_topic_reads_nothing_of_its_old_ids_tier(
+    tier: Tier, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The broker names the topic's current id: uploads under another id (the topic
+    deleted and recreated under the same name) are not its records, so a recreated
+    topic with nothing tiered yet is read from the broker alone."""
+    new_id = "AAAAAAAAAAAAAAAAAAAAAQ"
+    assert new_id != tier_topic_id(tier.root, "t")
+    monkeypatch.setattr(
+        broker_tail_calls, "describe_topics", lambda servers, topics: {"t": (new_id, [0, 1])}
+    )
+    monkeypatch.setattr(
+        broker_tail_calls, "high_watermarks", lambda servers, topic, partitions, **_: {0: 5, 1: 0}
+    )
+    monkeypatch.setattr(
+        broker_tail_calls, "log_start_offsets", lambda servers, topic, partitions: {0: 0, 1: 0}
+    )
+    options = {"path": tier.root, "subscribe": "t", "kafka.bootstrap.servers": "h:1"}
+    slices = plan_read(parse_options(options), PushedBounds())
+    assert not [s for s in slices if isinstance(s, TierSlice)]
+    tails = [(s.partition, s.first_offset, s.last_offset) for s in slices]
+    assert tails == [(0, 0, 4)]
