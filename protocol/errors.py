@@ -193,6 +193,13 @@ class InvalidTxnStateError(KafkaError):
     error_code = ErrorCode.invalid_txn_state
 
 
+class TransactionCoordinatorFencedError(KafkaError):
+    """A transaction marker from a coordinator older than one already seen (Kafka's
+    TransactionCoordinatorFencedException)."""
+
+    error_code = ErrorCode.transaction_coordinator_fenced
+
+
 class TransactionalIdAuthorizationFailedError(KafkaError):
     error_code = ErrorCode.transactional_id_authorization_failed
 

@@ -74,11 +74,12 @@ def bytes_available(
         log = partition.log
         if high_watermark >= 0 and log.high_watermark != high_watermark:
             return _COMPLETE_NOW
-        end = (
-            log.log_end_offset_metadata
-            if isolation is FetchIsolation.LOG_END
-            else log.high_watermark_metadata
-        )
+        if isolation is FetchIsolation.LOG_END:
+            end = log.log_end_offset_metadata
+        elif isolation is FetchIsolation.HIGH_WATERMARK:
+            end = log.high_watermark_metadata
+        else:
+            end = log.last_stable_offset_metadata
         if end.message_offset < start.message_offset:
             return _COMPLETE_NOW  # truncated under the fetcher: it must learn now
         if end.message_offset == start.message_offset:

@@ -76,6 +76,7 @@ from tiercel.server.handlers import (
     offset_for_leader_epoch,
     produce,
     sync_group,
+    write_txn_markers,
 )
 from tiercel.server.handlers import alter_configs as alter_configs_handler
 from tiercel.server.network.connection import Buffer, CloseConnection, Connection
@@ -123,6 +124,7 @@ HANDLER_MODULES: Final[tuple[ModuleType, ...]] = (
     end_txn,
     describe_transactions,
     list_transactions,
+    write_txn_markers,
 )
 
 

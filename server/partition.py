@@ -46,6 +46,7 @@ from tiercel.server.offset_by_timestamp import (
 from tiercel.server.partition_isr import AlterPartitionManager, PartitionIsr, committed
 from tiercel.server.remote_log_reads import RemoteLogReads
 from tiercel.server.replica import Replica
+from tiercel.storage.log_transactions import EndTxnMarkerEntry, end_txn_marker_append_batch
 from tiercel.storage.log_validator import ValidatedRecords
 from tiercel.storage.log_values import (
     FetchDataInfo,
@@ -54,6 +55,7 @@ from tiercel.storage.log_values import (
     LogOffsetMetadata,
     TimestampAndOffset,
 )
+from tiercel.storage.producer_append_info import AppendOrigin
 from tiercel.storage.topic_partition import TopicIdPartition, TopicPartition
 from tiercel.storage.unified_log import UnexpectedAppendOffsetError, UnifiedLog
 
@@ -272,6 +274,36 @@ class Partition(PartitionIsr):
         self._maybe_increment_leader_hw(now_ms)
         return info
 
+    def append_end_txn_marker(self, entry: EndTxnMarkerEntry, now_ms: int) -> LogAppendInfo:
+        """Append a transaction's COMMIT/ABORT control batch as the leader (Kafka's
+        appendRecordsToLeader with AppendOrigin.COORDINATOR): the producer state checks
+        its producer and coordinator epochs."""
+        self._check_leader()
+        self.check_min_isr(-1)
+        log = self.log
+        offset = log.log_end_offset
+        batch = end_txn_marker_append_batch(
+            entry.marker,
+            entry.producer_id,
+            entry.producer_epoch,
+            offset,
+            self.leader_epoch,
+            log.config,
+            now_ms,
+        )
+        log.append_checked([batch], AppendOrigin.COORDINATOR)
+        self._maybe_increment_leader_hw(now_ms)
+        return LogAppendInfo(
+            first_offset=offset,
+            last_offset=offset,
+            max_timestamp=batch.max_timestamp,
+            offset_of_max_timestamp=offset,
+            log_append_time=-1,
+            log_start_offset=log.log_start_offset,
+            num_messages=1,
+            valid_bytes=batch.size,
+        )
+
     def check_enough_replicas_reach_offset(
         self, required_offset: int
     ) -> tuple[bool, KafkaError | None]:
@@ -331,8 +363,9 @@ class Partition(PartitionIsr):
                     high_watermark,
                     (epoch, end_offset),
                 )
+        last_stable = log.last_stable_offset
         info = log.read(fetch_offset, max_bytes, isolation, min_one_message)
-        return LogReadResult(info, high_watermark, log_start, log_end, high_watermark)
+        return LogReadResult(info, high_watermark, log_start, log_end, last_stable)
 
     def fetch_records_for_follower(
         self,
@@ -385,12 +418,11 @@ class Partition(PartitionIsr):
     ) -> OffsetResultHolder:
         """ListOffsets (Kafka's Partition.fetchOffsetForTimestamp). ``isolation_level``
         is None for a follower, which may see up to the log end; a client sees up to the
-        high watermark (read_committed: the last stable offset once transactions exist;
-        without them it is the high watermark). While a new leader's high watermark is
-        below its epoch's start offset, a client's LATEST (and a lookup landing past the
-        high watermark) is OFFSET_NOT_AVAILABLE: the old leader may have answered a
-        higher offset (KIP-207). ``remote`` serves the lookups below the local log
-        (`offset_by_timestamp`), each bounded by ``remote_timeout_ms``."""
+        high watermark (read_committed: the last stable offset). While a new leader's
+        high watermark is below its epoch's start offset, a client's LATEST (and a
+        lookup landing past the high watermark) is OFFSET_NOT_AVAILABLE: the old leader
+        may have answered a higher offset (KIP-207). ``remote`` serves the lookups below
+        the local log (`offset_by_timestamp`), each bounded by ``remote_timeout_ms``."""
         self.check_epoch(current_leader_epoch)
         if fetch_only_from_leader and not self.is_leader:
             raise NotLeaderOrFollowerError(
@@ -398,7 +430,12 @@ class Partition(PartitionIsr):
             )
         log = self.log
         high_watermark = log.high_watermark
-        last_fetchable = log.log_end_offset if isolation_level is None else high_watermark
+        if isolation_level is None:
+            last_fetchable = log.log_end_offset
+        elif isolation_level == IsolationLevel.READ_COMMITTED:
+            last_fetchable = log.last_stable_offset
+        else:
+            last_fetchable = high_watermark
         epoch_start = self._leader_epoch_start_offset
         offsets_error = None
         if isolation_level is not None and epoch_start is not None and epoch_start > high_watermark:

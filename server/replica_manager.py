@@ -17,7 +17,7 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Callable, Collection, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -72,6 +72,7 @@ from tiercel.server.replication.fetch_state import InitialFetchState
 from tiercel.server.replication.fetcher_factory import replica_fetcher_factory
 from tiercel.server.replication.replica_fetcher_manager import ReplicaFetcherManager
 from tiercel.storage.log_manager import LogManager
+from tiercel.storage.log_transactions import EndTxnMarkerEntry
 from tiercel.storage.log_validator import (
     DecompressionBudgetExceeded,
     ValidatedRecords,
@@ -114,6 +115,10 @@ class ListOffsetsResult:
 
 def _clock_ms() -> int:
     return int(time.time() * 1000)
+
+
+# One partition's append as its leader: (partition, its handle, now, acks) -> result.
+_Append = Callable[[TopicPartition, Partition, int, int], Awaitable[LogAppendInfo]]
 
 
 class ReplicaManager:
@@ -359,21 +364,73 @@ class ReplicaManager:
         internal_topics_allowed: bool = False,
     ) -> dict[TopicPartition, ProduceResult]:
         """Append to the partitions this broker leads; only coordinators may write to
-        internal topics (``internal_topics_allowed``), clients get INVALID_TOPIC_EXCEPTION."""
+        internal topics (``internal_topics_allowed``), clients get INVALID_TOPIC_EXCEPTION.
+
+        A coordinator's write is validated on the loop so that its appends land in the
+        order they were issued (a tombstone must not overtake the commit before it);
+        coordinator batches are small."""
         if required_acks not in (-1, 0, 1):
             error = InvalidRequiredAcksError(f"acks={required_acks} is not 0, 1 or -1")
             return {tp: ProduceResult(error) for tp in entries}
         results = {}
-        statuses: dict[TopicPartition, ProducePartitionStatus] = {}
+        appends: dict[TopicPartition, _Append] = {}
         for tp, records in entries.items():
             if tp.topic in INTERNAL_TOPICS and not internal_topics_allowed:
                 results[tp] = ProduceResult(
                     InvalidTopicError(f"Cannot append to internal topic {tp.topic}")
                 )
                 continue
-            results[tp], status = await self._append_to_partition(
-                tp, records, required_acks, in_order=internal_topics_allowed
+            appends[tp] = functools.partial(
+                self._append_records_to, records or b"", in_order=internal_topics_allowed
             )
+        results.update(await self._append_to_leaders(timeout_ms, required_acks, appends))
+        return results
+
+    async def append_end_txn_markers(
+        self, timeout_ms: int, markers: Mapping[TopicPartition, EndTxnMarkerEntry]
+    ) -> dict[TopicPartition, ProduceResult]:
+        """WriteTxnMarkers: append each partition's COMMIT/ABORT control batch as its
+        leader, acks=all (Kafka's appendRecords with AppendOrigin.COORDINATOR)."""
+        appends: dict[TopicPartition, _Append] = {
+            tp: functools.partial(self._append_marker_to, entry) for tp, entry in markers.items()
+        }
+        return await self._append_to_leaders(timeout_ms, -1, appends)
+
+    async def _append_records_to(
+        self,
+        data: bytes,
+        tp: TopicPartition,
+        partition: Partition,
+        now: int,
+        required_acks: int,
+        *,
+        in_order: bool,
+    ) -> LogAppendInfo:
+        config = partition.log.config
+        if in_order:
+            validated = validate_records(data, config, now, topic_partition=tp)
+        else:
+            validated = await self._validate(data, config, now, tp)
+        partition = self.get_partition_or_error(tp)  # it may have gone meanwhile
+        return partition.append_records_to_leader(validated, required_acks, now)
+
+    async def _append_marker_to(
+        self,
+        entry: EndTxnMarkerEntry,
+        tp: TopicPartition,
+        partition: Partition,
+        now: int,
+        required_acks: int,
+    ) -> LogAppendInfo:
+        return partition.append_end_txn_marker(entry, now)
+
+    async def _append_to_leaders(
+        self, timeout_ms: int, required_acks: int, appends: Mapping[TopicPartition, _Append]
+    ) -> dict[TopicPartition, ProduceResult]:
+        results = {}
+        statuses: dict[TopicPartition, ProducePartitionStatus] = {}
+        for tp, append in appends.items():
+            results[tp], status = await self._append_to_partition(tp, append, required_acks)
             if status is not None:
                 statuses[tp] = status
         if statuses:
@@ -386,27 +443,17 @@ class ReplicaManager:
         return results
 
     async def _append_to_partition(
-        self, tp: TopicPartition, records: bytes | None, required_acks: int, in_order: bool = False
+        self, tp: TopicPartition, append: _Append, required_acks: int
     ) -> tuple[ProduceResult, ProducePartitionStatus | None]:
         """The append's result and, for a successful acks=all append, what its wait
-        watches.
-
-        ``in_order``: a coordinator's write, validated on the loop so that its appends
-        land in the order they were issued (a tombstone must not overtake the commit
-        before it); coordinator batches are small."""
+        watches."""
         try:
             partition = self.get_partition_or_error(tp)
             if not partition.is_leader:
                 raise NotLeaderOrFollowerError(f"broker {self.node_id} does not lead {tp}")
             partition.check_min_isr(required_acks)
-            now = int(time.time() * 1000)
-            data = records or b""
-            if in_order:
-                validated = validate_records(data, partition.log.config, now, topic_partition=tp)
-            else:
-                validated = await self._validate(data, partition.log.config, now, tp)
-            partition = self.get_partition_or_error(tp)  # it may have gone meanwhile
-            info = partition.append_records_to_leader(validated, required_acks, now)
+            info = await append(tp, partition, int(time.time() * 1000), required_acks)
+            partition = self.get_partition_or_error(tp)
             status = (
                 ProducePartitionStatus(partition, info.next_offset, partition.leader_epoch)
                 if required_acks == -1

@@ -18,10 +18,14 @@ rebuilt (`protocol.record_filter`), and a batch keeping a tombstone gets the del
 horizon ``now + delete.retention.ms`` on its first cleaning (KIP-534), so tombstones go
 in a later round. A batch left with no records is dropped, except a producer's last
 batch (the one holding the last data offset its producer state still has: the last
-sequence must survive) and the batch ending the round, kept as an empty header. Control
-batches (transaction markers) are kept whole: Kafka drops a marker once its
-transaction's data is gone, which needs the transaction index that comes with
-transactions.
+sequence must survive) and the batch ending the round, kept as an empty header.
+
+Transactions: the batches of aborted transactions (`AbortedRanges`, from the
+transaction indexes) put no key in the map, so they never shadow a committed value,
+and keep no record. Control batches (transaction markers) are kept whole, and so are
+the aborted transactions of the segments cleaned, copied into the new segment's
+transaction index: Kafka drops a marker once its transaction's data is gone and
+``delete.retention.ms`` has passed, which is not done here yet.
 
 Every batch read is checked (magic, CRC) first: corruption fails the round rather than
 being re-stamped with a fresh CRC.
@@ -55,8 +59,10 @@ from tiercel.storage.file_names import CLEANED_FILE_SUFFIX
 from tiercel.storage.log_segment import LogSegment
 from tiercel.storage.log_values import AppendBatch, Buffer
 from tiercel.storage.offset_map import OffsetMap
+from tiercel.storage.transaction_index import AbortedTxn
 
 __all__ = [
+    "AbortedRanges",
     "CleaningRound",
     "LogCleaningAbortedError",
     "SegmentSource",
@@ -70,6 +76,25 @@ __all__ = [
 # cleaned segment is written in appends of about this size.
 _READ_CHUNK: Final = 1024 * 1024
 _WRITE_CHUNK: Final = 1024 * 1024
+
+
+class AbortedRanges:
+    """Which transactional batches belong to an aborted transaction: a producer's
+    batches from an aborted transaction's first offset to its marker. Immutable once
+    built; safe to share with the round's thread."""
+
+    def __init__(self, aborted: Sequence[AbortedTxn]) -> None:
+        self._ranges: dict[int, list[tuple[int, int]]] = {}
+        for txn in aborted:
+            self._ranges.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
+
+    def contains(self, header: RecordBatchHeader) -> bool:
+        if not header.is_transactional or header.is_control:
+            return False
+        offset = header.base_offset
+        return any(
+            first <= offset <= last for first, last in self._ranges.get(header.producer_id, ())
+        )
 
 
 class LogCleaningAbortedError(Exception):
@@ -131,14 +156,16 @@ def map_segment(
     position: int,
     start_offset: int,
     offset_map: OffsetMap,
+    aborted: AbortedRanges,
     abort: threading.Event,
 ) -> bool:
     """Add the keys of the one segment in ``sources``, from ``position``, at offsets
-    from ``start_offset`` on (Kafka's buildOffsetMapForSegment); True when the map
-    filled up before its end (``latest_offset`` is then the last offset it holds)."""
+    from ``start_offset`` on, but those of aborted transactions (Kafka's
+    buildOffsetMapForSegment); True when the map filled up before its end
+    (``latest_offset`` is then the last offset it holds)."""
     (source,) = sources
     for header, batch in read_batches(source, position, abort):
-        if not header.is_control:
+        if not header.is_control and not aborted.contains(header):
             base = header.base_offset
             for record in _records(header, batch)[1]:
                 offset = base + record.offset_delta
@@ -163,25 +190,17 @@ class CleaningRound:
     delete_retention_ms: int
     upper_bound_offset: int
     producer_last_offsets: Mapping[int, int]
+    aborted: AbortedRanges
 
     def filter_batch(self, header: RecordBatchHeader, batch: memoryview) -> Buffer | None:
         """What stays of a checked batch: ``batch`` itself, a rebuilt batch, an empty
         header, or None (see the module docstring)."""
         if header.is_control:
             return batch
-        data, records = _records(header, batch)
-        retained = [record for record in records if self._retains(header, record)]
-        if retained:
-            needs_horizon = not header.has_delete_horizon and not all(
-                record.has_value for record in retained
-            )
-            if len(retained) == len(records) and not needs_horizon:
-                return batch
-            if needs_horizon:
-                horizon = self.now_ms + self.delete_retention_ms
-            else:
-                horizon = header.base_timestamp if header.has_delete_horizon else NO_TIMESTAMP
-            return rebuild_batch(header, data, retained, horizon)
+        if not self.aborted.contains(header):
+            kept = self._filter_records(header, batch)
+            if kept is not None:
+                return kept
         last_of_producer = (
             header.has_producer_id
             and self.producer_last_offsets.get(header.producer_id) == header.last_offset
@@ -189,6 +208,23 @@ class CleaningRound:
         if last_of_producer or header.next_offset == self.upper_bound_offset:
             return empty_batch(header)
         return None
+
+    def _filter_records(self, header: RecordBatchHeader, batch: memoryview) -> Buffer | None:
+        """The batch, rebuilt or whole, with the records it retains; None if none."""
+        data, records = _records(header, batch)
+        retained = [record for record in records if self._retains(header, record)]
+        if not retained:
+            return None
+        needs_horizon = not header.has_delete_horizon and not all(
+            record.has_value for record in retained
+        )
+        if len(retained) == len(records) and not needs_horizon:
+            return batch
+        if needs_horizon:
+            horizon = self.now_ms + self.delete_retention_ms
+        else:
+            horizon = header.base_timestamp if header.has_delete_horizon else NO_TIMESTAMP
+        return rebuild_batch(header, data, retained, horizon)
 
     def _retains(self, header: RecordBatchHeader, record: ScannedRecord) -> bool:
         offset = header.base_offset + record.offset_delta
@@ -207,12 +243,14 @@ def clean_segments(
     cleaning: CleaningRound,
     index_interval_bytes: int,
     max_index_size: int,
+    aborted_txns: Sequence[AbortedTxn],
     abort: threading.Event,
 ) -> LogSegment:
     """Clean ``group`` (consecutive segments) into one new segment at the first one's
     base offset, its files named ``.cleaned``, fsynced, with the last source's mtime
-    (what segment.ms and time retention fall back on, as Kafka keeps it). On any
-    failure the new files are removed."""
+    (what segment.ms and time retention fall back on, as Kafka keeps it) and the
+    group's ``aborted_txns`` (their markers all stay). On any failure the new files
+    are removed."""
     cleaned = LogSegment(
         directory,
         group[0].base_offset,
@@ -223,6 +261,8 @@ def clean_segments(
     try:
         for source in group:
             _clean_into(source, cleaned, cleaning, abort)
+        for txn in aborted_txns:
+            cleaned.update_txn_index(txn)
         cleaned.flush()
         mtime = os.fstat(group[-1].fd).st_mtime_ns
         os.utime(cleaned.log_path, ns=(mtime, mtime))
@@ -263,6 +303,12 @@ def _clean_into(
 def discard_segment(segment: LogSegment) -> None:
     """Close a cleaned segment that will not be swapped in and remove its files."""
     segment.close()
-    for path in (segment.log_path, segment.offset_index.path, segment.time_index.path):
+    paths = (
+        segment.log_path,
+        segment.offset_index.path,
+        segment.time_index.path,
+        segment.txn_index.path,
+    )
+    for path in paths:
         with contextlib.suppress(FileNotFoundError):
             os.remove(path)

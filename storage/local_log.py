@@ -31,6 +31,7 @@ from typing import Final
 from tiercel.config.log_config import LogConfig
 from tiercel.config.logging_setup import log_event
 from tiercel.protocol.errors import OffsetOutOfRangeError
+from tiercel.protocol.record_batch import RECORD_BATCH_OVERHEAD, read_header
 from tiercel.storage.file_names import CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX
 from tiercel.storage.log_dir_failure_channel import (
     LogDirFailureChannel,
@@ -39,9 +40,10 @@ from tiercel.storage.log_dir_failure_channel import (
     maybe_handle_io_exception,
 )
 from tiercel.storage.log_segment import LogSegment
-from tiercel.storage.log_values import AppendBatch, FetchDataInfo, LogOffsetMetadata
+from tiercel.storage.log_values import AppendBatch, Buffer, FetchDataInfo, LogOffsetMetadata
 from tiercel.storage.scheduler import Scheduler
 from tiercel.storage.topic_partition import TopicPartition
+from tiercel.storage.transaction_index import AbortedTxn
 
 _log: Final = logging.getLogger("tiercel.log")
 
@@ -227,6 +229,18 @@ class LocalLog:
                 return FetchDataInfo(result[0], result[1])
         return FetchDataInfo(LogOffsetMetadata(start_offset), b"")
 
+    def collect_aborted_transactions(self, start_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [start_offset, upper_bound), from the
+        transaction indexes of the segment holding ``start_offset`` on, until one says
+        no later segment can add any (Kafka's LocalLog.collectAbortedTransactions)."""
+        found: list[AbortedTxn] = []
+        for segment in self.segments_from(start_offset):
+            result = segment.txn_index.collect_aborted_txns(start_offset, upper_bound)
+            found.extend(result.aborted)
+            if result.is_complete:
+                break
+        return found
+
     # -- truncation and deletion ---------------------------------------------------------
 
     def truncate_to(self, offset: int) -> LocalTruncation:
@@ -383,3 +397,18 @@ def _remove_files(paths: list[str]) -> None:
     for path in paths:
         with contextlib.suppress(FileNotFoundError):
             os.remove(path)
+
+
+def fetch_upper_bound_offset(start_offset: int, records: Buffer) -> int:
+    """One past the last offset of the batches whose header ``records`` holds: what a
+    read_committed fetch's aborted transactions must cover (Kafka's
+    LogSegment.fetchUpperBoundOffset, exact rather than from the sparse index)."""
+    upper = start_offset
+    position = 0
+    while position + RECORD_BATCH_OVERHEAD <= len(records):
+        header = read_header(records, position)
+        if header.size_in_bytes < RECORD_BATCH_OVERHEAD:
+            break
+        upper = max(upper, header.next_offset)
+        position += header.size_in_bytes
+    return upper

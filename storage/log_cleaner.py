@@ -37,6 +37,7 @@ from tiercel.config.config_def import ConfigError
 from tiercel.config.logging_setup import log_event
 from tiercel.storage.checkpoint_file import CLEANER_OFFSET_CHECKPOINT_FILENAME, OffsetCheckpointFile
 from tiercel.storage.cleaner import (
+    AbortedRanges,
     CleaningRound,
     LogCleaningAbortedError,
     SegmentSource,
@@ -266,7 +267,13 @@ class LogCleaner:
         truncations = log.truncations
         upper_bound = to_clean.first_uncleanable_offset
         segments = segments_between(log, -1, upper_bound)
-        end_offset = await self._build_offset_map(to_clean, offset_map, truncations, abort)
+        # Every aborted transaction with data in the range: their markers may lie
+        # beyond it (Kafka's collectAbortedTransactions over the cleaned range).
+        aborted_txns = log.local_log.collect_aborted_transactions(
+            segments[0].base_offset if segments else upper_bound, upper_bound
+        )
+        aborted = AbortedRanges(aborted_txns)
+        end_offset = await self._build_offset_map(to_clean, offset_map, aborted, truncations, abort)
         if end_offset is None:
             self._abandoned(log)
             return None
@@ -281,6 +288,7 @@ class LogCleaner:
                 for producer_id, entry in log.producer_state.active_producers.items()
                 if entry.last_data_offset >= 0
             },
+            aborted,
         )
         groups = group_segments_by_size(
             [s for s in segments if s.base_offset < end_offset],
@@ -316,6 +324,7 @@ class LogCleaner:
                 cleaning,
                 config.index_interval_bytes,
                 config.segment_index_bytes,
+                [txn for segment in group for txn in segment.txn_index.entries],
                 abort,
             )
             if cleaned is None:
@@ -331,6 +340,7 @@ class LogCleaner:
         self,
         to_clean: LogToClean,
         offset_map: OffsetMap,
+        aborted: AbortedRanges,
         truncations: int,
         abort: threading.Event,
     ) -> int | None:
@@ -343,7 +353,15 @@ class LogCleaner:
         offset_map.clear()
         for i, segment in enumerate(dirty):
             full = await self._on_sources(
-                log, [segment], truncations, map_segment, position, start, offset_map, abort
+                log,
+                [segment],
+                truncations,
+                map_segment,
+                position,
+                start,
+                offset_map,
+                aborted,
+                abort,
             )
             if full is None:
                 return None

@@ -91,7 +91,8 @@ def cleanable_offsets(
         first_dirty, force = log_start, True
     else:
         first_dirty, force = checkpointed, False
-    uncleanable = min(log.high_watermark, log.active_segment.base_offset)
+    # Never past the last stable offset: undecided transactional data is not cleaned.
+    uncleanable = min(log.last_stable_offset, log.active_segment.base_offset)
     min_lag = max(log.config.min_compaction_lag_ms, 0)
     if min_lag > 0:
         for segment in _non_active_segments_from(log, first_dirty):

@@ -15,8 +15,10 @@ segments themselves, it is never stored):
 3. After an unclean shutdown every segment from the one holding the recovery point on is
    scanned batch by batch with CRC checks: indexes are rebuilt and a torn or corrupt
    tail is truncated; once a segment had to be truncated, every later segment is
-   deleted (nothing after a hole can be trusted). After a clean shutdown only the index
-   sanity checks run, and a missing or corrupt index triggers the same rebuild.
+   deleted (nothing after a hole can be trusted). The transaction indexes of the
+   recovered segments are rebuilt by replaying the producer state over them. After a
+   clean shutdown only the index sanity checks run, and a missing or corrupt index
+   triggers the same rebuild.
 4. The leader-epoch cache is loaded, completed from the recovered batches, then
    truncated to the log's offset range.
 5. The producer state is rebuilt: the latest ``<offset>.snapshot`` at or below the log
@@ -56,7 +58,7 @@ from tiercel.storage.file_names import (
 from tiercel.storage.leader_epoch_cache import LeaderEpochFileCache
 from tiercel.storage.log_segment import LogSegment
 from tiercel.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
-from tiercel.storage.producer_state_loader import rebuild_producer_state
+from tiercel.storage.producer_state_loader import rebuild_producer_state, rebuild_txn_indexes
 from tiercel.storage.topic_partition import TopicPartition
 
 _log: Final = logging.getLogger("tiercel.log")
@@ -111,7 +113,8 @@ def load_partition_dir(
         LeaderEpochCheckpointFile(os.path.join(directory, LEADER_EPOCH_CHECKPOINT_FILENAME)),
     )
     segments = _open_segments(directory, config)
-    truncated = _recover(segments, recovery_point, clean_shutdown, epoch_cache)
+    recovered: list[LogSegment] = []
+    truncated = _recover(segments, recovery_point, clean_shutdown, epoch_cache, recovered)
     if not segments:
         start = max(log_start_offset, 0)
         segments = [
@@ -129,6 +132,14 @@ def load_partition_dir(
     topic_id = PartitionMetadataFile(os.path.join(directory, PARTITION_METADATA_FILENAME)).read()
     if clean_shutdown:
         recovery_point = max(recovery_point, log_end_offset)
+    now = int(time.time() * 1000)
+    rebuild_txn_indexes(
+        ProducerStateManager(topic_partition, directory, producer_id_expiration_ms),
+        segments,
+        [segment for segment in recovered if segment in segments],
+        log_start_offset,
+        now,
+    )
     producer_state = ProducerStateManager(topic_partition, directory, producer_id_expiration_ms)
     producer_state.remove_stray_snapshots(segment.base_offset for segment in segments)
     rebuild_producer_state(
@@ -137,7 +148,7 @@ def load_partition_dir(
         log_start_offset,
         log_end_offset,
         clean_shutdown,
-        int(time.time() * 1000),
+        now,
     )
     return LoadedLog(
         directory,
@@ -161,7 +172,7 @@ def _remove_leftovers(directory: str) -> None:
     logs = {n[: -len(LOG_FILE_SUFFIX)] for n in names if n.endswith(LOG_FILE_SUFFIX)}
     for name in names:
         if (
-            name.endswith((INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX))
+            name.endswith((INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX))
             and name.rsplit(".", 1)[0] not in logs
         ):
             os.remove(os.path.join(directory, name))
@@ -235,9 +246,11 @@ def _recover(
     recovery_point: int,
     clean_shutdown: bool,
     epoch_cache: LeaderEpochFileCache,
+    recovered: list[LogSegment],
 ) -> int:
-    """Recover segments in place; returns the bytes truncated. Deletes, from ``segments``
-    and from disk, every segment after one that had to be truncated."""
+    """Recover segments in place, adding them to ``recovered``; returns the bytes
+    truncated. Deletes, from ``segments`` and from disk, every segment after one that
+    had to be truncated."""
     total_truncated = 0
     for i, segment in enumerate(segments):
         next_base = segments[i + 1].base_offset if i + 1 < len(segments) else None
@@ -248,6 +261,7 @@ def _recover(
                 continue
             log_event(_log, logging.WARNING, "index_rebuild", segment=segment.log_path)
         truncated = segment.recover(epoch_cache)
+        recovered.append(segment)
         if truncated:
             total_truncated += truncated
             log_event(
@@ -279,6 +293,7 @@ def _indexes_sane(segment: LogSegment) -> bool:
     try:
         segment.offset_index.sanity_check()
         segment.time_index.sanity_check()
+        segment.txn_index.sanity_check()
     except KafkaError:
         return False
     return True

@@ -41,12 +41,14 @@ from tiercel.storage.file_names import (
     INDEX_FILE_SUFFIX,
     LOG_FILE_SUFFIX,
     TIME_INDEX_FILE_SUFFIX,
+    TXN_INDEX_FILE_SUFFIX,
     filename_prefix_from_offset,
 )
 from tiercel.storage.leader_epoch_cache import LeaderEpochFileCache
 from tiercel.storage.log_values import AppendBatch, Buffer, LogOffsetMetadata
 from tiercel.storage.offset_index import OffsetIndex
 from tiercel.storage.time_index import TimeIndex
+from tiercel.storage.transaction_index import AbortedTxn, TransactionIndex
 
 _log: Final = logging.getLogger("tiercel.log")
 
@@ -107,6 +109,10 @@ class LogSegment:
         )
         self.time_index = TimeIndex(
             prefix + TIME_INDEX_FILE_SUFFIX + file_suffix, base_offset, max_index_size
+        )
+        # Kafka's TransactionIndex: no file until a transaction is aborted here.
+        self.txn_index = TransactionIndex(
+            prefix + TXN_INDEX_FILE_SUFFIX + file_suffix, base_offset, file_exists=file_exists
         )
         if not file_exists:
             # A brand-new segment: index files left under these names are stale.
@@ -310,11 +316,16 @@ class LogSegment:
 
     # -- truncation, recovery and lifecycle --------------------------------------------
 
+    def update_txn_index(self, aborted: AbortedTxn) -> None:
+        """Record a transaction whose ABORT marker was appended to this segment."""
+        self.txn_index.append(aborted)
+
     def truncate_to(self, offset: int) -> int:
         """Remove every batch whose last offset is >= ``offset``; bytes removed."""
         batch = self.translate_offset(offset)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         if batch is None:
             return 0
         removed = self.size - batch.position
@@ -347,9 +358,14 @@ class LogSegment:
 
         Re-adds leader epochs found in the batches to the epoch cache, as Kafka's
         ``LogSegment.recover`` does, so an epoch whose checkpoint write was lost in a
-        crash is restored from the data itself."""
+        crash is restored from the data itself.
+
+        The transaction index is emptied: the loader re-derives it by replaying the
+        producer state over the recovered batches (Kafka's LogSegment.recover with its
+        ProducerStateManager)."""
         self.offset_index.truncate()
         self.time_index.truncate()
+        self.txn_index.reset()
         self.max_timestamp_so_far = -1
         self.offset_of_max_timestamp_so_far = self.base_offset
         self.bytes_since_last_index_entry = 0
@@ -415,10 +431,11 @@ class LogSegment:
             position += size
 
     def flush(self) -> None:
-        """*Blocking.* fsync the log and both indexes."""
+        """*Blocking.* fsync the log and its indexes."""
         os.fsync(self.fd)
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def pin(self) -> None:
         """Keep the file descriptors open while an executor thread uses them (a flush);
@@ -442,6 +459,7 @@ class LogSegment:
         self._fd = -1
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.close()
 
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
         """Rename the log file, then the indexes, from ``old_suffix`` to ``new_suffix``
@@ -452,6 +470,7 @@ class LogSegment:
         self.log_path = new_log_path
         for index in (self.offset_index, self.time_index):
             index.rename_to(index.path.removesuffix(old_suffix) + new_suffix)
+        self.txn_index.rename_to(self.txn_index.path.removesuffix(old_suffix) + new_suffix)
 
     def rename_to_deleted(self) -> list[str]:
         """Close the files and add the ``.deleted`` suffix, as Kafka does before
@@ -462,6 +481,7 @@ class LogSegment:
             (self.log_path, lambda new: os.rename(self.log_path, new)),
             (self.offset_index.path, self.offset_index.rename_to),
             (self.time_index.path, self.time_index.rename_to),
+            (self.txn_index.path, self.txn_index.rename_to),
         ):
             if os.path.exists(path):
                 rename(path + DELETED_FILE_SUFFIX)

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+from tiercel.protocol.end_txn_marker import EndTransactionMarker
 from tiercel.protocol.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE
 
 Buffer = bytes | bytearray | memoryview
@@ -44,7 +45,8 @@ class LogOffsetMetadata:
 class AppendBatch:
     """A validated batch ready to be written: its bytes (as chunks, so that the header
     rewrite needs no copy of the records), what the indexes need to know of it, and its
-    producer fields (from the header) for the producer state."""
+    producer fields (from the header) for the producer state. A control batch carries
+    ``is_control`` and, when it is a COMMIT or ABORT marker, ``end_txn_marker``."""
 
     chunks: Sequence[Buffer]
     size: int
@@ -56,6 +58,16 @@ class AppendBatch:
     producer_epoch: int = NO_PRODUCER_EPOCH
     base_sequence: int = NO_SEQUENCE
     is_transactional: bool = False
+    is_control: bool = False
+    end_txn_marker: EndTransactionMarker | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AbortedTransaction:
+    """What a read_committed Fetch response lists per aborted transaction."""
+
+    producer_id: int
+    first_offset: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +90,8 @@ class LogAppendInfo:
 class FetchDataInfo:
     fetch_offset_metadata: LogOffsetMetadata
     records: Buffer
+    aborted_transactions: Sequence[AbortedTransaction] | None = None
+    """None unless the read was read_committed (Kafka's FetchDataInfo)."""
 
     @property
     def size(self) -> int:

@@ -13,6 +13,13 @@ The rules, Kafka 3.9's (KIP-360 included):
   accepted at any sequence: since KIP-360 the broker no longer answers a produce with
   UNKNOWN_PRODUCER_ID.
 
+Transactions (KIP-98): a transactional batch of a producer with no open transaction
+opens one at its first offset; a non-transactional batch while one is open is
+INVALID_TXN_STATE (a replicated or replayed one is accepted: the leader decided). A
+COMMIT/ABORT marker closes it: its epoch must not be older than the producer's
+(INVALID_PRODUCER_EPOCH) and its coordinator epoch not older than the last marker's
+(TRANSACTION_COORDINATOR_FENCED); a replicated marker is only logged, as Kafka does.
+
 Recognising a retried batch is the caller's job (`ProducerStateEntry.find_duplicate_batch`),
 before these checks: a retry must never be answered OUT_OF_ORDER_SEQUENCE_NUMBER.
 """
@@ -21,16 +28,23 @@ from __future__ import annotations
 
 import enum
 import logging
+from dataclasses import dataclass
 from typing import Final
 
 from tiercel.config.logging_setup import log_event
-from tiercel.protocol.errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError
+from tiercel.protocol.end_txn_marker import EndTransactionMarker
+from tiercel.protocol.errors import (
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    OutOfOrderSequenceNumberError,
+    TransactionCoordinatorFencedError,
+)
 from tiercel.protocol.record_batch import NO_PRODUCER_EPOCH, NO_SEQUENCE
 from tiercel.storage.log_values import LogAppendInfo
 from tiercel.storage.producer_state_entry import BatchMetadata, ProducerStateEntry, in_sequence
 from tiercel.storage.topic_partition import TopicPartition
 
-__all__ = ["AppendOrigin", "ProducerAppendInfo"]
+__all__ = ["AppendOrigin", "CompletedTxn", "ProducerAppendInfo"]
 
 _log: Final = logging.getLogger("tiercel.producer_state")
 
@@ -40,6 +54,17 @@ class AppendOrigin(enum.Enum):
 
     CLIENT = "client"  # a producer: epoch and sequence checks
     REPLICATION = "replication"  # a follower fetch or a log replay: no checks
+    COORDINATOR = "coordinator"  # a transaction marker (WriteTxnMarkers): epoch checks
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction a marker closed: its producer, first offset, marker offset."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
 
 
 class ProducerAppendInfo:
@@ -50,7 +75,15 @@ class ProducerAppendInfo:
     seen so far. Event-loop only (or a loader thread that owns the manager).
     """
 
-    __slots__ = ("_current", "_origin", "_topic_partition", "_updated", "producer_id")
+    __slots__ = (
+        "_current",
+        "_origin",
+        "_topic_partition",
+        "_updated",
+        "completed_txns",
+        "producer_id",
+        "started_txns",
+    )
 
     def __init__(
         self,
@@ -64,6 +97,10 @@ class ProducerAppendInfo:
         self._current = current
         self._origin = origin
         self._updated = current.without_batches()
+        # First offsets of the transactions these batches open, and what their markers
+        # closed, in order: the manager tracks them once the batches are written.
+        self.started_txns: list[int] = []
+        self.completed_txns: list[CompletedTxn] = []
 
     def append_data_batch(
         self,
@@ -73,6 +110,7 @@ class ProducerAppendInfo:
         last_timestamp: int,
         first_offset: int,
         last_offset: int,
+        is_transactional: bool = False,
     ) -> None:
         self._check_producer_epoch(epoch, first_offset)
         if self._origin is AppendOrigin.CLIENT:
@@ -80,6 +118,55 @@ class ProducerAppendInfo:
         self._updated.add_batch(
             epoch, last_seq, last_offset, last_offset - first_offset, last_timestamp
         )
+        in_txn = self._updated.current_txn_first_offset is not None
+        if in_txn and not is_transactional and self._origin is not AppendOrigin.REPLICATION:
+            raise InvalidTxnStateError(
+                f"Expected transactional write from producer {self.producer_id} at offset "
+                f"{first_offset} in {self._topic_partition}"
+            )
+        if is_transactional and not in_txn:
+            self._updated.current_txn_first_offset = first_offset
+            self.started_txns.append(first_offset)
+
+    def append_end_txn_marker(
+        self, marker: EndTransactionMarker, epoch: int, offset: int, timestamp: int
+    ) -> CompletedTxn | None:
+        """Close the producer's transaction with the marker at ``offset``; the
+        completed transaction, None when none was open (an empty transaction changes
+        neither the LSO nor the transaction index)."""
+        self._check_producer_epoch(epoch, offset)
+        self._check_coordinator_epoch(marker, offset)
+        updated = self._updated
+        first = updated.current_txn_first_offset
+        completed = None
+        if first is not None:
+            completed = CompletedTxn(self.producer_id, first, offset, marker.is_abort)
+            self.completed_txns.append(completed)
+        updated.maybe_update_producer_epoch(epoch)
+        updated.current_txn_first_offset = None
+        updated.coordinator_epoch = marker.coordinator_epoch
+        updated.last_timestamp = timestamp
+        return completed
+
+    def _check_coordinator_epoch(self, marker: EndTransactionMarker, offset: int) -> None:
+        if self._updated.coordinator_epoch <= marker.coordinator_epoch:
+            return
+        message = (
+            f"Invalid coordinator epoch for producer {self.producer_id} at offset {offset} in "
+            f"{self._topic_partition}: {marker.coordinator_epoch} (marker) < "
+            f"{self._updated.coordinator_epoch} (last seen)"
+        )
+        if self._origin is AppendOrigin.REPLICATION:
+            log_event(
+                _log,
+                logging.WARNING,
+                "stale_coordinator_epoch_replicated",
+                partition=str(self._topic_partition),
+                producer_id=self.producer_id,
+                offset=offset,
+            )
+            return
+        raise TransactionCoordinatorFencedError(message)
 
     def _check_producer_epoch(self, epoch: int, offset: int) -> None:
         if epoch >= self._updated.producer_epoch:

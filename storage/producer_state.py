@@ -8,6 +8,13 @@ segment roll (at the new segment's base offset) and at clean shutdown (at the lo
 Loading a log reads the latest snapshot and replays the batches after it
 (`storage.producer_state_loader`), so a batch retried after a crash is still recognised.
 
+Transactions (KIP-98): every producer's open transaction is tracked by its first offset
+(``ongoing``); a COMMIT/ABORT marker moves it to ``unreplicated`` until the high
+watermark passes the marker. The smallest first offset of either is the first unstable
+offset, from which `UnifiedLog` derives the last stable offset (Kafka's
+ProducerStateManager.firstUnstableOffset). Snapshots keep each producer's open
+transaction, so a load knows them again.
+
 ``map end offset`` is the offset up to which the state reflects the log (Kafka's
 ``lastMapOffset``); a snapshot is only taken when it moved past the latest one.
 
@@ -30,10 +37,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
 from tiercel.config.logging_setup import log_event
-from tiercel.protocol.errors import InvalidTxnStateError
+from tiercel.protocol.end_txn_marker import EndTransactionMarker
 from tiercel.storage.file_names import producer_snapshot_file
 from tiercel.storage.log_values import AppendBatch
-from tiercel.storage.producer_append_info import AppendOrigin, ProducerAppendInfo
+from tiercel.storage.producer_append_info import AppendOrigin, CompletedTxn, ProducerAppendInfo
 from tiercel.storage.producer_snapshot import (
     CorruptSnapshotError,
     decode_snapshot,
@@ -47,12 +54,26 @@ from tiercel.storage.producer_state_entry import BatchMetadata, ProducerStateEnt
 from tiercel.storage.snapshot_io import BlockingSnapshotIo, SnapshotIo
 from tiercel.storage.topic_partition import TopicPartition
 
-__all__ = ["DEFAULT_PRODUCER_ID_EXPIRATION_MS", "ProducerStateManager"]
+__all__ = ["DEFAULT_PRODUCER_ID_EXPIRATION_MS", "ProducerStateManager", "TxnMetadata"]
 
 _log: Final = logging.getLogger("tiercel.producer_state")
 
 # producer.id.expiration.ms's default: one day.
 DEFAULT_PRODUCER_ID_EXPIRATION_MS: Final = 86_400_000
+
+
+class TxnMetadata:
+    """An open (``last_offset`` None) or completed but not yet replicated transaction."""
+
+    __slots__ = ("first_offset", "last_offset", "producer_id")
+
+    def __init__(self, producer_id: int, first_offset: int, last_offset: int | None = None) -> None:
+        self.producer_id = producer_id
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+
+    def __repr__(self) -> str:
+        return f"TxnMetadata({self.producer_id}, {self.first_offset}, {self.last_offset})"
 
 
 class ProducerStateManager:
@@ -75,6 +96,9 @@ class ProducerStateManager:
         self.dir = directory
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.producers: dict[int, ProducerStateEntry] = {}
+        # Keyed by first offset (Kafka's ongoingTxns / unreplicatedTxns).
+        self._ongoing: dict[int, TxnMetadata] = {}
+        self._unreplicated: dict[int, TxnMetadata] = {}
         self._io: SnapshotIo = io if io is not None else BlockingSnapshotIo()
         self._snapshots: list[int] = []
         self._unwritten: dict[int, bytes] = {}
@@ -117,6 +141,64 @@ class ProducerStateManager:
             self.producers[info.producer_id] = entry
         else:
             current.update(entry)
+        for first_offset in info.started_txns:
+            self._ongoing[first_offset] = TxnMetadata(info.producer_id, first_offset)
+
+    # -- transactions --------------------------------------------------------------------
+
+    @property
+    def ongoing_txns(self) -> Mapping[int, TxnMetadata]:
+        return types.MappingProxyType(self._ongoing)
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest transaction still open or whose marker the
+        high watermark has not passed; None when there is none."""
+        firsts = [*self._ongoing, *self._unreplicated]
+        return min(firsts) if firsts else None
+
+    def last_stable_offset(self, completed: CompletedTxn) -> int:
+        """The LSO once ``completed`` is: the first offset of the oldest transaction of
+        another producer still open, else just past its marker (what the transaction
+        index records with an aborted transaction)."""
+        others = [
+            first
+            for first, txn in self._ongoing.items()
+            if txn.producer_id != completed.producer_id
+        ]
+        return min(others) if others else completed.last_offset + 1
+
+    def complete_txn(self, completed: CompletedTxn) -> None:
+        """The marker of ``completed`` is written: its transaction stays unstable until
+        the high watermark passes the marker."""
+        txn = self._ongoing.pop(completed.first_offset, None)
+        if txn is None:
+            txn = TxnMetadata(completed.producer_id, completed.first_offset)
+        txn.last_offset = completed.last_offset
+        self._unreplicated[completed.first_offset] = txn
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        self._remove_unreplicated_txns(high_watermark)
+
+    def _remove_unreplicated_txns(self, offset: int) -> None:
+        done = [
+            first
+            for first, txn in self._unreplicated.items()
+            if txn.last_offset is not None and txn.last_offset < offset
+        ]
+        for first in done:
+            del self._unreplicated[first]
+
+    def _clear(self) -> None:
+        self.producers.clear()
+        self._ongoing.clear()
+        self._unreplicated.clear()
+
+    def _load_entry(self, entry: ProducerStateEntry) -> None:
+        self.producers[entry.producer_id] = entry
+        first = entry.current_txn_first_offset
+        if first is not None:
+            self._ongoing[first] = TxnMetadata(entry.producer_id, first)
 
     def prepare_append(
         self, batches: Sequence[AppendBatch], origin: AppendOrigin
@@ -141,16 +223,20 @@ class ProducerStateManager:
                     )
                     if duplicate is not None:
                         return [], duplicate
-                if batch.is_transactional:
-                    # Kafka verifies a transaction with its coordinator first; with no
-                    # transaction coordinator here none can be open.
-                    raise InvalidTxnStateError(
-                        f"Record of producer {producer_id} in {self.topic_partition} was not "
-                        "part of an ongoing transaction"
-                    )
+                # Kafka 4 first has a transactional write verified by the transaction
+                # coordinator (KIP-890); with no coordinator here it is accepted as is.
             info = updates.get(producer_id)
             if info is None:
                 info = updates[producer_id] = self.prepare_update(producer_id, origin)
+            if batch.is_control:
+                if batch.end_txn_marker is not None:
+                    info.append_end_txn_marker(
+                        batch.end_txn_marker,
+                        batch.producer_epoch,
+                        batch.base_offset,
+                        batch.max_timestamp,
+                    )
+                continue
             info.append_data_batch(
                 batch.producer_epoch,
                 batch.base_sequence,
@@ -158,6 +244,7 @@ class ProducerStateManager:
                 batch.max_timestamp,
                 batch.base_offset,
                 batch.last_offset,
+                batch.is_transactional,
             )
         return list(updates.values()), None
 
@@ -169,6 +256,7 @@ class ProducerStateManager:
         base_offset: int,
         last_offset: int,
         max_timestamp: int,
+        is_transactional: bool = False,
     ) -> None:
         """Apply a batch already in the log (recovery, truncation reload): no checks."""
         info = self.prepare_update(producer_id, AppendOrigin.REPLICATION)
@@ -180,8 +268,24 @@ class ProducerStateManager:
             max_timestamp,
             base_offset,
             last_offset,
+            is_transactional,
         )
         self.update(info)
+
+    def replay_end_txn_marker(
+        self,
+        producer_id: int,
+        epoch: int,
+        marker: EndTransactionMarker,
+        offset: int,
+        timestamp: int,
+    ) -> CompletedTxn | None:
+        """Apply a marker already in the log; the transaction it closed, which the
+        caller completes (`complete_txn`) after recording it if it was aborted."""
+        info = self.prepare_update(producer_id, AppendOrigin.REPLICATION)
+        completed = info.append_end_txn_marker(marker, epoch, offset, timestamp)
+        self.update(info)
+        return completed
 
     def remove_expired_producers(self, now_ms: int) -> int:
         """Forget producers idle for producer.id.expiration.ms; returns how many."""
@@ -295,7 +399,7 @@ class ProducerStateManager:
             if offset > log_end_offset or offset <= log_start_offset:
                 self.delete_snapshot(offset)
         if log_end_offset != self._last_map_offset:
-            self.producers.clear()
+            self._clear()
             self._load_from_snapshot(log_start_offset, now_ms)
         else:
             self.on_log_start_offset_incremented(log_start_offset)
@@ -318,14 +422,14 @@ class ProducerStateManager:
                 continue
             for entry in entries:
                 if not self._is_expired(entry, now_ms):
-                    self.producers[entry.producer_id] = entry
+                    self._load_entry(entry)
             self._last_snap_offset = self._last_map_offset = offset
             return
         self._last_snap_offset = self._last_map_offset = log_start_offset
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Forget everything (the log restarts empty at ``offset``)."""
-        self.producers.clear()
+        self._clear()
         for snapshot in list(self._snapshots):
             self.delete_snapshot(snapshot)
         self._last_snap_offset = 0
@@ -338,10 +442,10 @@ class ProducerStateManager:
         buildProducerSnapshotFile, then reloadSnapshots). CorruptSnapshotError if
         ``data`` is not a snapshot."""
         entries = decode_snapshot(data)
-        self.producers.clear()
+        self._clear()
         for entry in entries:
             if not self._is_expired(entry, now_ms):
-                self.producers[entry.producer_id] = entry
+                self._load_entry(entry)
         if offset not in self._snapshots:
             bisect.insort(self._snapshots, offset)
         self._unwritten[offset] = data
@@ -355,6 +459,7 @@ class ProducerStateManager:
         """The log start moved (retention, DeleteRecords). Producers are kept until they
         expire, as in Kafka since KIP-360: their last batch may be gone, but a retry of it
         must still be recognised rather than written twice."""
+        self._remove_unreplicated_txns(log_start_offset)
         self._last_map_offset = max(self._last_map_offset, log_start_offset)
         latest = self.latest_snapshot_offset
         self._last_snap_offset = latest if latest is not None else log_start_offset

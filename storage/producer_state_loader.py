@@ -9,18 +9,33 @@ of a log that has no snapshot at all (one written before snapshots existed) noth
 replayed: empty snapshots are written at the last segment bases and the log end instead,
 as Kafka does for logs that never saw an idempotent producer.
 
+Replaying a COMMIT/ABORT marker closes its producer's transaction. After a crash the
+transaction indexes of the recovered segments are rebuilt the same way
+(`rebuild_txn_indexes`): the state as of the first recovered segment is loaded, and
+every aborted transaction whose marker is replayed is appended to its segment's index
+with the last stable offset at that point (Kafka's LogSegment.recover).
+
 *Blocking* when it has to read: a loader runs it in its executor thread; a truncation
 runs it on the loop, where the replay covers at most the segment that was cut.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
+from typing import Final
 
-from tiercel.storage.log_segment import LogSegment
+from tiercel.config.logging_setup import log_event
+from tiercel.protocol.end_txn_marker import read_end_txn_marker
+from tiercel.protocol.errors import KafkaError
+from tiercel.storage.log_segment import BatchPosition, LogSegment
 from tiercel.storage.producer_state import ProducerStateManager
+from tiercel.storage.snapshot_io import Job
+from tiercel.storage.transaction_index import AbortedTxn
 
-__all__ = ["rebuild_producer_state"]
+__all__ = ["rebuild_producer_state", "rebuild_txn_indexes"]
+
+_log: Final = logging.getLogger("tiercel.producer_state")
 
 
 def rebuild_producer_state(
@@ -89,8 +104,15 @@ def _segments_between(
     return result
 
 
-def _replay(manager: ProducerStateManager, segment: LogSegment, start: int, end: int) -> None:
-    """Apply the segment's batches from the one holding ``start`` up to ``end``."""
+def _replay(
+    manager: ProducerStateManager,
+    segment: LogSegment,
+    start: int,
+    end: int,
+    index_aborted: bool = False,
+) -> None:
+    """Apply the segment's batches from the one holding ``start`` up to ``end``;
+    ``index_aborted``: append the aborted transactions to the segment's index."""
     first = segment.translate_offset(start)
     if first is None:
         return
@@ -98,9 +120,11 @@ def _replay(manager: ProducerStateManager, segment: LogSegment, start: int, end:
         header = batch.header
         if header.base_offset >= end:
             break
-        # Control batches (transaction markers) are never written here until
-        # transactions exist; only data batches carry producer state.
-        if header.has_producer_id and not header.is_control:
+        if not header.has_producer_id:
+            continue
+        if header.is_control:
+            _replay_marker(manager, segment, batch, index_aborted)
+        else:
             manager.replay_batch(
                 header.producer_id,
                 header.producer_epoch,
@@ -108,4 +132,76 @@ def _replay(manager: ProducerStateManager, segment: LogSegment, start: int, end:
                 header.base_offset,
                 header.last_offset,
                 header.max_timestamp,
+                header.is_transactional,
             )
+
+
+def _replay_marker(
+    manager: ProducerStateManager, segment: LogSegment, batch: BatchPosition, index_aborted: bool
+) -> None:
+    header = batch.header
+    try:
+        marker = read_end_txn_marker(segment.read_batch(batch))
+    except KafkaError as e:
+        # A CRC-checked batch the leader wrote: not expected; the marker is skipped.
+        log_event(
+            _log,
+            logging.WARNING,
+            "unreadable_txn_marker",
+            segment=segment.log_path,
+            offset=header.base_offset,
+            reason=e.message,
+        )
+        return
+    if marker is None:
+        return
+    completed = manager.replay_end_txn_marker(
+        header.producer_id, header.producer_epoch, marker, header.base_offset, header.max_timestamp
+    )
+    if completed is None:
+        return
+    if index_aborted and completed.is_aborted:
+        segment.update_txn_index(
+            AbortedTxn(
+                completed.producer_id,
+                completed.first_offset,
+                completed.last_offset,
+                manager.last_stable_offset(completed),
+            )
+        )
+    manager.complete_txn(completed)
+
+
+class _NoSnapshotWrites:
+    """A `SnapshotIo` dropping every job: the scratch state `rebuild_txn_indexes`
+    loads must not write or delete the log's snapshot files."""
+
+    def submit(self, job: Job, then: Job | None = None) -> None:
+        pass
+
+
+def rebuild_txn_indexes(
+    manager: ProducerStateManager,
+    segments: Sequence[LogSegment],
+    recovered: Sequence[LogSegment],
+    log_start_offset: int,
+    now_ms: int,
+) -> None:
+    """Re-derive the transaction indexes of ``recovered`` (emptied by
+    `LogSegment.recover`), using ``manager`` (a fresh one of the log, its snapshot
+    files unread) as scratch: the state as of the first recovered segment comes from
+    the latest snapshot at or below it and the batches after that snapshot."""
+    if not recovered:
+        return
+    manager.set_io(_NoSnapshotWrites())
+    manager.remove_stray_snapshots(segment.base_offset for segment in segments)
+    start = recovered[0].base_offset
+    manager.truncate_and_reload(log_start_offset, start, now_ms)
+    for segment, end in _segments_between(segments, manager.map_end_offset, start):
+        from_offset = max(segment.base_offset, manager.map_end_offset, log_start_offset)
+        _replay(manager, segment, from_offset, min(end, start))
+    rebuilt = {id(segment) for segment in recovered}
+    for segment in segments:
+        if segment.base_offset >= start:
+            from_offset = max(segment.base_offset, log_start_offset)
+            _replay(manager, segment, from_offset, 2**63 - 1, id(segment) in rebuilt)

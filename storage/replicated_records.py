@@ -9,6 +9,8 @@ the records, no offset assignment). What is checked, per batch, from its 61-byte
 - magic 2, CRC-32C over attributes..end                               CORRUPT_MESSAGE
 - offsets that only grow: lastOffsetDelta >= 0, each batch after the
   previous one                                                        CORRUPT_MESSAGE
+- a control batch's record parses as a control record                 CORRUPT_MESSAGE
+  (its COMMIT/ABORT marker then closes the producer's transaction)
 
 A fetch response may end with a partial batch (the leader cuts at the byte limit): it
 is not part of the result, as Kafka's record iterator stops before it.
@@ -22,7 +24,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from tiercel.protocol.errors import CorruptRecordError, RecordBatchTooLargeError
+from tiercel.protocol.end_txn_marker import EndTransactionMarker, read_end_txn_marker
+from tiercel.protocol.errors import CorruptRecordError, KafkaError, RecordBatchTooLargeError
 from tiercel.protocol.record_batch import (
     LOG_OVERHEAD,
     MAGIC_V2,
@@ -75,6 +78,14 @@ def replicated_batches(records: Buffer) -> list[AppendBatch]:
                 f"follow offset {previous_last}"
             )
         previous_last = header.last_offset
+        marker: EndTransactionMarker | None = None
+        if header.is_control:
+            try:
+                marker = read_end_txn_marker(view[pos : pos + size])
+            except KafkaError as e:
+                raise CorruptRecordError(
+                    f"replicated control batch at offset {header.base_offset}: {e.message}"
+                ) from e
         batches.append(
             AppendBatch(
                 (view[pos : pos + size],),
@@ -87,6 +98,8 @@ def replicated_batches(records: Buffer) -> list[AppendBatch]:
                 header.producer_epoch,
                 header.base_sequence,
                 header.is_transactional,
+                header.is_control,
+                marker,
             )
         )
         pos += size

@@ -5,8 +5,9 @@ removal) are the `LocalLog`'s; this class owns what spans tiers and what the rep
 protocol needs: ``log_start_offset`` (the first offset a reader can get, remote segments
 included), ``local_log_start_offset`` (the first offset on local disk), the highest
 offset copied to the remote tier, the high watermark and the recovery point, the
-leader-epoch cache, the producer state and the retention decisions
-(`storage.log_retention`). Without a remote tier (`remote_log_enabled` false) the two
+leader-epoch cache, the producer state with the last stable offset (LSO: where the
+oldest transaction not yet decided starts, never past the HW) and the retention
+decisions (`storage.log_retention`). Without a remote tier (`remote_log_enabled` false) the two
 start offsets are equal. A partition directory also holds ``leader-epoch-checkpoint``
 and ``partition.metadata``.
 
@@ -15,6 +16,7 @@ loop; every fsync, rename, deletion and checkpoint write goes through the `Sched
 
 Invariants:
 - log_start_offset <= local_log_start_offset <= high_watermark <= log_end_offset;
+- log_start_offset <= last_stable_offset <= high_watermark;
 - recovery_point <= log_end_offset, and everything below it is fsynced;
 - the epoch cache has no entry at or beyond the log end offset.
 """
@@ -35,6 +37,11 @@ from tiercel.storage.local_log import LocalLog
 from tiercel.storage.log_dir_failure_channel import LogDirFailureChannel
 from tiercel.storage.log_retention import delete_old_segments
 from tiercel.storage.log_segment import LogSegment
+from tiercel.storage.log_transactions import (
+    complete_txns,
+    last_stable_offset,
+    with_aborted_transactions,
+)
 from tiercel.storage.log_validator import ValidatedRecords, assign_offsets
 from tiercel.storage.log_values import (
     AppendBatch,
@@ -118,8 +125,6 @@ class UnifiedLog:
         )
         self._local_log_start_offset = max(log_start_offset, first)
         self.recovery_point = min(recovery_point, self.log_end_offset)
-        self._high_watermark = LogOffsetMetadata(self.log_start_offset)
-        self.update_high_watermark(self.log_start_offset)
         self._last_flush_ms = now_ms()
         self._truncations = 0
         # Told of every truncation: the LogManager checkpoints the lowered recovery point.
@@ -134,6 +139,8 @@ class UnifiedLog:
         )
         producer_state.set_io(self._snapshot_io)
         self.producer_state = producer_state
+        self._high_watermark = LogOffsetMetadata(self.log_start_offset)
+        self.update_high_watermark(self.log_start_offset)
 
     def _write_epoch_checkpoint(self) -> bool:
         with self.local_log.maybe_handle_io_exception("Error while writing an epoch checkpoint"):
@@ -207,6 +214,7 @@ class UnifiedLog:
             self._high_watermark = self.log_end_offset_metadata
         elif offset != self._high_watermark.message_offset:
             self._high_watermark = LogOffsetMetadata(offset)
+        self.producer_state.on_high_watermark_updated(offset)
         return offset
 
     def maybe_increment_high_watermark(self, new_high_watermark: LogOffsetMetadata) -> bool:
@@ -219,7 +227,22 @@ class UnifiedLog:
             self._high_watermark = self.log_end_offset_metadata
         else:
             self._high_watermark = new_high_watermark
+        self.producer_state.on_high_watermark_updated(offset)
         return True
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The first offset of the oldest transaction not yet decided or whose marker
+        is not yet replicated, not below the log start, else the HW (Kafka's
+        UnifiedLog.lastStableOffset): read_committed reads stop there."""
+        return last_stable_offset(self.producer_state, self.log_start_offset, self.high_watermark)
+
+    @property
+    def last_stable_offset_metadata(self) -> LogOffsetMetadata:
+        offset = self.last_stable_offset
+        if offset == self.high_watermark:
+            return self.high_watermark_metadata
+        return self.local_log.offset_metadata(offset)
 
     @property
     def active_segment(self) -> LogSegment:
@@ -240,7 +263,12 @@ class UnifiedLog:
         offset: a follower's, or a replay), updating the producer state unchecked."""
         if not batches:
             return
-        updates, _ = self.producer_state.prepare_append(batches, AppendOrigin.REPLICATION)
+        self.append_checked(batches, AppendOrigin.REPLICATION)
+
+    def append_checked(self, batches: Sequence[AppendBatch], origin: AppendOrigin) -> None:
+        """Write batches whose offsets are assigned, after checking them against the
+        producer state as ``origin`` requires (none for REPLICATION)."""
+        updates, _ = self.producer_state.prepare_append(batches, origin)
         self._append_batches(batches)
         self._update_producer_state(updates, batches[-1].last_offset + 1)
 
@@ -318,6 +346,7 @@ class UnifiedLog:
     def _update_producer_state(self, updates: Sequence[ProducerAppendInfo], end: int) -> None:
         for info in updates:
             self.producer_state.update(info)
+        complete_txns(self.producer_state, updates, self.local_log)
         # Also without producers: a snapshot must say which offset it reflects.
         self.producer_state.update_map_end_offset(end)
 
@@ -416,9 +445,14 @@ class UnifiedLog:
             )
         if isolation is FetchIsolation.LOG_END:
             max_offset = self.log_end_offset_metadata
-        else:
+        elif isolation is FetchIsolation.HIGH_WATERMARK:
             max_offset = self.high_watermark_metadata
-        return self.local_log.read(start_offset, max_length, max_offset, min_one_message)
+        else:
+            max_offset = self.last_stable_offset_metadata
+        info = self.local_log.read(start_offset, max_length, max_offset, min_one_message)
+        if isolation is FetchIsolation.TXN_COMMITTED:
+            return with_aborted_transactions(self.local_log, start_offset, info)
+        return info
 
     def epoch_for_offset(self, offset: int) -> int | None:
         return self.leader_epoch_cache.epoch_for_offset(offset)

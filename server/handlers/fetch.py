@@ -18,6 +18,7 @@ from typing import Any, Final
 from tiercel.protocol.errors import ErrorCode, KafkaError, UnknownTopicIdError
 from tiercel.server.delayed_fetch import FetchRequestPartition, FetchResult
 from tiercel.server.handlers.common import current_leader, node_endpoints, timeout_ms
+from tiercel.server.partition import LogReadResult
 from tiercel.server.request_context import RequestContext
 from tiercel.storage.log_values import FetchIsolation
 from tiercel.storage.topic_partition import TopicPartition
@@ -42,7 +43,7 @@ def _partition_response(
         "last_stable_offset": read.last_stable_offset if read else -1,
         "log_start_offset": read.log_start_offset if read else -1,
         "current_leader": current_leader(ctx, tp, error),
-        "aborted_transactions": [] if read_committed and read else None,
+        "aborted_transactions": _aborted_transactions(read, read_committed),
         "preferred_read_replica": -1,
         "records": read.info.records if read else b"",
     }
@@ -52,6 +53,18 @@ def _partition_response(
             "end_offset": read.diverging_epoch[1],
         }
     return response
+
+
+def _aborted_transactions(
+    read: LogReadResult | None, read_committed: bool
+) -> list[dict[str, int]] | None:
+    """read_committed only: the aborted transactions overlapping the records read."""
+    if not read_committed or read is None:
+        return None
+    return [
+        {"producer_id": txn.producer_id, "first_offset": txn.first_offset}
+        for txn in read.info.aborted_transactions or ()
+    ]
 
 
 def _replica_id(request: Any) -> int:

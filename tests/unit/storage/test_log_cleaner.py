@@ -32,6 +32,7 @@ from tiercel.config.broker_config import BrokerConfig
 from tiercel.config.config_def import ConfigError
 from tiercel.config.log_config import LogConfig
 from tiercel.protocol.compression import CompressionType
+from tiercel.protocol.end_txn_marker import ControlRecordType, EndTransactionMarker
 from tiercel.protocol.record_batch import NO_TIMESTAMP, TimestampType, is_crc_valid, read_header
 from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
 from tiercel.storage.checkpoint_file import CLEANER_OFFSET_CHECKPOINT_FILENAME, OffsetCheckpointFile
@@ -44,11 +45,14 @@ from tiercel.storage.log_cleaner_manager import (
 )
 from tiercel.storage.log_manager import LogManager
 from tiercel.storage.log_segment import BatchPosition
+from tiercel.storage.log_transactions import end_txn_marker_append_batch
 from tiercel.storage.log_validator import validate_records
 from tiercel.storage.log_values import AppendBatch, FetchIsolation, LogAppendInfo
 from tiercel.storage.offset_map import ENTRY_OVERHEAD, OffsetMap
+from tiercel.storage.producer_append_info import AppendOrigin
 from tiercel.storage.scheduler import Scheduler
 from tiercel.storage.topic_partition import TopicPartition
+from tiercel.storage.transaction_index import AbortedTxn
 from tiercel.storage.unified_log import UnifiedLog
 
 TP = TopicPartition("t", 0)
@@ -931,3 +935,61 @@ def assert_matches(log: UnifiedLog, model: Model) -> None:
 def test_compaction_matches_a_model(ops: list[tuple[Any, ...]]) -> None:
     with tempfile.TemporaryDirectory() as root:
         asyncio.run(run_model(partition_dir(root), ops))
+
+
+# -- transactions ----------------------------------------------------------------------
+
+
+def put_txn(log: UnifiedLog, entries: Sequence[Entry], producer_id: int, seq: int) -> None:
+    """One transactional batch of ``producer_id`` (epoch 0), appended as leader."""
+    records = [SimpleRecord(k, v, timestamp=BASE_TS) for k, v in entries]
+    data = build_record_batch(
+        records, producer_id=producer_id, producer_epoch=0, base_sequence=seq,
+        is_transactional=True,
+    )  # fmt: skip
+    log.append_as_leader(validate_records(data, log.config, BASE_TS), 0, BASE_TS)
+
+
+def end_txn(log: UnifiedLog, producer_id: int, control: ControlRecordType) -> None:
+    batch = end_txn_marker_append_batch(
+        EndTransactionMarker(control, 0), producer_id, 0, log.log_end_offset, 0, log.config, NOW
+    )
+    log.append_checked([batch], AppendOrigin.COORDINATOR)
+    log.update_high_watermark(log.log_end_offset)
+
+
+async def test_aborted_records_never_shadow_committed_ones_and_open_ones_wait(
+    log_dir: str, scheduler: Scheduler
+) -> None:
+    log = open_log(log_dir, compacted(), scheduler)
+    put(log, [(b"a", b"committed"), (b"b", b"committed")])
+    put_txn(log, [(b"a", b"aborted")], 7, 0)
+    end_txn(log, 7, ControlRecordType.ABORT)
+    put_txn(log, [(b"b", b"committed by 8")], 8, 0)
+    end_txn(log, 8, ControlRecordType.COMMIT)
+    log.roll()
+    put_txn(log, [(b"b", b"still open")], 9, 0)  # undecided: beyond the LSO
+    log.update_high_watermark(log.log_end_offset)
+    log.roll()
+    put(log, [(b"c", b"active")])
+    aborted_before = [e for s in log.segments for e in s.txn_index.entries]
+    assert aborted_before == [AbortedTxn(7, 2, 3, 4)]
+    assert log.last_stable_offset == 6
+    cleaner = cleaner_for(scheduler, log)
+
+    result = await clean(cleaner, log)
+
+    assert result is not None and result.end_offset == 6
+    kept = {(r.offset, r.key, r.value) for r in log_records(log)}
+    # "a" keeps its committed value (the aborted one put no key in the map and is
+    # dropped); "b" keeps the value committed by producer 8; the open one is untouched.
+    assert (0, b"a", b"committed") in kept
+    assert (2, b"a", b"aborted") not in kept
+    assert (1, b"b", b"committed") not in kept
+    assert {(4, b"b", b"committed by 8"), (6, b"b", b"still open")} <= kept
+    # Markers and the aborted transaction's index entry survive the swap.
+    assert [e for s in log.segments for e in s.txn_index.entries] == aborted_before
+    markers = [b.header.base_offset for b, _ in batches(log) if b.header.is_control]
+    assert markers == [3, 5]
+    assert_well_formed(log)
+    await cleaner.shutdown()

@@ -162,11 +162,17 @@ def test_sequences_wrap_at_int32_max() -> None:
         q.send(6, 0, 2)
 
 
-def test_client_transactional_batches_are_refused() -> None:
+def test_a_plain_batch_inside_an_open_transaction_is_refused() -> None:
+    # Transactional batches open a transaction (no coordinator verifies them yet,
+    # KIP-890 is the coordinator's part); a non-transactional one from the same
+    # producer before its marker is INVALID_TXN_STATE, as Kafka's ProducerAppendInfo.
     p = new_partition()
+    assert p.send(1, 0, 0, transactional=True) == (0, 0)
+    assert p.manager.first_unstable_offset == 0
     with pytest.raises(InvalidTxnStateError):
-        p.send(1, 0, 0, transactional=True)
-    assert p.end == 0 and p.manager.is_empty
+        p.send(1, 0, 1)
+    assert p.end == 1
+    assert p.send(1, 0, 1, origin=REPLICATION) == (1, 1)  # the leader decided
 
 
 def test_replicated_batches_are_not_checked() -> None:

@@ -1,0 +1,77 @@
+"""WriteTxnMarkers (27): a transaction coordinator has partition leaders end a
+transaction by appending its COMMIT or ABORT marker (KIP-98).
+
+As Kafka's ``KafkaApis.handleWriteTxnMarkersRequest``, for each marker and each listed
+partition: a partition this broker does not host is UNKNOWN_TOPIC_OR_PARTITION; one it
+hosts but does not lead NOT_LEADER_OR_FOLLOWER; otherwise a control batch with the
+producer id and epoch and the coordinator epoch is appended as the leader, acks=all,
+internal topics included (Kafka's AppendOrigin.COORDINATOR), and the answer waits for
+the ISR. The producer state refuses a marker older than the producer's epoch
+(INVALID_PRODUCER_EPOCH) or from an older coordinator than the last marker's
+(TRANSACTION_COORDINATOR_FENCED). A marker that closes no open transaction is written
+all the same, as in Kafka (a coordinator retries markers until every leader has one).
+
+Versions 1 only: Kafka 4 dropped v0, and v2 carries the transaction version of KIP-890
+part 2, whose epoch rules belong with the transaction coordinator (not built yet).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Final
+
+from tiercel.protocol.end_txn_marker import ControlRecordType, EndTransactionMarker
+from tiercel.protocol.errors import ErrorCode, UnknownTopicOrPartitionError
+from tiercel.server.replica_manager import ProduceResult
+from tiercel.server.request_context import RequestContext
+from tiercel.storage.log_transactions import EndTxnMarkerEntry
+from tiercel.storage.topic_partition import TopicPartition
+
+API_KEY: Final = 27
+MIN_VERSION: Final = 1
+MAX_VERSION: Final = 1
+
+# Kafka's request.timeout.ms default, which bounds its wait for the ISR here.
+_APPEND_TIMEOUT_MS: Final = 30_000
+
+
+async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    replica_manager = ctx.broker.replica_manager
+    markers = []
+    for marker in request.markers:
+        control_type = (
+            ControlRecordType.COMMIT if marker.transaction_result else ControlRecordType.ABORT
+        )
+        entry = EndTxnMarkerEntry(
+            marker.producer_id,
+            marker.producer_epoch,
+            EndTransactionMarker(control_type, marker.coordinator_epoch),
+        )
+        results: dict[TopicPartition, ProduceResult] = {}
+        hosted: dict[TopicPartition, EndTxnMarkerEntry] = {}
+        for topic in marker.topics:
+            for index in topic.partition_indexes:
+                tp = TopicPartition(topic.name, index)
+                if tp in replica_manager.partitions:
+                    hosted[tp] = entry
+                else:
+                    results[tp] = ProduceResult(
+                        UnknownTopicOrPartitionError(f"this broker does not host {tp}")
+                    )
+        if hosted:
+            results.update(await replica_manager.append_end_txn_markers(_APPEND_TIMEOUT_MS, hosted))
+        markers.append({"producer_id": marker.producer_id, "topics": _topics(results)})
+    return {"markers": markers}
+
+
+def _topics(results: dict[TopicPartition, ProduceResult]) -> list[dict[str, Any]]:
+    by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for tp, result in results.items():
+        error = result.error
+        by_topic[tp.topic].append(
+            {
+                "partition_index": tp.partition,
+                "error_code": ErrorCode.none if error is None else error.error_code,
+            }
+        )
+    return [{"name": name, "partitions": partitions} for name, partitions in by_topic.items()]
