@@ -1,0 +1,202 @@
+"""The transaction coordinator against a real broker process, with confluent-kafka's
+transactional producer (librdkafka):
+
+- init_transactions, begin, produce to several partitions, commit: a read_committed
+  consumer sees every record; abort: it sees none (read_uncommitted sees both);
+  DescribeTransactions and ListTransactions show the id;
+- zombie fencing: a second producer with the same transactional.id fences the first,
+  whose commit then fails fatally, and whose open transaction is aborted;
+- a transaction left open past its transaction.timeout.ms is aborted by the
+  coordinator with an epoch bump: its records never become visible, and its producer
+  is fenced;
+- InitProducerId's refusals: a timeout above transaction.max.timeout.ms, an unknown id
+  in AddPartitionsToTxn / EndTxn.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import TopicPartition as CTopicPartition
+from kio.schema.errors import ErrorCode
+
+from support.broker import BrokerProcess
+from support.clients import create_topic, running_broker, wait_until
+from support.wire import WireClient
+from tiercel.protocol.entities import build_entity, request_class
+
+PARTITIONS = 3
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    overrides = {
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": 300,
+        "transaction.max.timeout.ms": 120000,
+    }
+    with running_broker(Path(tmp_path_factory.mktemp("txns")), overrides) as broker:
+        yield broker
+
+
+def request(bootstrap: str, api_key: int, version: int, values: dict[str, Any]) -> Any:
+    with WireClient(bootstrap) as client:
+        return client.request(
+            build_entity(request_class(api_key, version), values, fill_missing=True)
+        )
+
+
+def producer(bootstrap: str, transactional_id: str, **extra: Any) -> Producer:
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": transactional_id,
+            "linger.ms": 5,
+            **extra,
+        }
+    )
+    p.init_transactions(20)
+    return p
+
+
+def consume_all(bootstrap: str, topic: str, isolation: str, expect: int) -> list[bytes]:
+    """Every record of ``topic`` readable at ``isolation``: read until ``expect`` arrived
+    (or 15 s passed), then a second more to catch extras."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{isolation}-{topic}",
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+            "fetch.wait.max.ms": 100,
+        }
+    )
+    values: list[bytes] = []
+    try:
+        consumer.assign([CTopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+        deadline = time.monotonic() + 15
+        settle: float | None = None
+        while time.monotonic() < deadline and (settle is None or time.monotonic() < settle):
+            for msg in consumer.consume(100, 0.2):
+                if msg.error() is None:
+                    values.append(msg.value())
+            if settle is None and len(values) >= expect:
+                settle = time.monotonic() + 1.0
+    finally:
+        consumer.close()
+    return sorted(values)
+
+
+def describe(bootstrap: str, transactional_id: str) -> Any:
+    """DescribeTransactions, sent to the coordinator (the only broker)."""
+    response = request(bootstrap, 65, 0, {"transactional_ids": [transactional_id]})
+    return response.transaction_states[0]
+
+
+def test_commit_and_abort_across_partitions(broker: BrokerProcess) -> None:
+    topic = "orders"
+    create_topic(broker.bootstrap, topic, PARTITIONS)
+    p = producer(broker.bootstrap, "committer")
+    p.begin_transaction()
+    for i in range(30):
+        p.produce(topic, f"c{i:02}".encode(), partition=i % PARTITIONS)
+    p.commit_transaction(20)
+    p.begin_transaction()
+    for i in range(30):
+        p.produce(topic, f"a{i:02}".encode(), partition=i % PARTITIONS)
+    p.flush(10)
+    p.abort_transaction(20)
+    # A second committed transaction after the abort: the id keeps working.
+    p.begin_transaction()
+    p.produce(topic, b"last", partition=0)
+    p.commit_transaction(20)
+
+    committed = consume_all(broker.bootstrap, topic, "read_committed", 31)
+    assert committed == sorted([f"c{i:02}".encode() for i in range(30)] + [b"last"])
+    everything = consume_all(broker.bootstrap, topic, "read_uncommitted", 61)
+    assert len(everything) == 61
+
+    assert wait_until(
+        lambda: describe(broker.bootstrap, "committer").transaction_state == "CompleteCommit", 10
+    )
+    state = describe(broker.bootstrap, "committer")
+    assert state.error_code == ErrorCode.none
+    assert state.topics == ()
+    listed = request(
+        broker.bootstrap,
+        66,
+        1,
+        {
+            "state_filters": ["CompleteCommit", "Bogus"],
+            "producer_id_filters": [],
+            "duration_filter": -1,
+        },
+    )
+    assert listed.error_code == ErrorCode.none
+    assert "committer" in {s.transactional_id for s in listed.transaction_states}
+    assert listed.unknown_state_filters == ("Bogus",)
+
+
+def test_a_second_producer_fences_the_first(broker: BrokerProcess) -> None:
+    topic = "fenced"
+    create_topic(broker.bootstrap, topic, PARTITIONS)
+    zombie = producer(broker.bootstrap, "shared-id")
+    zombie.begin_transaction()
+    zombie.produce(topic, b"zombie", partition=0)
+    zombie.flush(10)
+    # The new instance's InitProducerId aborts the zombie's open transaction first.
+    successor = producer(broker.bootstrap, "shared-id")
+    successor.begin_transaction()
+    successor.produce(topic, b"successor", partition=1)
+    successor.commit_transaction(20)
+    with pytest.raises(KafkaException) as failure:
+        zombie.produce(topic, b"late", partition=2)
+        zombie.commit_transaction(10)
+    error = failure.value.args[0]
+    assert error.fatal() or error.txn_requires_abort(), error
+    assert consume_all(broker.bootstrap, topic, "read_committed", 1) == [b"successor"]
+
+
+def test_a_transaction_past_its_timeout_is_aborted(broker: BrokerProcess) -> None:
+    topic = "slow"
+    create_topic(broker.bootstrap, topic, PARTITIONS)
+    slow = producer(broker.bootstrap, "slowpoke", **{"transaction.timeout.ms": 2000})
+    slow.begin_transaction()
+    slow.produce(topic, b"too-late", partition=0)
+    slow.flush(10)
+    epoch_before = describe(broker.bootstrap, "slowpoke").producer_epoch
+    assert wait_until(
+        lambda: describe(broker.bootstrap, "slowpoke").transaction_state == "CompleteAbort", 15
+    )
+    assert describe(broker.bootstrap, "slowpoke").producer_epoch == epoch_before + 1
+    with pytest.raises(KafkaException):
+        slow.commit_transaction(10)
+    assert consume_all(broker.bootstrap, topic, "read_committed", 0) == []
+    assert consume_all(broker.bootstrap, topic, "read_uncommitted", 1) == [b"too-late"]
+    assert "event=timed_out_transaction_aborted" in broker.log_text()
+
+
+def test_the_coordinators_refusals(broker: BrokerProcess) -> None:
+    too_long = request(
+        broker.bootstrap,
+        22,
+        4,
+        {
+            "transactional_id": "t",
+            "transaction_timeout": 10**6,
+            "producer_id": -1,
+            "producer_epoch": -1,
+        },
+    )
+    assert too_long.error_code == ErrorCode.invalid_transaction_timeout
+    end = request(
+        broker.bootstrap,
+        26,
+        3,
+        {"transactional_id": "nobody", "producer_id": 7, "producer_epoch": 0, "committed": True},
+    )
+    assert end.error_code in (ErrorCode.invalid_producer_id_mapping, ErrorCode.not_coordinator)
