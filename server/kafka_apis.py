@@ -76,6 +76,7 @@ from tiercel.server.handlers import (
     offset_for_leader_epoch,
     produce,
     sync_group,
+    txn_offset_commit,
     write_txn_markers,
 )
 from tiercel.server.handlers import alter_configs as alter_configs_handler
@@ -124,6 +125,7 @@ HANDLER_MODULES: Final[tuple[ModuleType, ...]] = (
     end_txn,
     describe_transactions,
     list_transactions,
+    txn_offset_commit,
     write_txn_markers,
 )
 

@@ -8,7 +8,6 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from tiercel.protocol.errors import ErrorCode
-from tiercel.protocol.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from tiercel.server.request_context import RequestContext
 
 API_KEY: Final = 65
@@ -22,15 +21,16 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
     for transactional_id in request.transactional_ids:
         error, metadata = coordinator.describe_transaction(transactional_id)
         if metadata is None or error != ErrorCode.none:
+            # Kafka leaves the other fields at their schema defaults (0, "").
             states.append(
                 {
                     "error_code": error,
                     "transactional_id": transactional_id,
                     "transaction_state": "",
                     "transaction_timeout": 0,
-                    "transaction_start_time": _time(-1),
-                    "producer_id": NO_PRODUCER_ID,
-                    "producer_epoch": NO_PRODUCER_EPOCH,
+                    "transaction_start_time": _time(0),
+                    "producer_id": 0,
+                    "producer_epoch": 0,
                     "topics": [],
                 }
             )
@@ -56,5 +56,6 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
 
 
 def _time(ms: int) -> datetime:
-    """kio's TZAware field encodes epoch milliseconds; -1 (no transaction) included."""
+    """kio's TZAware field encodes epoch milliseconds; Kafka sends -1 for an id with no
+    transaction started, and so does Tiercel."""
     return datetime.fromtimestamp(ms / 1000, UTC)

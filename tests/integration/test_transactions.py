@@ -9,6 +9,9 @@ transactional producer (librdkafka):
 - a transaction left open past its transaction.timeout.ms is aborted by the
   coordinator with an epoch bump: its records never become visible, and its producer
   is fenced;
+- send_offsets_to_transaction: a consumer group's offsets committed inside a
+  transaction become the group's offsets when it commits, never when it aborts, and
+  survive a broker restart (the marker is replayed from __consumer_offsets);
 - InitProducerId's refusals: a timeout above transaction.max.timeout.ms, an unknown id
   in AddPartitionsToTxn / EndTxn.
 """
@@ -237,3 +240,65 @@ def test_state_survives_a_crash_and_is_reloaded(
     assert describe(crashed.bootstrap, "durable-id").producer_epoch == before.producer_epoch + 1
     assert consume_all(crashed.bootstrap, "durable", "read_committed", 2) == [b"again", b"kept"]
     assert "event=transaction_partition_loaded" in crashed.log_text()
+
+
+def committed_offsets(bootstrap: str, group: str, topic: str) -> list[int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        tps = [CTopicPartition(topic, p) for p in range(PARTITIONS)]
+        return [tp.offset for tp in consumer.committed(tps, timeout=10)]
+    finally:
+        consumer.close()
+
+
+def test_offsets_sent_to_a_transaction_count_only_when_it_commits(
+    broker_factory: Callable[..., BrokerProcess],
+) -> None:
+    server = broker_factory()
+    create_topic(server.bootstrap, "input", PARTITIONS)
+    create_topic(server.bootstrap, "output", PARTITIONS)
+    source = Producer({"bootstrap.servers": server.bootstrap})
+    for i in range(12):
+        source.produce("input", f"in{i}".encode(), partition=i % PARTITIONS)
+    source.flush(10)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": server.bootstrap,
+            "group.id": "eos",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.assign([CTopicPartition("input", p, 0) for p in range(PARTITIONS)])
+    seen: list[Any] = []
+    deadline = time.monotonic() + 15
+    while len(seen) < 12 and time.monotonic() < deadline:
+        seen += [m for m in consumer.consume(12, 0.5) if m.error() is None]
+    assert len(seen) == 12
+    p = producer(server.bootstrap, "eos-app")
+    positions = consumer.position([CTopicPartition("input", i) for i in range(PARTITIONS)])
+    # An aborted transaction's offsets never count.
+    p.begin_transaction()
+    p.produce("output", b"dropped", partition=0)
+    p.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), 10)
+    p.abort_transaction(20)
+    # Once the abort's markers are all written (CompleteAbort), the offsets are gone.
+    assert wait_until(lambda: state_of(server.bootstrap, "eos-app") == "CompleteAbort", 10)
+    assert committed_offsets(server.bootstrap, "eos", "input") == [-1001] * PARTITIONS
+    p.begin_transaction()
+    for m in seen:
+        p.produce("output", m.value().replace(b"in", b"out"), partition=m.partition())
+    p.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), 10)
+    p.commit_transaction(20)
+    consumer.close()
+    assert wait_until(
+        lambda: committed_offsets(server.bootstrap, "eos", "input") == [4] * PARTITIONS, 10
+    )
+    outputs = consume_all(server.bootstrap, "output", "read_committed", 12)
+    assert outputs == sorted(f"out{i}".encode() for i in range(12))
+    server.kill()
+    server.start()
+    assert wait_until(
+        lambda: committed_offsets(server.bootstrap, "eos", "input") == [4] * PARTITIONS, 20
+    )
