@@ -302,3 +302,140 @@ def test_offsets_sent_to_a_transaction_count_only_when_it_commits(
     assert wait_until(
         lambda: committed_offsets(server.bootstrap, "eos", "input") == [4] * PARTITIONS, 20
     )
+
+
+def _init(bootstrap: str, transactional_id: str, producer_id: int = -1, epoch: int = -1) -> Any:
+    """InitProducerId v4, retried while the coordinator loads."""
+    values = {
+        "transactional_id": transactional_id,
+        "transaction_timeout": 60000,
+        "producer_id": producer_id,
+        "producer_epoch": epoch,
+    }
+    for _ in range(100):
+        response = request(bootstrap, 22, 4, values)
+        if response.error_code not in (
+            ErrorCode.coordinator_load_in_progress,
+            ErrorCode.not_coordinator,
+            ErrorCode.concurrent_transactions,
+        ):
+            return response
+        time.sleep(0.1)
+    raise AssertionError(f"InitProducerId kept failing: {response.error_code}")
+
+
+def _add(bootstrap: str, tid: str, pid: int, epoch: int, topic: str, *parts: int) -> ErrorCode:
+    response = request(
+        bootstrap,
+        24,
+        3,
+        {
+            "v3_and_below_transactional_id": tid,
+            "v3_and_below_producer_id": pid,
+            "v3_and_below_producer_epoch": epoch,
+            "v3_and_below_topics": [{"name": topic, "partitions": list(parts)}],
+        },
+    )
+    codes = {p.partition_error_code for t in response.results_by_topic_v3_and_below
+             for p in t.results_by_partition}  # fmt: skip
+    assert len(codes) == 1, codes
+    return ErrorCode(codes.pop())
+
+
+def _end(bootstrap: str, tid: str, pid: int, epoch: int, commit: bool) -> ErrorCode:
+    response = request(
+        bootstrap,
+        26,
+        3,
+        {"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch, "committed": commit},
+    )
+    return ErrorCode(response.error_code)
+
+
+def test_the_wire_protocol_errors_clients_rely_on(broker: BrokerProcess) -> None:
+    bootstrap = broker.bootstrap
+    create_topic(bootstrap, "wire", PARTITIONS)
+    request(bootstrap, 10, 3, {"key": "wire-id", "key_type": 1})  # creates the topic
+    first = _init(bootstrap, "wire-id")
+    assert first.error_code == ErrorCode.none and first.producer_epoch == 0
+    pid = first.producer_id
+    # Nothing is open yet.
+    assert _end(bootstrap, "wire-id", pid, 0, True) == ErrorCode.invalid_txn_state
+    assert _add(bootstrap, "wire-id", pid + 1, 0, "wire", 0) == (
+        ErrorCode.invalid_producer_id_mapping
+    )
+    assert _add(bootstrap, "wire-id", pid, 1, "wire", 0) == ErrorCode.producer_fenced
+    assert _add(bootstrap, "unknown-id", pid, 0, "wire", 0) == (
+        ErrorCode.invalid_producer_id_mapping
+    )
+    assert _add(bootstrap, "wire-id", pid, 0, "wire", 0, 1) == ErrorCode.none
+    # KIP-890 part 1: a partition leader asks whether a partition is in the transaction.
+    verify = request(
+        bootstrap,
+        24,
+        4,
+        {
+            "transactions": [
+                {
+                    "transactional_id": "wire-id",
+                    "producer_id": pid,
+                    "producer_epoch": 0,
+                    "verify_only": True,
+                    "topics": [{"name": "wire", "partitions": [0, 2]}],
+                }
+            ]
+        },
+    )
+    answers = {
+        p.partition_index: p.partition_error_code
+        for p in verify.results_by_transaction[0].topic_results[0].results_by_partition
+    }
+    assert answers == {0: ErrorCode.none, 2: ErrorCode.invalid_txn_state}
+    missing = request(
+        bootstrap,
+        24,
+        3,
+        {
+            "v3_and_below_transactional_id": "wire-id",
+            "v3_and_below_producer_id": pid,
+            "v3_and_below_producer_epoch": 0,
+            "v3_and_below_topics": [
+                {"name": "wire", "partitions": [0]},
+                {"name": "no-such-topic", "partitions": [0]},
+            ],
+        },
+    )
+    codes = {(t.name, p.partition_error_code) for t in missing.results_by_topic_v3_and_below
+             for p in t.results_by_partition}  # fmt: skip
+    assert codes == {
+        ("wire", ErrorCode.operation_not_attempted),
+        ("no-such-topic", ErrorCode.unknown_topic_or_partition),
+    }
+    ongoing = request(
+        bootstrap,
+        66,
+        1,
+        {"state_filters": ["Ongoing"], "producer_id_filters": [pid], "duration_filter": -1},
+    )
+    assert [s.transactional_id for s in ongoing.transaction_states] == ["wire-id"]
+    assert _end(bootstrap, "wire-id", pid, 1, True) == ErrorCode.producer_fenced
+    assert _end(bootstrap, "wire-id", pid, 0, True) == ErrorCode.none
+    assert wait_until(lambda: state_of(bootstrap, "wire-id") == "CompleteCommit", 10)
+    # A retried commit is answered again; an abort of it is not.
+    assert _end(bootstrap, "wire-id", pid, 0, True) == ErrorCode.none
+    assert _end(bootstrap, "wire-id", pid, 0, False) == ErrorCode.invalid_txn_state
+    # KIP-360: the producer that holds (pid, 0) bumps its epoch; its retry gets the same
+    # answer; a stale epoch is fenced.
+    bumped = _init(bootstrap, "wire-id", pid, 0)
+    assert (bumped.error_code, bumped.producer_id, bumped.producer_epoch) == (
+        ErrorCode.none,
+        pid,
+        1,
+    )
+    again = _init(bootstrap, "wire-id", pid, 0)
+    assert (again.error_code, again.producer_epoch) == (ErrorCode.none, 1)
+    stale = _init(bootstrap, "wire-id", pid, 7)
+    assert stale.error_code == ErrorCode.producer_fenced
+    # A new instance (no id) fences everyone: epoch 2.
+    assert _init(bootstrap, "wire-id").producer_epoch == 2
+    assert _add(bootstrap, "wire-id", pid, 1, "wire", 0) == ErrorCode.producer_fenced
