@@ -96,13 +96,15 @@ def consume_all(bootstrap: str, topic: str, isolation: str, expect: int) -> list
 
 
 def describe(bootstrap: str, transactional_id: str) -> Any:
-    """DescribeTransactions, sent to the coordinator (the only broker); None for an
-    error answer, which carries Kafka's -1 start time that kio cannot decode."""
+    """DescribeTransactions, sent to the coordinator (the only broker); None while it
+    answers an error (loading, say), or a start time of -1 (an id with no transaction
+    started yet), which kio cannot decode."""
     try:
         response = request(bootstrap, 65, 0, {"transactional_ids": [transactional_id]})
     except OutOfBoundValue:
         return None
-    return response.transaction_states[0]
+    state = response.transaction_states[0]
+    return state if state.error_code == ErrorCode.none else None
 
 
 def state_of(bootstrap: str, transactional_id: str) -> str | None:
@@ -150,6 +152,8 @@ def test_commit_and_abort_across_partitions(broker: BrokerProcess) -> None:
     assert listed.error_code == ErrorCode.none
     assert "committer" in {s.transactional_id for s in listed.transaction_states}
     assert listed.unknown_state_filters == ("Bogus",)
+    unknown = request(broker.bootstrap, 65, 0, {"transactional_ids": ["never-used"]})
+    assert unknown.transaction_states[0].error_code == ErrorCode.transactional_id_not_found
 
 
 def test_a_second_producer_fences_the_first(broker: BrokerProcess) -> None:
