@@ -12,17 +12,22 @@ transactional producer (librdkafka):
 - send_offsets_to_transaction: a consumer group's offsets committed inside a
   transaction become the group's offsets when it commits, never when it aborts, and
   survive a broker restart (the marker is replayed from __consumer_offsets);
+- aiokafka's and kafka-python's transactional producers (older request versions:
+  AddPartitionsToTxn v0-3, EndTxn v0-3, TxnOffsetCommit v0-3) commit and abort too;
 - InitProducerId's refusals: a timeout above transaction.max.timeout.ms, an unknown id
   in AddPartitionsToTxn / EndTxn.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import aiokafka
+import kafka
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as CTopicPartition
@@ -443,3 +448,48 @@ def test_the_wire_protocol_errors_clients_rely_on(broker: BrokerProcess) -> None
     # A new instance (no id) fences everyone: epoch 2.
     assert _init(bootstrap, "wire-id").producer_epoch == 2
     assert _add(bootstrap, "wire-id", pid, 1, "wire", 0) == ErrorCode.producer_fenced
+
+
+async def _aiokafka_transactions(bootstrap: str, topic: str) -> None:
+    producer = aiokafka.AIOKafkaProducer(
+        bootstrap_servers=bootstrap, transactional_id="aiokafka-app", enable_idempotence=True
+    )
+    await producer.start()
+    try:
+        async with producer.transaction():
+            for i in range(6):
+                await producer.send(topic, f"aio-c{i}".encode(), partition=i % PARTITIONS)
+        await producer.begin_transaction()
+        await producer.send_and_wait(topic, b"aio-aborted", partition=0)
+        await producer.abort_transaction()
+        async with producer.transaction():
+            await producer.send_offsets_to_transaction(
+                {aiokafka.TopicPartition(topic, 0): 3}, "aio-group"
+            )
+    finally:
+        await producer.stop()
+
+
+def test_aiokafka_and_kafka_python_transactional_producers(broker: BrokerProcess) -> None:
+    topic = "other-clients"
+    create_topic(broker.bootstrap, topic, PARTITIONS)
+    asyncio.run(_aiokafka_transactions(broker.bootstrap, topic))
+    producer = kafka.KafkaProducer(
+        bootstrap_servers=broker.bootstrap, transactional_id="kafka-python-app"
+    )
+    producer.init_transactions()
+    producer.begin_transaction()
+    for i in range(6):
+        producer.send(topic, f"kp-c{i}".encode(), partition=i % PARTITIONS)
+    producer.commit_transaction()
+    producer.begin_transaction()
+    producer.send(topic, b"kp-aborted", partition=1).get(10)
+    producer.abort_transaction()
+    producer.close()
+    expected = sorted([f"aio-c{i}".encode() for i in range(6)] +
+                      [f"kp-c{i}".encode() for i in range(6)])  # fmt: skip
+    assert consume_all(broker.bootstrap, topic, "read_committed", 12) == expected
+    assert len(consume_all(broker.bootstrap, topic, "read_uncommitted", 14)) == 14
+    # The markers follow the commit: the offset counts once the one on
+    # __consumer_offsets is written.
+    assert wait_until(lambda: committed_offsets(broker.bootstrap, "aio-group", topic)[0] == 3, 10)
