@@ -493,3 +493,40 @@ def test_aiokafka_and_kafka_python_transactional_producers(broker: BrokerProcess
     # The markers follow the commit: the offset counts once the one on
     # __consumer_offsets is written.
     assert wait_until(lambda: committed_offsets(broker.bootstrap, "aio-group", topic)[0] == 3, 10)
+
+
+def test_an_idle_transactional_id_expires(broker_factory: Callable[..., BrokerProcess]) -> None:
+    """transactional.id.expiration.ms after its last transaction the id is removed (a
+    tombstone in __transaction_state, so it stays removed after a restart); the next
+    producer with that id starts over at a new producer id."""
+    server = broker_factory(
+        {
+            "transactional.id.expiration.ms": 1500,
+            "transaction.remove.expired.transaction.cleanup.interval.ms": 300,
+        }
+    )
+    create_topic(server.bootstrap, "short-lived", 1)
+    p = producer(server.bootstrap, "forgetful")
+    p.begin_transaction()
+    p.produce("short-lived", b"x", partition=0)
+    p.commit_transaction(20)
+    first_id = describe(server.bootstrap, "forgetful").producer_id
+
+    def not_found() -> bool:
+        response = request(server.bootstrap, 65, 0, {"transactional_ids": ["forgetful"]})
+        return bool(
+            response.transaction_states[0].error_code == ErrorCode.transactional_id_not_found
+        )
+
+    assert wait_until(not_found, 15)
+    assert "event=transactional_ids_expired" in server.log_text()
+    # Restarted with expiration out of the way: only the tombstone can keep it gone.
+    server.kill()
+    server.overrides["transactional.id.expiration.ms"] = 3_600_000
+    server.start()
+    assert wait_until(not_found, 15)
+    again = producer(server.bootstrap, "forgetful")
+    again.begin_transaction()
+    again.produce("short-lived", b"y", partition=0)
+    again.commit_transaction(20)
+    assert describe(server.bootstrap, "forgetful").producer_id != first_id
