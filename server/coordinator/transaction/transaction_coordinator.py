@@ -345,7 +345,10 @@ class TransactionCoordinator:
             if is_epoch_fence:
                 metadata.has_failed_epoch_fence = True
             return error
-        current = self.manager.get_transaction_state(transactional_id)
+        try:
+            current = self.manager.get_transaction_state(transactional_id)
+        except KafkaError:
+            current = None  # the partition moved while the record was being written
         if current is None or current.coordinator_epoch != coordinator_epoch:
             return ErrorCode.not_coordinator
         if metadata.pending_transition_in_progress:

@@ -216,7 +216,7 @@ def decode_value(buf: bytes | memoryview) -> TransactionLogValue:
         for _ in range(reader.uvarint()):
             tag = reader.uvarint()
             size = reader.uvarint()
-            data = reader._take(size)
+            data = reader.raw(size)
             if tag == _TAG_PREVIOUS_PRODUCER_ID:
                 previous = _INT64.unpack(data)[0]
             elif tag == _TAG_NEXT_PRODUCER_ID:
