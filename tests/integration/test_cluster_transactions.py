@@ -11,7 +11,9 @@ again and the id's state is the same on whichever broker leads.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
+import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CTopicPartition
 
@@ -20,13 +22,20 @@ from tiercel.server.coordinator.coordinator_partition import partition_for
 
 PARTITIONS = 3
 TXN_TOPIC = "__transaction_state"
+# 50 partitions times three replicas is a lot of replication for a test cluster.
+TXN_PARTITIONS = 5
+
+
+@pytest.fixture
+def cluster(cluster_factory: Callable[..., ClusterProcess]) -> ClusterProcess:
+    return cluster_factory(overrides={"transaction.state.log.num.partitions": TXN_PARTITIONS})
 
 
 def read_committed(bootstrap: str, topic: str, expect: int) -> list[bytes]:
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
-            "group.id": "checker",
+            "group.id": f"checker-{topic}",
             "enable.auto.commit": False,
             "isolation.level": "read_committed",
         }
@@ -34,7 +43,7 @@ def read_committed(bootstrap: str, topic: str, expect: int) -> list[bytes]:
     values: list[bytes] = []
     try:
         consumer.assign([CTopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         settle: float | None = None
         while time.monotonic() < deadline and (settle is None or time.monotonic() < settle):
             values += [m.value() for m in consumer.consume(100, 0.2) if m.error() is None]
@@ -57,7 +66,7 @@ def test_the_coordinator_fails_over_with_its_partition(cluster: ClusterProcess) 
         }
     )
     producer.init_transactions(60)
-    partition = partition_for(transactional_id, 50)
+    partition = partition_for(transactional_id, TXN_PARTITIONS)
     coordinator = cluster.leader_of(TXN_TOPIC, partition)
 
     producer.begin_transaction()
