@@ -291,7 +291,7 @@ class Partition(PartitionIsr):
             log.config,
             now_ms,
         )
-        log.append_checked([batch], AppendOrigin.COORDINATOR)
+        log.append([batch], AppendOrigin.COORDINATOR)
         self._maybe_increment_leader_hw(now_ms)
         return LogAppendInfo(
             first_offset=offset,

@@ -72,7 +72,6 @@ from tiercel.server.replication.fetch_state import InitialFetchState
 from tiercel.server.replication.fetcher_factory import replica_fetcher_factory
 from tiercel.server.replication.replica_fetcher_manager import ReplicaFetcherManager
 from tiercel.storage.log_manager import LogManager
-from tiercel.storage.log_transactions import EndTxnMarkerEntry
 from tiercel.storage.log_validator import (
     DecompressionBudgetExceeded,
     ValidatedRecords,
@@ -118,7 +117,7 @@ def _clock_ms() -> int:
 
 
 # One partition's append as its leader: (partition, its handle, now, acks) -> result.
-_Append = Callable[[TopicPartition, Partition, int, int], Awaitable[LogAppendInfo]]
+LeaderAppend = Callable[[TopicPartition, Partition, int, int], Awaitable[LogAppendInfo]]
 
 
 class ReplicaManager:
@@ -373,7 +372,7 @@ class ReplicaManager:
             error = InvalidRequiredAcksError(f"acks={required_acks} is not 0, 1 or -1")
             return {tp: ProduceResult(error) for tp in entries}
         results = {}
-        appends: dict[TopicPartition, _Append] = {}
+        appends: dict[TopicPartition, LeaderAppend] = {}
         for tp, records in entries.items():
             if tp.topic in INTERNAL_TOPICS and not internal_topics_allowed:
                 results[tp] = ProduceResult(
@@ -383,18 +382,8 @@ class ReplicaManager:
             appends[tp] = functools.partial(
                 self._append_records_to, records or b"", in_order=internal_topics_allowed
             )
-        results.update(await self._append_to_leaders(timeout_ms, required_acks, appends))
+        results.update(await self.append_to_leaders(timeout_ms, required_acks, appends))
         return results
-
-    async def append_end_txn_markers(
-        self, timeout_ms: int, markers: Mapping[TopicPartition, EndTxnMarkerEntry]
-    ) -> dict[TopicPartition, ProduceResult]:
-        """WriteTxnMarkers: append each partition's COMMIT/ABORT control batch as its
-        leader, acks=all (Kafka's appendRecords with AppendOrigin.COORDINATOR)."""
-        appends: dict[TopicPartition, _Append] = {
-            tp: functools.partial(self._append_marker_to, entry) for tp, entry in markers.items()
-        }
-        return await self._append_to_leaders(timeout_ms, -1, appends)
 
     async def _append_records_to(
         self,
@@ -414,19 +403,11 @@ class ReplicaManager:
         partition = self.get_partition_or_error(tp)  # it may have gone meanwhile
         return partition.append_records_to_leader(validated, required_acks, now)
 
-    async def _append_marker_to(
-        self,
-        entry: EndTxnMarkerEntry,
-        tp: TopicPartition,
-        partition: Partition,
-        now: int,
-        required_acks: int,
-    ) -> LogAppendInfo:
-        return partition.append_end_txn_marker(entry, now)
-
-    async def _append_to_leaders(
-        self, timeout_ms: int, required_acks: int, appends: Mapping[TopicPartition, _Append]
+    async def append_to_leaders(
+        self, timeout_ms: int, required_acks: int, appends: Mapping[TopicPartition, LeaderAppend]
     ) -> dict[TopicPartition, ProduceResult]:
+        """Run each partition's append as its leader (records, or a coordinator's
+        control batch), then with acks=all wait until the ISR has them all."""
         results = {}
         statuses: dict[TopicPartition, ProducePartitionStatus] = {}
         for tp, append in appends.items():
@@ -443,7 +424,7 @@ class ReplicaManager:
         return results
 
     async def _append_to_partition(
-        self, tp: TopicPartition, append: _Append, required_acks: int
+        self, tp: TopicPartition, append: LeaderAppend, required_acks: int
     ) -> tuple[ProduceResult, ProducePartitionStatus | None]:
         """The append's result and, for a successful acks=all append, what its wait
         watches."""

@@ -31,7 +31,6 @@ from typing import Final
 from tiercel.config.log_config import LogConfig
 from tiercel.config.logging_setup import log_event
 from tiercel.protocol.errors import OffsetOutOfRangeError
-from tiercel.protocol.record_batch import RECORD_BATCH_OVERHEAD, read_header
 from tiercel.storage.file_names import CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX
 from tiercel.storage.log_dir_failure_channel import (
     LogDirFailureChannel,
@@ -40,7 +39,7 @@ from tiercel.storage.log_dir_failure_channel import (
     maybe_handle_io_exception,
 )
 from tiercel.storage.log_segment import LogSegment
-from tiercel.storage.log_values import AppendBatch, Buffer, FetchDataInfo, LogOffsetMetadata
+from tiercel.storage.log_values import AppendBatch, FetchDataInfo, LogOffsetMetadata
 from tiercel.storage.scheduler import Scheduler
 from tiercel.storage.topic_partition import TopicPartition
 from tiercel.storage.transaction_index import AbortedTxn
@@ -229,6 +228,17 @@ class LocalLog:
                 return FetchDataInfo(result[0], result[1])
         return FetchDataInfo(LogOffsetMetadata(start_offset), b"")
 
+    def fetch_upper_bound_offset(self, start: LogOffsetMetadata, size: int) -> int:
+        """An offset no record of the ``size`` bytes read from ``start`` (with its
+        segment position) reaches: the first index entry past them, else the next
+        segment's base or the log end (Kafka's LocalLog.addAbortedTransactions)."""
+        i = bisect.bisect_right(self._base_offsets, start.segment_base_offset) - 1
+        index = self._segments[i].offset_index
+        upper = index.fetch_upper_bound_offset(start.relative_position_in_segment + size)
+        if upper is not None:
+            return upper
+        return self._base_offsets[i + 1] if i + 1 < len(self._segments) else self.log_end_offset
+
     def collect_aborted_transactions(self, start_offset: int, upper_bound: int) -> list[AbortedTxn]:
         """The aborted transactions overlapping [start_offset, upper_bound), from the
         transaction indexes of the segment holding ``start_offset`` on, until one says
@@ -397,18 +407,3 @@ def _remove_files(paths: list[str]) -> None:
     for path in paths:
         with contextlib.suppress(FileNotFoundError):
             os.remove(path)
-
-
-def fetch_upper_bound_offset(start_offset: int, records: Buffer) -> int:
-    """One past the last offset of the batches whose header ``records`` holds: what a
-    read_committed fetch's aborted transactions must cover (Kafka's
-    LogSegment.fetchUpperBoundOffset, exact rather than from the sparse index)."""
-    upper = start_offset
-    position = 0
-    while position + RECORD_BATCH_OVERHEAD <= len(records):
-        header = read_header(records, position)
-        if header.size_in_bytes < RECORD_BATCH_OVERHEAD:
-            break
-        upper = max(upper, header.next_offset)
-        position += header.size_in_bytes
-    return upper

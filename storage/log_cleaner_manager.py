@@ -4,10 +4,11 @@ LogCleanerManager and LogToClean), and how a round groups its segments.
 A log's first dirty offset is its ``cleaner-offset-checkpoint`` entry (the log start
 offset when there is none, or when the entry lies outside the log, which also rewrites
 the entry). It may be cleaned up to, not including, the first uncleanable offset: the
-lowest of the high watermark (the last stable offset, once transactions exist), the
-active segment's base offset, and the base offset of the first dirty segment whose
-largest timestamp is younger than ``min.compaction.lag.ms``. Only whole segments are
-cleaned, so the round stops at the base offset of the segment holding that offset.
+lowest of the last stable offset (never past the high watermark: undecided
+transactional data is not cleaned), the active segment's base offset, and the base
+offset of the first dirty segment whose largest timestamp is younger than
+``min.compaction.lag.ms``. Only whole segments are cleaned, so the round stops at the
+base offset of the segment holding that offset.
 
 The filthiest log is the one with the largest cleanable ratio, dirty bytes over all
 bytes up to that segment; it qualifies when the ratio is above

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from tiercel.config.log_config import LogConfig
 from tiercel.protocol.end_txn_marker import EndTransactionMarker, build_end_txn_marker_batch
 from tiercel.protocol.record_batch import TimestampType
-from tiercel.storage.local_log import LocalLog, fetch_upper_bound_offset
+from tiercel.storage.local_log import LocalLog
 from tiercel.storage.log_values import AbortedTransaction, AppendBatch, FetchDataInfo
 from tiercel.storage.producer_append_info import ProducerAppendInfo
 from tiercel.storage.producer_state import ProducerStateManager
@@ -80,14 +80,17 @@ def with_aborted_transactions(
     local_log: LocalLog, start_offset: int, info: FetchDataInfo
 ) -> FetchDataInfo:
     """``info`` (a read_committed read from ``start_offset``) with its aborted
-    transactions: those overlapping [start_offset, end of the returned batches)."""
-    upper = fetch_upper_bound_offset(start_offset, info.records)
+    transactions: those overlapping [start_offset, an offset past the returned batches).
+    Nothing read, none listed."""
+    start = info.fetch_offset_metadata
+    if not info.records or start.message_offset_only:
+        return FetchDataInfo(start, info.records, [])
+    upper = local_log.fetch_upper_bound_offset(start, len(info.records))
     aborted = [
         AbortedTransaction(txn.producer_id, txn.first_offset)
         for txn in local_log.collect_aborted_transactions(start_offset, upper)
-        if upper > start_offset
     ]
-    return FetchDataInfo(info.fetch_offset_metadata, info.records, aborted)
+    return FetchDataInfo(start, info.records, aborted)
 
 
 def end_txn_marker_append_batch(

@@ -13,7 +13,7 @@ and scans forward in the log from its position.
 from __future__ import annotations
 
 import struct
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
 from tiercel.storage.abstract_index import (
@@ -83,6 +83,14 @@ class OffsetIndex(AbstractIndex):
         if slot < 0:
             return OffsetPosition(self._base_offset, 0)
         return OffsetPosition(self._base_offset + self._relative_offsets[slot], self._values[slot])
+
+    def fetch_upper_bound_offset(self, position: int) -> int | None:
+        """The offset of the first entry at or past ``position``: no batch before that
+        position holds a larger offset (Kafka's fetchUpperBoundOffset); None if none."""
+        slot = bisect_left(self._values, position)
+        if slot >= len(self._values):
+            return None
+        return self._base_offset + self._relative_offsets[slot]
 
     def entry(self, n: int) -> OffsetPosition:
         """The n-th entry (from 0); IndexError when there is no such entry."""

@@ -24,6 +24,7 @@ executor (flush) or at load (reading an existing file).
 
 from __future__ import annotations
 
+import bisect
 import os
 import struct
 from dataclasses import dataclass
@@ -78,7 +79,8 @@ def _decode(data: bytes, path: str) -> list[AbortedTxn]:
 
 class TransactionIndex:
     """Invariants: ``entries`` is what the file holds (no file while it is empty and
-    none was ever written); last offsets strictly increase along it."""
+    none was ever written); last offsets strictly increase along it, and
+    ``_last_offsets`` lists them (a fetch starts its search by bisection)."""
 
     def __init__(self, path: str, start_offset: int, *, file_exists: bool) -> None:
         """*Blocking* when ``file_exists`` and the file is there (it is read); a new
@@ -88,6 +90,7 @@ class TransactionIndex:
         self._fd = -1
         self._corrupt: str | None = None
         self.entries: list[AbortedTxn] = []
+        self._last_offsets: list[int] = []
         if not os.path.exists(path):
             return
         if not file_exists:
@@ -98,6 +101,7 @@ class TransactionIndex:
             data = f.read()
         try:
             self.entries = _decode(data, path)
+            self._last_offsets = [entry.last_offset for entry in self.entries]
         except CorruptIndexError as e:
             # Reported by the sanity check: the segment is recovered, which resets it.
             self._corrupt = str(e)
@@ -121,13 +125,19 @@ class TransactionIndex:
             os.ftruncate(fd, len(self.entries) * ABORTED_TXN_SIZE)
             raise OSError(f"short write to {self.path}")
         self.entries.append(entry)
+        self._last_offsets.append(entry.last_offset)
 
     def collect_aborted_txns(
         self, fetch_offset: int, upper_bound_offset: int
     ) -> TxnIndexSearchResult:
-        """The aborted transactions overlapping [fetch_offset, upper_bound_offset)."""
+        """The aborted transactions overlapping [fetch_offset, upper_bound_offset).
+
+        Entries ending before ``fetch_offset`` are skipped: none of them can end the
+        search, as Kafka's full scan would (an entry's LSO is at most the first offset
+        of any transaction still open or started after it)."""
         found = []
-        for entry in self.entries:
+        start = bisect.bisect_left(self._last_offsets, fetch_offset)
+        for entry in self.entries[start:]:
             if entry.last_offset >= fetch_offset and entry.first_offset < upper_bound_offset:
                 found.append(entry)
             if entry.last_stable_offset >= upper_bound_offset:
@@ -136,14 +146,15 @@ class TransactionIndex:
 
     def truncate_to(self, offset: int) -> None:
         """Drop the entries whose marker is at or past ``offset``."""
-        keep = [entry for entry in self.entries if entry.last_offset < offset]
-        if len(keep) != len(self.entries):
-            self.entries = keep
-            os.ftruncate(self._open(), len(keep) * ABORTED_TXN_SIZE)
+        keep = bisect.bisect_left(self._last_offsets, offset)
+        if keep != len(self.entries):
+            del self.entries[keep:], self._last_offsets[keep:]
+            os.ftruncate(self._open(), keep * ABORTED_TXN_SIZE)
 
     def reset(self) -> None:
         """Empty the index (a segment being recovered rebuilds it)."""
         self.entries = []
+        self._last_offsets = []
         self._corrupt = None
         if self._fd >= 0 or os.path.exists(self.path):
             os.ftruncate(self._open(), 0)

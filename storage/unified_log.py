@@ -6,8 +6,8 @@ protocol needs: ``log_start_offset`` (the first offset a reader can get, remote 
 included), ``local_log_start_offset`` (the first offset on local disk), the highest
 offset copied to the remote tier, the high watermark and the recovery point, the
 leader-epoch cache, the producer state with the last stable offset (LSO: where the
-oldest transaction not yet decided starts, never past the HW) and the retention
-decisions (`storage.log_retention`). Without a remote tier (`remote_log_enabled` false) the two
+oldest undecided transaction starts, never past the HW) and the retention decisions
+(`storage.log_retention`). Without a remote tier (`remote_log_enabled` false) the two
 start offsets are equal. A partition directory also holds ``leader-epoch-checkpoint``
 and ``partition.metadata``.
 
@@ -258,16 +258,14 @@ class UnifiedLog:
 
     # -- append ------------------------------------------------------------------------
 
-    def append(self, batches: Sequence[AppendBatch]) -> None:
+    def append(
+        self, batches: Sequence[AppendBatch], origin: AppendOrigin = AppendOrigin.REPLICATION
+    ) -> None:
         """Write batches whose offsets are already assigned (starting at the log end
-        offset: a follower's, or a replay), updating the producer state unchecked."""
+        offset: a follower's, a replay, or a coordinator's marker), after the producer
+        state checks ``origin`` calls for (none for REPLICATION)."""
         if not batches:
             return
-        self.append_checked(batches, AppendOrigin.REPLICATION)
-
-    def append_checked(self, batches: Sequence[AppendBatch], origin: AppendOrigin) -> None:
-        """Write batches whose offsets are assigned, after checking them against the
-        producer state as ``origin`` requires (none for REPLICATION)."""
         updates, _ = self.producer_state.prepare_append(batches, origin)
         self._append_batches(batches)
         self._update_producer_state(updates, batches[-1].last_offset + 1)

@@ -17,15 +17,18 @@ part 2, whose epoch rules belong with the transaction coordinator (not built yet
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from typing import Any, Final
 
 from tiercel.protocol.end_txn_marker import ControlRecordType, EndTransactionMarker
 from tiercel.protocol.errors import ErrorCode, UnknownTopicOrPartitionError
 from tiercel.server.coordinator.group.group_config import GROUP_METADATA_TOPIC_NAME
+from tiercel.server.partition import Partition
 from tiercel.server.replica_manager import ProduceResult
 from tiercel.server.request_context import RequestContext
 from tiercel.storage.log_transactions import EndTxnMarkerEntry
+from tiercel.storage.log_values import LogAppendInfo
 from tiercel.storage.topic_partition import TopicPartition
 
 API_KEY: Final = 27
@@ -60,7 +63,8 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
                         UnknownTopicOrPartitionError(f"this broker does not host {tp}")
                     )
         if hosted:
-            results.update(await replica_manager.append_end_txn_markers(_APPEND_TIMEOUT_MS, hosted))
+            appends = {tp: functools.partial(_append_marker, entry) for tp, entry in hosted.items()}
+            results.update(await replica_manager.append_to_leaders(_APPEND_TIMEOUT_MS, -1, appends))
             # Kafka's handler tells the group coordinator which __consumer_offsets
             # partitions got the marker: the producer's pending transactional offsets
             # there are committed or dropped (TxnOffsetCommit).
@@ -75,6 +79,13 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
                 )
         markers.append({"producer_id": marker.producer_id, "topics": _topics(results)})
     return {"markers": markers}
+
+
+async def _append_marker(
+    entry: EndTxnMarkerEntry, tp: TopicPartition, partition: Partition, now: int, acks: int
+) -> LogAppendInfo:
+    """Kafka's appendRecords with AppendOrigin.COORDINATOR, for one partition."""
+    return partition.append_end_txn_marker(entry, now)
 
 
 def _topics(results: dict[TopicPartition, ProduceResult]) -> list[dict[str, Any]]:

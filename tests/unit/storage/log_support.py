@@ -4,18 +4,22 @@ reading back batches, and opening a partition directory the way the LogManager d
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tiercel.config.log_config import LogConfig
 from tiercel.protocol.compression import CompressionType, decompress
+from tiercel.protocol.end_txn_marker import ControlRecordType, EndTransactionMarker
 from tiercel.protocol.record_batch import RECORDS_OFFSET, TimestampType, read_header
 from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
 from tiercel.protocol.records import decode_records
 from tiercel.storage.log_loader import load_partition_dir
 from tiercel.storage.log_segment import LogSegment
+from tiercel.storage.log_transactions import end_txn_marker_append_batch
 from tiercel.storage.log_validator import validate_records
 from tiercel.storage.log_values import LogAppendInfo
+from tiercel.storage.producer_append_info import AppendOrigin
 from tiercel.storage.scheduler import Scheduler
 from tiercel.storage.unified_log import UnifiedLog
 
@@ -149,3 +153,65 @@ def open_log(
 def brute_force_positions(segment: LogSegment) -> dict[int, int]:
     """last offset -> position of every batch of the segment, from a full scan."""
     return {b.header.last_offset: b.position for b in segment.batches_from(0)}
+
+
+# -- transactions ------------------------------------------------------------------------
+
+# Transactional records are stamped "now": the tests' logs keep the default retention.
+NOW = int(time.time() * 1000)
+
+
+class Producers:
+    """Sequence numbers per producer, as idempotent clients keep them."""
+
+    def __init__(self) -> None:
+        self.next_seq: dict[int, int] = {}
+
+    def send(
+        self,
+        log: UnifiedLog,
+        producer_id: int,
+        count: int = 1,
+        *,
+        epoch: int = 0,
+        transactional: bool = True,
+        key: bytes = b"k",
+    ) -> tuple[int, int]:
+        seq = self.next_seq.get(producer_id, 0)
+        records = [
+            SimpleRecord(key, b"p%d-%d" % (producer_id, seq + i), timestamp=NOW)
+            for i in range(count)
+        ]
+        data = build_record_batch(
+            records,
+            producer_id=producer_id,
+            producer_epoch=epoch,
+            base_sequence=seq,
+            is_transactional=transactional,
+        )
+        info = log.append_as_leader(validate_records(data, log.config, NOW), 0, NOW)
+        self.next_seq[producer_id] = seq + count
+        return info.first_offset, info.last_offset
+
+
+def end_txn(
+    log: UnifiedLog,
+    producer_id: int,
+    control: ControlRecordType,
+    *,
+    epoch: int = 0,
+    coordinator_epoch: int = 0,
+) -> int:
+    """Append a marker as WriteTxnMarkers does (AppendOrigin.COORDINATOR); its offset."""
+    offset = log.log_end_offset
+    batch = end_txn_marker_append_batch(
+        EndTransactionMarker(control, coordinator_epoch),
+        producer_id,
+        epoch,
+        offset,
+        0,
+        log.config,
+        NOW,
+    )
+    log.append([batch], AppendOrigin.COORDINATOR)
+    return offset

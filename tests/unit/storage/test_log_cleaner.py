@@ -954,7 +954,7 @@ def end_txn(log: UnifiedLog, producer_id: int, control: ControlRecordType) -> No
     batch = end_txn_marker_append_batch(
         EndTransactionMarker(control, 0), producer_id, 0, log.log_end_offset, 0, log.config, NOW
     )
-    log.append_checked([batch], AppendOrigin.COORDINATOR)
+    log.append([batch], AppendOrigin.COORDINATOR)
     log.update_high_watermark(log.log_end_offset)
 
 

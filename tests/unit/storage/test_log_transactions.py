@@ -14,23 +14,18 @@ import time
 from pathlib import Path
 
 import pytest
-from log_support import decode_all, open_log, partition_dir, small_config
+from log_support import Producers, decode_all, end_txn, open_log, partition_dir, small_config
 
 from tiercel.config.log_config import LogConfig
-from tiercel.protocol.end_txn_marker import ControlRecordType, EndTransactionMarker
+from tiercel.protocol.end_txn_marker import ControlRecordType
 from tiercel.protocol.errors import (
     InvalidProducerEpochError,
     InvalidTxnStateError,
     TransactionCoordinatorFencedError,
 )
 from tiercel.protocol.record_batch import read_header
-from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
 from tiercel.storage.file_names import producer_snapshot_file, transaction_index_file
-from tiercel.storage.local_log import fetch_upper_bound_offset
-from tiercel.storage.log_transactions import end_txn_marker_append_batch
-from tiercel.storage.log_validator import validate_records
 from tiercel.storage.log_values import AbortedTransaction, FetchIsolation
-from tiercel.storage.producer_append_info import AppendOrigin
 from tiercel.storage.producer_snapshot import decode_snapshot
 from tiercel.storage.scheduler import Scheduler
 from tiercel.storage.transaction_index import AbortedTxn
@@ -40,62 +35,6 @@ NOW = int(time.time() * 1000)
 BIG = small_config(segment_bytes=1 << 20)
 COMMIT = ControlRecordType.COMMIT
 ABORT = ControlRecordType.ABORT
-
-
-class Producers:
-    """Sequence numbers per producer, as idempotent clients keep them."""
-
-    def __init__(self) -> None:
-        self.next_seq: dict[int, int] = {}
-
-    def send(
-        self,
-        log: UnifiedLog,
-        producer_id: int,
-        count: int = 1,
-        *,
-        epoch: int = 0,
-        transactional: bool = True,
-        key: bytes = b"k",
-    ) -> tuple[int, int]:
-        seq = self.next_seq.get(producer_id, 0)
-        records = [
-            SimpleRecord(key, b"p%d-%d" % (producer_id, seq + i), timestamp=NOW)
-            for i in range(count)
-        ]
-        data = build_record_batch(
-            records,
-            producer_id=producer_id,
-            producer_epoch=epoch,
-            base_sequence=seq,
-            is_transactional=transactional,
-        )
-        info = log.append_as_leader(validate_records(data, log.config, NOW), 0, NOW)
-        self.next_seq[producer_id] = seq + count
-        return info.first_offset, info.last_offset
-
-
-def end_txn(
-    log: UnifiedLog,
-    producer_id: int,
-    control: ControlRecordType,
-    *,
-    epoch: int = 0,
-    coordinator_epoch: int = 0,
-) -> int:
-    """Append a marker as WriteTxnMarkers does (AppendOrigin.COORDINATOR); its offset."""
-    offset = log.log_end_offset
-    batch = end_txn_marker_append_batch(
-        EndTransactionMarker(control, coordinator_epoch),
-        producer_id,
-        epoch,
-        offset,
-        0,
-        log.config,
-        NOW,
-    )
-    log.append_checked([batch], AppendOrigin.COORDINATOR)
-    return offset
 
 
 def replicate(log: UnifiedLog) -> None:
@@ -112,6 +51,15 @@ def data_offsets(data: bytes) -> list[int]:
             out.extend(r.offset for r in decode_all(data[pos : pos + header.size_in_bytes]))
         pos += header.size_in_bytes
     return out
+
+
+def next_offset(data: bytes) -> int:
+    """One past the last offset of the batches in ``data``."""
+    pos = 0
+    while pos < len(data):
+        header = read_header(data, pos)
+        pos += header.size_in_bytes
+    return header.next_offset
 
 
 def committed_read(log: UnifiedLog, offset: int) -> tuple[list[int], list[AbortedTransaction]]:
@@ -300,7 +248,7 @@ async def test_a_crash_rebuilds_the_txn_indexes_and_the_lso_from_the_log(
     while offset < log.last_stable_offset:
         info = log.read(offset, 1 << 20, FetchIsolation.TXN_COMMITTED, True)
         aborted.update(info.aborted_transactions or ())
-        offset = fetch_upper_bound_offset(offset, info.records)
+        offset = next_offset(bytes(info.records))
     assert aborted == {AbortedTransaction(e.producer_id, e.first_offset) for e in before}
 
 
