@@ -203,6 +203,19 @@ class BrokerConfig:
     group_consumer_session_timeout_ms = _Key("group.consumer.session.timeout.ms", int)
     group_consumer_max_size = _Key("group.consumer.max.size", int)
     producer_id_expiration_ms = _Key("producer.id.expiration.ms", int)
+    transactional_id_expiration_ms = _Key("transactional.id.expiration.ms", int)
+    transaction_max_timeout_ms = _Key("transaction.max.timeout.ms", int)
+    transaction_state_log_num_partitions = _Key("transaction.state.log.num.partitions", int)
+    transaction_state_log_replication_factor = _Key("transaction.state.log.replication.factor", int)
+    transaction_state_log_min_isr = _Key("transaction.state.log.min.isr", int)
+    transaction_state_log_segment_bytes = _Key("transaction.state.log.segment.bytes", int)
+    transaction_state_log_load_buffer_size = _Key("transaction.state.log.load.buffer.size", int)
+    transaction_abort_timed_out_transaction_cleanup_interval_ms = _Key(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms", int
+    )
+    transaction_remove_expired_transaction_cleanup_interval_ms = _Key(
+        "transaction.remove.expired.transaction.cleanup.interval.ms", int
+    )
     producer_id_expiration_check_interval_ms = _Key("producer.id.expiration.check.interval.ms", int)
     replica_lag_time_max_ms = _Key("replica.lag.time.max.ms", int)
     replica_fetch_max_bytes = _Key("replica.fetch.max.bytes", int)

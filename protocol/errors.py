@@ -289,3 +289,27 @@ class OffsetMovedToTieredStorageError(KafkaError):
     state from the remote tier and fetches from there."""
 
     error_code = ErrorCode.offset_moved_to_tiered_storage
+
+
+# Transaction coordinator errors (KIP-98, KIP-360, KIP-588).
+
+
+class ProducerFencedError(KafkaError):
+    """A newer producer instance holds the transactional id (Kafka's
+    ProducerFencedException): fatal to the fenced client."""
+
+    error_code = ErrorCode.producer_fenced
+
+
+class ConcurrentTransactionsError(KafkaError):
+    """The transactional id is between states: the client backs off and retries."""
+
+    error_code = ErrorCode.concurrent_transactions
+
+
+class InvalidProducerIdMappingError(KafkaError):
+    error_code = ErrorCode.invalid_producer_id_mapping
+
+
+class InvalidTransactionTimeoutError(KafkaError):
+    error_code = ErrorCode.invalid_transaction_timeout

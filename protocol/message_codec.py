@@ -134,6 +134,10 @@ class RecordReader:
         self.pos = end
         return data
 
+    def raw(self, n: int) -> bytes:
+        """The next ``n`` bytes as they are (a known tagged field's data)."""
+        return self._take(n)
+
     def int8(self) -> int:
         value: int = _INT8.unpack(self._take(1))[0]
         return value

@@ -37,6 +37,14 @@ from tiercel.server.coordinator.group.group_config import GroupCoordinatorConfig
 from tiercel.server.coordinator.group.group_coordinator import GroupCoordinator
 from tiercel.server.coordinator.group.group_metadata_manager import GroupMetadataManager
 from tiercel.server.coordinator.transaction.producer_id_manager import ProducerIdManager
+from tiercel.server.coordinator.transaction.transaction_config import TransactionConfig
+from tiercel.server.coordinator.transaction.transaction_coordinator import TransactionCoordinator
+from tiercel.server.coordinator.transaction.transaction_marker_channel import (
+    TransactionMarkerChannelManager,
+)
+from tiercel.server.coordinator.transaction.transaction_state_manager import (
+    TransactionStateManager,
+)
 from tiercel.server.kafka_apis import KafkaApis
 from tiercel.server.log_dir_failure_handler import LogDirFailureHandler
 from tiercel.server.metadata import zk_data as zk
@@ -126,6 +134,15 @@ class BrokerServer:
             self.group_coordinator.on_leadership_change
         )
         self.group_coordinator.startup()
+        producer_id_manager = ProducerIdManager(config.node_id, self.store)
+        self.transaction_coordinator = _transaction_coordinator(
+            config, self.replica_manager, self.cache, self.scheduler, producer_id_manager
+        )
+        # Likewise: leading a __transaction_state partition loads its transactional ids.
+        self.replica_manager.leadership_listeners.append(
+            self.transaction_coordinator.on_leadership_change
+        )
+        self.transaction_coordinator.startup()
         self.controller = Controller(config, self.store)
         services = BrokerServices(
             config=config,
@@ -137,7 +154,8 @@ class BrokerServer:
             admin_manager=admin_manager,
             scheduler=self.scheduler,
             group_coordinator=self.group_coordinator,
-            producer_id_manager=ProducerIdManager(config.node_id, self.store),
+            producer_id_manager=producer_id_manager,
+            transaction_coordinator=self.transaction_coordinator,
             controller=self.controller,
         )
         self._apis = KafkaApis(services)
@@ -285,6 +303,7 @@ class BrokerServer:
         self.replica_manager.shutdown()
         if self.remote_log_wiring is not None:
             await self.remote_log_wiring.close()
+        await self.transaction_coordinator.shutdown()
         await self.group_coordinator.shutdown()
         self.cache.close()
         await self.socket_server.shutdown()
@@ -296,6 +315,28 @@ class BrokerServer:
         await self.store.close()
         self.scheduler.shutdown()
         log_event(_log, logging.INFO, "broker_stopped", node_id=self.config.node_id)
+
+
+def _transaction_coordinator(
+    config: BrokerConfig,
+    replica_manager: ReplicaManager,
+    cache: MetadataCache,
+    scheduler: Scheduler,
+    producer_id_manager: ProducerIdManager,
+) -> TransactionCoordinator:
+    txn_config = TransactionConfig.from_broker_config(config)
+    manager = TransactionStateManager(txn_config, replica_manager, cache, scheduler)
+    markers = TransactionMarkerChannelManager(
+        config.node_id,
+        cache,
+        scheduler,
+        txn_config.inter_broker_listener_name,
+        txn_config.request_timeout_ms,
+        manager.append_transaction_to_log,
+    )
+    return TransactionCoordinator(
+        manager, markers, producer_id_manager.generate_producer_id, scheduler
+    )
 
 
 def _metadata_store(config: BrokerConfig) -> MetadataStore:

@@ -37,8 +37,9 @@ from tiercel.protocol.request_header import (
     response_header_bytes,
     size_prefix,
 )
-from tiercel.server.handlers import alter_configs as alter_configs_handler
 from tiercel.server.handlers import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     alter_partition_reassignments,
     api_versions,
     consumer_group_describe,
@@ -54,7 +55,9 @@ from tiercel.server.handlers import (
     describe_log_dirs,
     describe_producers,
     describe_topic_partitions,
+    describe_transactions,
     elect_leaders,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,
@@ -65,6 +68,7 @@ from tiercel.server.handlers import (
     list_groups,
     list_offsets,
     list_partition_reassignments,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
@@ -72,8 +76,10 @@ from tiercel.server.handlers import (
     offset_for_leader_epoch,
     produce,
     sync_group,
+    txn_offset_commit,
     write_txn_markers,
 )
+from tiercel.server.handlers import alter_configs as alter_configs_handler
 from tiercel.server.network.connection import Buffer, CloseConnection, Connection
 from tiercel.server.request_context import BrokerServices, RequestContext
 
@@ -114,6 +120,12 @@ HANDLER_MODULES: Final[tuple[ModuleType, ...]] = (
     offset_delete,
     consumer_group_heartbeat,
     consumer_group_describe,
+    add_partitions_to_txn,
+    add_offsets_to_txn,
+    end_txn,
+    describe_transactions,
+    list_transactions,
+    txn_offset_commit,
     write_txn_markers,
 )
 

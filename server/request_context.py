@@ -13,6 +13,9 @@ if TYPE_CHECKING:
     from tiercel.server.controller.controller import Controller
     from tiercel.server.coordinator.group.group_coordinator import GroupCoordinator
     from tiercel.server.coordinator.transaction.producer_id_manager import ProducerIdManager
+    from tiercel.server.coordinator.transaction.transaction_coordinator import (
+        TransactionCoordinator,
+    )
     from tiercel.server.metadata.metadata_cache import MetadataCache
     from tiercel.server.replica_manager import ReplicaManager
     from tiercel.storage.log_manager import LogManager
@@ -33,6 +36,7 @@ class BrokerServices:
     scheduler: Scheduler
     group_coordinator: GroupCoordinator
     producer_id_manager: ProducerIdManager
+    transaction_coordinator: TransactionCoordinator
     controller: Controller
     """Serves the controller's admin APIs while this broker is the active controller."""
     api_versions: list[tuple[int, int, int]] = field(default_factory=list)

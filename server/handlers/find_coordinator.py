@@ -4,9 +4,9 @@ Any broker answers, from its metadata: the coordinator of a group is the leader 
 group's __consumer_offsets partition, COORDINATOR_NOT_AVAILABLE while that partition has
 no live leader (the client retries, as after a failover). The first request for a group
 creates __consumer_offsets (as Kafka does) and waits a little for its leaders.
-Transaction coordinators (key type 1) do not exist yet: they get
-COORDINATOR_NOT_AVAILABLE, Kafka's answer when it cannot find a coordinator; share
-coordinators (key type 2) and unknown key types get INVALID_REQUEST.
+The transaction coordinator of a transactional id (key type 1) is found the same way,
+on __transaction_state (created by the first such request). Share coordinators (key
+type 2) and unknown key types get INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -18,6 +18,10 @@ from tiercel.config.logging_setup import log_event
 from tiercel.protocol.errors import ErrorCode, KafkaError
 from tiercel.server.coordinator.group.group_config import GROUP_METADATA_TOPIC_NAME
 from tiercel.server.coordinator.group.offsets_topic import ensure_offsets_topic
+from tiercel.server.coordinator.transaction.transaction_config import (
+    TRANSACTION_STATE_TOPIC_NAME,
+)
+from tiercel.server.coordinator.transaction.transaction_topic import ensure_transaction_topic
 from tiercel.server.request_context import RequestContext
 from tiercel.storage.topic_partition import TopicPartition
 
@@ -28,7 +32,7 @@ MAX_VERSION: Final = 6
 _FIRST_BATCHED_VERSION: Final = 4
 _GROUP_KEY_TYPE: Final = 0
 _TRANSACTION_KEY_TYPE: Final = 1
-# How long a request waits for __consumer_offsets to get its leaders after creating it.
+# How long a request waits for a coordinator topic to get its leaders after creating it.
 OFFSETS_TOPIC_WAIT_MS: Final = 2000
 _NO_NODE: Final = {"node_id": -1, "host": "", "port": -1}
 # Kafka's Errors.message() of the errors this API answers with (v0-3 carry it).
@@ -62,8 +66,35 @@ async def _group_coordinator(
             ready = False
         if not ready:
             return ErrorCode.coordinator_not_available, _NO_NODE
-    cache = broker.metadata_cache
     tp = TopicPartition(GROUP_METADATA_TOPIC_NAME, coordinator.partition_for(group_id))
+    return await _leader_of(ctx, tp)
+
+
+async def _transaction_coordinator(
+    ctx: RequestContext, transactional_id: str
+) -> tuple[ErrorCode, dict[str, Any]]:
+    broker = ctx.broker
+    coordinator = broker.transaction_coordinator
+    if broker.metadata_cache.topic(TRANSACTION_STATE_TOPIC_NAME) is None:
+        try:
+            ready = await ensure_transaction_topic(
+                broker.admin_manager,
+                broker.metadata_cache,
+                coordinator.manager.config,
+                OFFSETS_TOPIC_WAIT_MS / 1000,
+            )
+        except KafkaError as e:
+            log_event(_log, logging.WARNING, "transaction_topic_not_created", reason=e.message)
+            ready = False
+        if not ready:
+            return ErrorCode.coordinator_not_available, _NO_NODE
+    tp = TopicPartition(TRANSACTION_STATE_TOPIC_NAME, coordinator.partition_for(transactional_id))
+    return await _leader_of(ctx, tp)
+
+
+async def _leader_of(ctx: RequestContext, tp: TopicPartition) -> tuple[ErrorCode, dict[str, Any]]:
+    """The live leader of an internal topic's partition, as the coordinator's node."""
+    cache = ctx.broker.metadata_cache
     if cache.partition_state(tp) is None:
         # Just created, here or by another broker: its first leader is on the way.
         await cache.wait_until(
@@ -83,7 +114,7 @@ async def _coordinator(
     if key_type == _GROUP_KEY_TYPE:
         return await _group_coordinator(ctx, key)
     if key_type == _TRANSACTION_KEY_TYPE:
-        return ErrorCode.coordinator_not_available, _NO_NODE
+        return await _transaction_coordinator(ctx, key)
     return ErrorCode.invalid_request, _NO_NODE
 
 

@@ -1,7 +1,10 @@
 """OffsetFetch (9): a group's committed offsets; several groups per request from v8.
 
 ``topics`` null (v2+) asks for every partition the group has an offset for. Errors of
-the group (not coordinator, loading) are top-level from v2, per partition in v1.
+the group (not coordinator, loading) are top-level from v2, per partition in v1. With
+``require_stable`` (v7+, KIP-447) a partition whose offset a transaction has committed
+but not yet ended answers UNSTABLE_OFFSET_COMMIT (the consumer retries), so that a
+consumer taking over never starts from an offset that may still be aborted.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ def _fetch_group(
     topics: Any,
     member_id: str | None = None,
     member_epoch: int = -1,
+    require_stable: bool = False,
 ) -> dict[str, Any]:
     """One group's entry: group_id, error_code and topics (keyed "name" or "topic_id").
     From v9 a member of a consumer group names itself and its member epoch."""
@@ -67,8 +71,11 @@ def _fetch_group(
         # v1 has no top-level error: every requested partition carries it.
         offsets = dict.fromkeys(wanted or ())
     by_topic: dict[str, list[dict[str, Any]]] = {}
+    pending = ctx.broker.group_coordinator.manager.txn_offsets
     for tp, offset in offsets.items():
         partition_error = ErrorCode.none if ctx.api_version >= _TOP_LEVEL_ERROR_VERSION else error
+        if require_stable and error is ErrorCode.none and pending.is_pending(group_id, tp):
+            partition_error, offset = ErrorCode.unstable_offset_commit, None
         by_topic.setdefault(tp.topic, []).append(_partition(tp.partition, offset, partition_error))
     response_topics = []
     for name, partitions in by_topic.items():
@@ -87,11 +94,21 @@ def _fetch_group(
 
 async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
     if ctx.api_version < _MULTI_GROUP_VERSION:
-        group = _fetch_group(ctx, request.group_id, request.topics)
+        group = _fetch_group(
+            ctx,
+            request.group_id,
+            request.topics,
+            require_stable=getattr(request, "require_stable", False),
+        )
         return {"throttle_time": 0, "error_code": group["error_code"], "topics": group["topics"]}
     groups = [
         _fetch_group(
-            ctx, g.group_id, g.topics, getattr(g, "member_id", None), getattr(g, "member_epoch", -1)
+            ctx,
+            g.group_id,
+            g.topics,
+            getattr(g, "member_id", None),
+            getattr(g, "member_epoch", -1),
+            request.require_stable,
         )
         for g in request.groups
     ]

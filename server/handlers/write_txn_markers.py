@@ -23,6 +23,7 @@ from typing import Any, Final
 
 from tiercel.protocol.end_txn_marker import ControlRecordType, EndTransactionMarker
 from tiercel.protocol.errors import ErrorCode, UnknownTopicOrPartitionError
+from tiercel.server.coordinator.group.group_config import GROUP_METADATA_TOPIC_NAME
 from tiercel.server.partition import Partition
 from tiercel.server.replica_manager import ProduceResult
 from tiercel.server.request_context import RequestContext
@@ -64,6 +65,18 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
         if hosted:
             appends = {tp: functools.partial(_append_marker, entry) for tp, entry in hosted.items()}
             results.update(await replica_manager.append_to_leaders(_APPEND_TIMEOUT_MS, -1, appends))
+            # Kafka's handler tells the group coordinator which __consumer_offsets
+            # partitions got the marker: the producer's pending transactional offsets
+            # there are committed or dropped (TxnOffsetCommit).
+            offsets_partitions = [
+                tp.partition
+                for tp, result in results.items()
+                if tp.topic == GROUP_METADATA_TOPIC_NAME and result.error is None
+            ]
+            if offsets_partitions:
+                ctx.broker.group_coordinator.on_transaction_completed(
+                    marker.producer_id, offsets_partitions, bool(marker.transaction_result)
+                )
         markers.append({"producer_id": marker.producer_id, "topics": _topics(results)})
     return {"markers": markers}
 

@@ -7,8 +7,8 @@
   stored once and answered with its first offset, also after a crash; a sequence gap is
   OUT_OF_ORDER_SEQUENCE_NUMBER, an older epoch INVALID_PRODUCER_EPOCH.
 - kafka-python's and aiokafka's producers with idempotence on work.
-- InitProducerId never hands out an id twice, across clean and unclean restarts;
-  transactional ids are refused with an error clients treat as fatal.
+- InitProducerId never hands out an id twice, across clean and unclean restarts
+  (transactional ids: tests/integration/test_transactions.py).
 - DescribeProducers lists each partition's producers.
 """
 
@@ -328,9 +328,6 @@ def test_a_batch_retried_after_a_crash_is_still_a_duplicate(
 def test_init_producer_id_answers_every_case(broker_factory: Callable[..., BrokerProcess]) -> None:
     broker = broker_factory()
     with WireClient(broker.bootstrap) as client:
-        fatal = init_producer_id(client, "my-transactions")
-        assert fatal.error_code == ErrorCode.transactional_id_authorization_failed
-        assert (fatal.producer_id, fatal.producer_epoch) == (-1, -1)
         empty = init_producer_id(client, "")
         assert empty.error_code == ErrorCode.invalid_request
         half = init_producer_id(client, producer_id=ProducerId(5))
@@ -346,7 +343,6 @@ def test_init_producer_id_answers_every_case(broker_factory: Callable[..., Broke
         assert (first.error_code, old.error_code) == (ErrorCode.none, ErrorCode.none)
         assert (first.producer_epoch, old.producer_epoch) == (0, 0)
         assert old.producer_id == first.producer_id + 1
-    assert "event=transactions_not_supported" in broker.log_text()
 
 
 def test_producer_ids_are_never_reused_across_restarts(

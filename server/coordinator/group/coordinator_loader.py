@@ -6,7 +6,10 @@ chunks of whole batches (a page-cache ``pread``); decompressing and decoding eac
 runs in the executor, and folding the decoded records into the latest state per key is a
 few dictionary operations back on the loop. Later records win; a tombstone removes its
 key. Besides offsets and classic groups, a partition holds the records of KIP-848
-consumer groups (`consumer_group_records`), kept per group as their latest value per key.
+consumer groups (`consumer_group_records`), kept per group as their latest value per key,
+and transactional offset commits (TxnOffsetCommit), which wait for their producer's
+COMMIT marker (then they count, unless a later commit of the partition is already in)
+or ABORT marker (then they are dropped); those still waiting at the end stay pending.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Final
 
 from tiercel.config.logging_setup import log_event
 from tiercel.protocol.compression import decompress
+from tiercel.protocol.end_txn_marker import read_end_txn_marker
 from tiercel.protocol.record_batch import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, iter_batches
 from tiercel.protocol.records import decode_records
 from tiercel.server.coordinator.group.consumer_group_records import (
@@ -38,6 +42,7 @@ from tiercel.server.coordinator.group.coordinator_records import (
 )
 from tiercel.server.coordinator.group.modern.consumer_group import LoadedConsumerGroup
 from tiercel.server.coordinator.group.offset_and_metadata import OffsetAndMetadata
+from tiercel.server.coordinator.group.txn_offsets import PendingOffsets
 from tiercel.storage.log_values import FetchIsolation
 from tiercel.storage.scheduler import Scheduler
 from tiercel.storage.topic_partition import TopicPartition
@@ -53,35 +58,43 @@ class LoadedRecord:
     offset: int
     key: OffsetCommitKey | GroupMetadataKey | ConsumerGroupKey
     value: OffsetCommitValue | GroupMetadataValue | ConsumerGroupValue | None
+    producer_id: int | None = None
+    """The producer of a transactional offset commit (TxnOffsetCommit)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedTxnMarker:
+    """A COMMIT or ABORT marker: the producer's transactional commits end here."""
+
+    producer_id: int
+    committed: bool
 
 
 @dataclass(frozen=True, slots=True)
 class ParsedChunk:
-    """Records of a chunk of whole batches, and where the next chunk starts."""
+    """Records and markers of a chunk of whole batches, in log order, and where the
+    next chunk starts."""
 
-    records: list[LoadedRecord]
+    records: list[LoadedRecord | LoadedTxnMarker]
     next_offset: int
     skipped: int
-    """Records not loaded: unknown key versions, undecodable records, transactional
-    offset commits."""
+    """Records not loaded: unknown key versions, undecodable records."""
 
 
 def parse_chunk(data: bytes) -> ParsedChunk:
-    """Decode whole batches. Pure CPU: runs in the executor.
-
-    Control batches are skipped; so are transactional batches, which only
-    TxnOffsetCommit writes and this broker does not accept yet."""
-    records: list[LoadedRecord] = []
+    """Decode whole batches. Pure CPU: runs in the executor."""
+    records: list[LoadedRecord | LoadedTxnMarker] = []
     next_offset = -1
     skipped = 0
     for pos, header in iter_batches(data):
         next_offset = header.next_offset
-        if header.is_control:
-            continue
-        if header.is_transactional:
-            skipped += header.records_count
-            continue
         end = pos + header.batch_length + LOG_OVERHEAD
+        if header.is_control:
+            marker = read_end_txn_marker(memoryview(data)[pos:end])
+            if marker is not None:
+                records.append(LoadedTxnMarker(header.producer_id, not marker.is_abort))
+            continue
+        producer_id = header.producer_id if header.is_transactional else None
         section = decompress(
             header.compression, memoryview(data)[pos + RECORD_BATCH_OVERHEAD : end]
         )
@@ -90,7 +103,7 @@ def parse_chunk(data: bytes) -> ParsedChunk:
             try:
                 if record.key is None:
                     raise ValueError("the record has no key")
-                loaded = _decode(offset, record.key, record.value)
+                loaded = _decode(offset, record.key, record.value, producer_id)
             except Exception as e:
                 # One bad record must not cost the partition's other groups their
                 # offsets: it is skipped and counted, like an unknown record type.
@@ -109,7 +122,9 @@ def parse_chunk(data: bytes) -> ParsedChunk:
     return ParsedChunk(records, next_offset, skipped)
 
 
-def _decode(offset: int, key_bytes: bytes, value_bytes: bytes | None) -> LoadedRecord | None:
+def _decode(
+    offset: int, key_bytes: bytes, value_bytes: bytes | None, producer_id: int | None
+) -> LoadedRecord | None:
     """The record, or None for a key type this broker does not know."""
     key = decode_key(key_bytes)
     if isinstance(key, UnknownKey):
@@ -127,7 +142,7 @@ def _decode(offset: int, key_bytes: bytes, value_bytes: bytes | None) -> LoadedR
             if isinstance(key, OffsetCommitKey)
             else decode_group_metadata_value(value_bytes)
         )
-    return LoadedRecord(offset, key, value)
+    return LoadedRecord(offset, key, value, producer_id)
 
 
 @dataclass(slots=True)
@@ -144,13 +159,24 @@ class LoadedPartition:
     removed_groups: set[str] = field(default_factory=set)
     consumer_groups: dict[str, LoadedConsumerGroup] = field(default_factory=dict)
     classic_offsets: dict[str, int] = field(default_factory=dict)
+    pending_txn_offsets: PendingOffsets = field(default_factory=dict)
+    """Transactional commits whose marker is not in the log (yet)."""
     skipped: int = 0
 
-    def apply(self, records: list[LoadedRecord]) -> None:
+    def apply(self, records: list[LoadedRecord | LoadedTxnMarker]) -> None:
         for record in records:
+            if isinstance(record, LoadedTxnMarker):
+                self._end_txn(record)
+                continue
             key = record.key
             value = record.value
-            if isinstance(key, OffsetCommitKey):
+            if isinstance(key, OffsetCommitKey) and record.producer_id is not None:
+                if isinstance(record.value, OffsetCommitValue):
+                    pending = self.pending_txn_offsets.setdefault(record.producer_id, {})
+                    pending.setdefault(key.group, {})[TopicPartition(key.topic, key.partition)] = (
+                        OffsetAndMetadata.from_value(record.value, record.offset)
+                    )
+            elif isinstance(key, OffsetCommitKey):
                 tp = TopicPartition(key.topic, key.partition)
                 group_offsets = self.offsets.setdefault(key.group, {})
                 if isinstance(value, OffsetCommitValue):
@@ -172,6 +198,17 @@ class LoadedPartition:
                 assert not isinstance(value, OffsetCommitValue | GroupMetadataValue)
                 group = self.consumer_groups.setdefault(key.group, LoadedConsumerGroup())
                 group.apply(key, value, record.offset)
+
+    def _end_txn(self, marker: LoadedTxnMarker) -> None:
+        pending = self.pending_txn_offsets.pop(marker.producer_id, {})
+        if not marker.committed:
+            return
+        for group_id, offsets in pending.items():
+            group_offsets = self.offsets.setdefault(group_id, {})
+            for tp, offset in offsets.items():
+                current = group_offsets.get(tp)
+                if current is None or current.record_offset < offset.record_offset:
+                    group_offsets[tp] = offset
 
 
 async def load_partition(

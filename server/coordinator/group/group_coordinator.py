@@ -74,6 +74,11 @@ from tiercel.server.coordinator.group.modern.consumer_group_coordinator import (
 from tiercel.server.coordinator.group.modern.heartbeat_request import HeartbeatRequest
 from tiercel.server.coordinator.group.offset_and_metadata import OffsetAndMetadata
 from tiercel.server.coordinator.group.rebalance import Rebalancer
+from tiercel.server.coordinator.group.txn_offsets import (
+    append_txn_offsets,
+    groups_of,
+    offsets_partition,
+)
 from tiercel.storage.scheduler import Scheduler
 from tiercel.storage.topic_partition import TopicPartition
 
@@ -158,6 +163,7 @@ class GroupCoordinator:
             self.rebalancer.on_group_loaded(group)
 
     def _on_group_unloaded(self, group: Group) -> None:
+        self.manager.txn_offsets.remove_group(group.group_id)
         if isinstance(group, ConsumerGroup):
             self.consumer.on_group_unloaded(group)
         else:
@@ -270,6 +276,77 @@ class GroupCoordinator:
                 group, group.get(member_id)
             )
         return await self.manager.store_offsets(group_id, offsets)
+
+    async def commit_transactional_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+    ) -> dict[TopicPartition, ErrorCode]:
+        """TxnOffsetCommit: write the commits as the producer's transactional records;
+        they become the group's offsets when its transaction commits (`txn_offsets`).
+        A group member (KIP-447: v3+ carry the member) must be current, as Kafka's
+        doTxnCommitOffsets checks."""
+        try:
+            self.validate_group_status(group_id, allow_empty_group_id=True)
+            existing = self.manager.groups.get(group_id)
+            if isinstance(existing, GroupMetadata):
+                if existing.is_(GroupState.DEAD):
+                    raise CoordinatorNotAvailableError(f"group {group_id} is being removed")
+                if group_instance_id is not None:
+                    validate_current_member(existing, member_id, group_instance_id, "txn-commit")
+                if member_id != UNKNOWN_MEMBER_ID and not existing.has(member_id):
+                    raise UnknownMemberIdError(f"{member_id} is not in {group_id}")
+                if generation_id >= 0 and generation_id != existing.generation_id:
+                    raise IllegalGenerationError(
+                        f"generation {generation_id} is not {existing.generation_id}"
+                    )
+            elif existing is None:
+                self.manager.add_group(
+                    GroupMetadata(group_id, GroupState.EMPTY, self.manager.clock)
+                )
+        except KafkaError as e:
+            return dict.fromkeys(offsets, e.error_code)
+        max_metadata = self.config.offset_metadata_max_bytes
+        results = {
+            tp: ErrorCode.offset_metadata_too_large
+            for tp, offset in offsets.items()
+            if len(offset.metadata) > max_metadata
+        }
+        valid = {tp: offset for tp, offset in offsets.items() if tp not in results}
+        if valid:
+            error, written = await append_txn_offsets(
+                self.manager.replica_manager,
+                self.config.offsets_commit_timeout_ms,
+                offsets_partition(self.partition_for, group_id),
+                group_id,
+                producer_id,
+                producer_epoch,
+                valid,
+            )
+            self.manager.txn_offsets.add(producer_id, group_id, written)
+            results.update(dict.fromkeys(valid, error))
+        return results
+
+    def on_transaction_completed(
+        self, producer_id: int, offsets_partitions: Iterable[int], committed: bool
+    ) -> None:
+        """A COMMIT/ABORT marker of the producer is written to these __consumer_offsets
+        partitions (Kafka's onTransactionCompleted, called by WriteTxnMarkers)."""
+        moved = self.manager.txn_offsets.complete(
+            producer_id,
+            committed,
+            groups_of(offsets_partitions, self.partition_for),
+            self.manager.offsets,
+        )
+        if moved:
+            log_event(
+                _log, logging.DEBUG, "txn_offsets_committed", producer_id=producer_id, offsets=moved
+            )
 
     @staticmethod
     def _validate_offset_commit(

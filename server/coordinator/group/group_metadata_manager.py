@@ -58,6 +58,7 @@ from tiercel.server.coordinator.group.member_metadata import MemberMetadata
 from tiercel.server.coordinator.group.modern.consumer_group import ConsumerGroup
 from tiercel.server.coordinator.group.offset_and_metadata import OffsetAndMetadata
 from tiercel.server.coordinator.group.offset_store import OffsetStore
+from tiercel.server.coordinator.group.txn_offsets import PendingTxnOffsets
 from tiercel.server.metadata.metadata_cache import MetadataCache
 from tiercel.server.replica_manager import ProduceResult, ReplicaManager
 from tiercel.storage.scheduler import Scheduler
@@ -134,6 +135,7 @@ class GroupMetadataManager:
         self.clock = clock
         self.groups: dict[str, Group] = {}
         self.offsets = OffsetStore()
+        self.txn_offsets = PendingTxnOffsets()
         self._owned: set[int] = set()
         self._loading: set[int] = set()
         self._epochs: dict[int, int] = {}
@@ -145,6 +147,10 @@ class GroupMetadataManager:
     @property
     def metadata_cache(self) -> MetadataCache:
         return self._cache
+
+    @property
+    def replica_manager(self) -> ReplicaManager:
+        return self._replica_manager
 
     # -- partitions -------------------------------------------------------------------
 
@@ -443,7 +449,9 @@ class GroupMetadataManager:
 
     def _install(self, loaded: LoadedPartition, on_loaded: GroupCallback) -> None:
         consumer_ids = {g for g, c in loaded.consumer_groups.items() if c.exists(g)}
-        group_ids = loaded.groups.keys() | loaded.offsets.keys() | consumer_ids
+        txn_ids = {g for groups in loaded.pending_txn_offsets.values() for g in groups}
+        group_ids = loaded.groups.keys() | loaded.offsets.keys() | consumer_ids | txn_ids
+        self.txn_offsets.load(loaded.pending_txn_offsets)
         for group_id in group_ids:
             group = self._loaded_group(group_id, loaded)
             if group is None:
@@ -514,6 +522,7 @@ class GroupMetadataManager:
                 on_unloaded(group)
                 del self.groups[group.group_id]
                 self.offsets.remove_group(group.group_id)
+                self.txn_offsets.remove_group(group.group_id)
                 removed += 1
         if was_ours:
             log_event(

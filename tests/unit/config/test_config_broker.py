@@ -303,10 +303,6 @@ def test_listener_security_protocol_map_is_checked(protocol_map: str, message: s
     ("setting", "message"),
     [
         ({"log.preallocate": "true"}, "log.preallocate=true is not supported by Tiercel"),
-        (
-            {"transactional.id.expiration.ms": 1000},
-            "transactional.id.expiration.ms=1000 is not supported by Tiercel",
-        ),
     ],
 )
 def test_unsupported_keys_accept_only_their_default(

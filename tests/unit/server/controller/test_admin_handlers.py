@@ -73,6 +73,7 @@ def services(store: MetadataStore, cache: MetadataCache, controller: Controller)
         scheduler=_UNUSED,
         group_coordinator=_UNUSED,
         producer_id_manager=_UNUSED,
+        transaction_coordinator=_UNUSED,
         controller=controller,
     )
 

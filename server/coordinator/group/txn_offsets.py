@@ -1,0 +1,170 @@
+"""Transactional offset commits (KIP-98, KIP-447): offsets a transactional producer
+commits for a group with TxnOffsetCommit stay pending until the transaction's marker
+reaches the group's __consumer_offsets partition: COMMIT makes them the group's
+committed offsets, ABORT drops them (Kafka's GroupMetadata
+pendingTransactionalOffsetCommits and ``onTransactionCompleted``).
+
+The records are written to __consumer_offsets as a transactional batch of the producer
+(its id and epoch), acks=-1, so that the partition's producer state fences a stale
+producer epoch and the marker closes the batch's transaction like any other. A loaded
+partition replays the same: transactional offset records wait for their producer's
+marker in the log. A pending offset makes OffsetFetch with require_stable answer
+UNSTABLE_OFFSET_COMMIT for that partition.
+
+Tiercel writes the batch with the producer's next sequence number in that partition
+(its producer state asks every producer batch for one); Kafka's coordinator writes
+it without sequence checks. The records themselves are the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Final
+
+from tiercel.protocol.errors import ErrorCode
+from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
+from tiercel.server.coordinator.group.coordinator_records import (
+    OffsetCommitKey,
+    encode_key,
+    encode_offset_commit_value,
+)
+from tiercel.server.coordinator.group.group_config import GROUP_METADATA_TOPIC_NAME
+from tiercel.server.coordinator.group.offset_and_metadata import OffsetAndMetadata
+from tiercel.server.coordinator.group.offset_store import OffsetStore
+from tiercel.server.replica_manager import ReplicaManager
+from tiercel.storage.producer_state_entry import ProducerStateEntry
+from tiercel.storage.topic_partition import TopicPartition
+
+_INT32_MAX: Final = 2**31 - 1
+# Kafka's translation of append errors for TxnOffsetCommit (as for OffsetCommit).
+_COMMIT_ERRORS: Final = {
+    ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas_after_append: ErrorCode.coordinator_not_available,
+    ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
+    ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
+    ErrorCode.message_too_large: ErrorCode.invalid_commit_offset_size,
+    ErrorCode.record_list_too_large: ErrorCode.invalid_commit_offset_size,
+    ErrorCode.invalid_fetch_size: ErrorCode.invalid_commit_offset_size,
+}
+
+PendingOffsets = dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]]
+
+
+class PendingTxnOffsets:
+    """Invariants: no producer maps to an empty dict, no group to an empty dict.
+    Event-loop only."""
+
+    def __init__(self) -> None:
+        self._pending: PendingOffsets = {}
+
+    def add(
+        self, producer_id: int, group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+    ) -> None:
+        if offsets:
+            self._pending.setdefault(producer_id, {}).setdefault(group_id, {}).update(offsets)
+
+    def load(self, pending: PendingOffsets) -> None:
+        """Install what a partition load left pending (no marker yet)."""
+        for producer_id, groups in pending.items():
+            for group_id, offsets in groups.items():
+                self.add(producer_id, group_id, offsets)
+
+    def is_pending(self, group_id: str, tp: TopicPartition) -> bool:
+        return any(tp in groups.get(group_id, {}) for groups in self._pending.values())
+
+    def has_pending(self, group_id: str) -> bool:
+        return any(group_id in groups for groups in self._pending.values())
+
+    def complete(
+        self,
+        producer_id: int,
+        committed: bool,
+        in_partition: Callable[[str], bool],
+        offsets: OffsetStore,
+    ) -> int:
+        """The producer's transaction ended for the groups ``in_partition`` selects: on
+        commit their pending offsets become committed (unless a later commit of the
+        partition is already there); the number of offsets that did."""
+        groups = self._pending.get(producer_id)
+        if groups is None:
+            return 0
+        moved = 0
+        for group_id in [g for g in groups if in_partition(g)]:
+            pending = groups.pop(group_id)
+            if committed:
+                for tp, offset in pending.items():
+                    offsets.put(group_id, tp, offset)
+                    moved += 1
+        if not groups:
+            del self._pending[producer_id]
+        return moved
+
+    def remove_group(self, group_id: str) -> None:
+        for producer_id in list(self._pending):
+            groups = self._pending[producer_id]
+            groups.pop(group_id, None)
+            if not groups:
+                del self._pending[producer_id]
+
+
+async def append_txn_offsets(
+    replica_manager: ReplicaManager,
+    timeout_ms: int,
+    tp: TopicPartition,
+    group_id: str,
+    producer_id: int,
+    producer_epoch: int,
+    offsets: Mapping[TopicPartition, OffsetAndMetadata],
+) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata]]:
+    """Write the commits as one transactional batch of the producer; (error, the
+    offsets with the log offsets of their records)."""
+    partition = replica_manager.partitions.get(tp)
+    if partition is None or not partition.is_leader:
+        return ErrorCode.not_coordinator, {}
+    records = [
+        SimpleRecord(
+            encode_key(OffsetCommitKey(group_id, t.topic, t.partition)),
+            encode_offset_commit_value(o.to_value()),
+            timestamp=o.commit_timestamp_ms,
+        )
+        for t, o in offsets.items()
+    ]
+    batch = build_record_batch(
+        records,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=_next_sequence(
+            partition.log.producer_state.last_entry(producer_id), producer_epoch
+        ),
+        is_transactional=True,
+    )
+    results = await replica_manager.append_records(
+        timeout_ms, -1, {tp: batch}, internal_topics_allowed=True
+    )
+    result = results[tp]
+    if result.error is not None:
+        error = result.error.error_code
+        return _COMMIT_ERRORS.get(error, error), {}
+    assert result.info is not None
+    first = result.info.first_offset
+    return ErrorCode.none, {t: o.at(first + i) for i, (t, o) in enumerate(offsets.items())}
+
+
+def _next_sequence(entry: ProducerStateEntry | None, producer_epoch: int) -> int:
+    """0 for a producer new to the partition or at a new epoch, else the sequence after
+    its last batch's (wrapping at Int32.MAX as Kafka's sequences do)."""
+    if entry is None or entry.producer_epoch != producer_epoch or entry.last_seq < 0:
+        return 0
+    return 0 if entry.last_seq == _INT32_MAX else entry.last_seq + 1
+
+
+def offsets_partition(partition_for: Callable[[str], int], group_id: str) -> TopicPartition:
+    return TopicPartition(GROUP_METADATA_TOPIC_NAME, partition_for(group_id))
+
+
+def groups_of(
+    partitions: Iterable[int], partition_for: Callable[[str], int]
+) -> Callable[[str], bool]:
+    wanted = set(partitions)
+    return lambda group_id: partition_for(group_id) in wanted

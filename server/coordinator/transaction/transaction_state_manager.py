@@ -1,0 +1,402 @@
+"""TransactionStateManager: the transactional ids of the __transaction_state partitions
+this broker leads, and their persistence (Kafka's TransactionStateManager).
+
+Every transition is a record in __transaction_state written through ReplicaManager with
+acks=-1, and takes effect only once written. When this broker becomes leader of a
+partition it reads it back (its ids answer COORDINATOR_LOAD_IN_PROGRESS meanwhile); the
+leader epoch becomes the coordinator epoch that the markers it sends carry, so that
+partition leaders can refuse markers from a coordinator that lost the partition. When it
+stops leading, the partition's ids are dropped (their requests get NOT_COORDINATOR).
+The partition of an id is ``Utils.abs(transactionalId.hashCode) % partitions``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Collection, Iterator
+from dataclasses import dataclass, field
+from typing import Final
+
+from tiercel.config.logging_setup import log_event
+from tiercel.protocol.compression import CompressionType
+from tiercel.protocol.errors import (
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
+    ErrorCode,
+    NotCoordinatorError,
+)
+from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
+from tiercel.server.coordinator.coordinator_partition import partition_for
+from tiercel.server.coordinator.transaction.transaction_config import (
+    TRANSACTION_STATE_TOPIC_NAME,
+    TransactionConfig,
+)
+from tiercel.server.coordinator.transaction.transaction_log import (
+    encode_key,
+    encode_value,
+    value_from_transit,
+)
+from tiercel.server.coordinator.transaction.transaction_metadata import (
+    COMPLETED_STATES,
+    TransactionMetadata,
+    TransactionState,
+    TxnTransitMetadata,
+)
+from tiercel.server.coordinator.transaction.transaction_state_loader import load_txn_partition
+from tiercel.server.metadata.metadata_cache import MetadataCache
+from tiercel.server.replica_manager import ReplicaManager
+from tiercel.storage.scheduler import Scheduler
+from tiercel.storage.topic_partition import TopicPartition
+
+_log: Final = logging.getLogger("tiercel.transaction_coordinator")
+LOAD_RETRY_MS: Final = 5000
+
+# Kafka's translation of append errors in appendTransactionToLog.
+_APPEND_ERRORS: Final = {
+    ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas_after_append: ErrorCode.coordinator_not_available,
+    ErrorCode.request_timed_out: ErrorCode.coordinator_not_available,
+    ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
+    ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
+    ErrorCode.message_too_large: ErrorCode.unknown_server_error,
+    ErrorCode.record_list_too_large: ErrorCode.unknown_server_error,
+}
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorEpochAndTxnMetadata:
+    coordinator_epoch: int
+    transaction_metadata: TransactionMetadata
+
+
+@dataclass(slots=True)
+class _TxnPartition:
+    coordinator_epoch: int
+    metadata: dict[str, TransactionMetadata] = field(default_factory=dict)
+
+
+# Called for each loaded id whose transaction was between Prepare* and Complete*: its
+# markers must be (re)sent (Kafka's addTxnMarkersToSend on load).
+PendingCompletion = Callable[[int, TransactionMetadata, TxnTransitMetadata], None]
+
+
+class TransactionStateManager:
+    """Invariants: a partition is in at most one of ``_owned`` and ``_loading``;
+    ``_epochs`` never decreases per partition; every id in an owned partition's cache
+    maps to that partition.
+
+    Event-loop only; partition reads are decoded in the executor.
+    """
+
+    def __init__(
+        self,
+        config: TransactionConfig,
+        replica_manager: ReplicaManager,
+        metadata_cache: MetadataCache,
+        scheduler: Scheduler,
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
+        self.config = config
+        self._replica_manager = replica_manager
+        self._cache = metadata_cache
+        self._scheduler = scheduler
+        self.clock = clock
+        self._owned: dict[int, _TxnPartition] = {}
+        self._loading: set[int] = set()
+        self._epochs: dict[int, int] = {}
+        self._load_tasks: dict[int, asyncio.Task[None]] = {}
+        self._shutting_down = False
+
+    # -- partitions ---------------------------------------------------------------------
+
+    @property
+    def partition_count(self) -> int:
+        topic = self._cache.topic(TRANSACTION_STATE_TOPIC_NAME)
+        if topic is None or not topic.partition_count:
+            return self.config.transaction_state_log_num_partitions
+        return topic.partition_count
+
+    def partition_for(self, transactional_id: str) -> int:
+        return partition_for(transactional_id, self.partition_count)
+
+    def validate_transaction_timeout_ms(self, timeout_ms: int) -> bool:
+        return 0 < timeout_ms <= self.config.transaction_max_timeout_ms
+
+    def get_transaction_state(self, transactional_id: str) -> CoordinatorEpochAndTxnMetadata | None:
+        """The id's metadata (None: unknown here). NotCoordinatorError when this broker
+        does not lead its partition, CoordinatorLoadInProgressError while loading it,
+        CoordinatorNotAvailableError while shutting down."""
+        if self._shutting_down:
+            raise CoordinatorNotAvailableError("the transaction coordinator is shutting down")
+        partition = self.partition_for(transactional_id)
+        if partition in self._loading:
+            raise CoordinatorLoadInProgressError(
+                f"{TRANSACTION_STATE_TOPIC_NAME}-{partition} is being loaded"
+            )
+        entry = self._owned.get(partition)
+        if entry is None:
+            raise NotCoordinatorError(
+                f"this broker is not the transaction coordinator of {transactional_id}"
+            )
+        metadata = entry.metadata.get(transactional_id)
+        return (
+            None
+            if metadata is None
+            else CoordinatorEpochAndTxnMetadata(entry.coordinator_epoch, metadata)
+        )
+
+    def put_transaction_state_if_not_exists(
+        self, metadata: TransactionMetadata
+    ) -> CoordinatorEpochAndTxnMetadata:
+        """Cache a new id unless one exists; the cached one. Raises as
+        `get_transaction_state`."""
+        existing = self.get_transaction_state(metadata.transactional_id)
+        if existing is not None:
+            return existing
+        entry = self._owned[self.partition_for(metadata.transactional_id)]
+        entry.metadata[metadata.transactional_id] = metadata
+        return CoordinatorEpochAndTxnMetadata(entry.coordinator_epoch, metadata)
+
+    def all_transactions(self) -> Iterator[TransactionMetadata]:
+        for entry in self._owned.values():
+            yield from entry.metadata.values()
+
+    @property
+    def is_loading(self) -> bool:
+        return bool(self._loading)
+
+    # -- writes -------------------------------------------------------------------------
+
+    async def append_transaction_to_log(
+        self, transactional_id: str, coordinator_epoch: int, transit: TxnTransitMetadata
+    ) -> ErrorCode:
+        """Write ``transit`` and, once written and while this coordinator still owns the
+        id at ``coordinator_epoch``, install it. Dead is written as a tombstone and drops
+        the id. NONE, or the error to answer."""
+        partition = self.partition_for(transactional_id)
+        tp = TopicPartition(TRANSACTION_STATE_TOPIC_NAME, partition)
+        now = self.clock()
+        value = None if transit.txn_state == TransactionState.DEAD else value_from_transit(transit)
+        record = SimpleRecord(
+            encode_key(transactional_id),
+            None if value is None else encode_value(value),
+            timestamp=now,
+        )
+        replica = self._replica_manager.partitions.get(tp)
+        if replica is None or not replica.is_leader:
+            error = ErrorCode.not_coordinator
+        else:
+            batch = build_record_batch([record], compression=CompressionType.NONE)
+            results = await self._replica_manager.append_records(
+                self.config.request_timeout_ms, -1, {tp: batch}, internal_topics_allowed=True
+            )
+            result_error = results[tp].error
+            error = (
+                ErrorCode.none
+                if result_error is None
+                else _APPEND_ERRORS.get(result_error.error_code, result_error.error_code)
+            )
+        entry = self._owned.get(partition)
+        metadata = None if entry is None else entry.metadata.get(transactional_id)
+        if entry is None or entry.coordinator_epoch != coordinator_epoch or metadata is None:
+            # The partition moved (or was reloaded) meanwhile: the new owner has it.
+            return ErrorCode.not_coordinator
+        if error != ErrorCode.none:
+            metadata.abort_pending()
+            log_event(
+                _log,
+                logging.WARNING,
+                "transaction_state_write_failed",
+                transactional_id=transactional_id,
+                state=transit.txn_state.kafka_name,
+                error=error.name,
+            )
+            return error
+        metadata.complete_transition_to(transit)
+        if transit.txn_state == TransactionState.DEAD:
+            entry.metadata.pop(transactional_id, None)
+        return ErrorCode.none
+
+    # -- expiration ---------------------------------------------------------------------
+
+    def timed_out_transactions(self, now: int) -> list[tuple[str, int, int]]:
+        """(id, producer id, epoch) of open transactions past their timeout with no
+        transition pending (Kafka's timedOutTransactions)."""
+        timed_out = []
+        for entry in self._owned.values():
+            for metadata in entry.metadata.values():
+                if (
+                    metadata.state
+                    in (TransactionState.ONGOING, TransactionState.PREPARE_EPOCH_FENCE)
+                    and not metadata.pending_transition_in_progress
+                    and metadata.txn_start_timestamp + metadata.txn_timeout_ms < now
+                ):
+                    timed_out.append(
+                        (metadata.transactional_id, metadata.producer_id, metadata.producer_epoch)
+                    )
+        return timed_out
+
+    async def remove_expired_transactional_ids(self) -> int:
+        """Write tombstones for ids with no open transaction and no update for
+        ``transactional.id.expiration.ms``; the number removed."""
+        now = self.clock()
+        expiry = self.config.transactional_id_expiration_ms
+        expired = [
+            (entry.coordinator_epoch, metadata)
+            for entry in self._owned.values()
+            for metadata in entry.metadata.values()
+            if metadata.state in COMPLETED_STATES
+            and not metadata.pending_transition_in_progress
+            and metadata.txn_last_update_timestamp <= now - expiry
+        ]
+        removed = 0
+        for epoch, metadata in expired:
+            transit = metadata.prepare_dead()
+            error = await self.append_transaction_to_log(metadata.transactional_id, epoch, transit)
+            if error == ErrorCode.none:
+                removed += 1
+        if removed:
+            log_event(_log, logging.INFO, "transactional_ids_expired", count=removed)
+        return removed
+
+    # -- loading and unloading ----------------------------------------------------------
+
+    def _maybe_update_epoch(self, partition: int, epoch: int | None) -> bool:
+        if epoch is None:
+            return True
+        current = self._epochs.get(partition)
+        if current is not None and epoch < current:
+            return False
+        self._epochs[partition] = epoch
+        return True
+
+    def schedule_load(self, partition: int, epoch: int, on_pending: PendingCompletion) -> None:
+        if not self._maybe_update_epoch(partition, epoch):
+            return
+        entry = self._owned.get(partition)
+        if entry is not None and entry.coordinator_epoch == epoch:
+            return
+        self._owned.pop(partition, None)
+        running = self._load_tasks.pop(partition, None)
+        if running is not None:
+            running.cancel()
+        self._loading.add(partition)
+        self._load_tasks[partition] = self._scheduler.spawn(
+            self._load(partition, epoch, on_pending),
+            f"load {TRANSACTION_STATE_TOPIC_NAME}-{partition}",
+        )
+
+    async def _load(self, partition: int, epoch: int, on_pending: PendingCompletion) -> None:
+        started = time.monotonic()
+        tp = TopicPartition(TRANSACTION_STATE_TOPIC_NAME, partition)
+
+        def still_wanted() -> bool:
+            return partition in self._loading and self._epochs.get(partition) == epoch
+
+        entry = await self._read_partition(tp, epoch, still_wanted)
+        if entry is None:
+            if still_wanted():
+                self._scheduler.call_later(
+                    LOAD_RETRY_MS / 1000, lambda: self._retry_load(partition, epoch, on_pending)
+                )
+            return
+        if not still_wanted():
+            return
+        self._loading.discard(partition)
+        self._owned[partition] = entry
+        log_event(
+            _log,
+            logging.INFO if entry.metadata else logging.DEBUG,
+            "transaction_partition_loaded",
+            partition=str(tp),
+            epoch=epoch,
+            transactional_ids=len(entry.metadata),
+            ms=round((time.monotonic() - started) * 1000, 1),
+        )
+        for metadata in entry.metadata.values():
+            if metadata.state in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT):
+                # Kafka's loadTransactionsForTxnTopicPartition: a transaction that was
+                # between PrepareX and CompleteX is driven to completion by its new owner.
+                on_pending(epoch, metadata, metadata.prepare_complete(self.clock()))
+
+    async def _read_partition(
+        self, tp: TopicPartition, epoch: int, still_wanted: Callable[[], bool]
+    ) -> _TxnPartition | None:
+        """The partition's ids as its log leaves them; None when the read failed
+        (logged). A partition whose ids were not read is never served: its transactions
+        would look lost."""
+        entry = _TxnPartition(epoch)
+        try:
+            replica = self._replica_manager.partitions.get(tp)
+            loaded = None
+            if replica is not None:
+                loaded = await load_txn_partition(
+                    replica.log,
+                    self._scheduler,
+                    self.config.transaction_state_log_load_buffer_size,
+                    still_wanted,
+                )
+            if loaded is not None:
+                for transactional_id, value in loaded.values.items():
+                    entry.metadata[transactional_id] = TransactionMetadata.from_transit(
+                        transactional_id, value.to_transit()
+                    )
+                if loaded.skipped:
+                    log_event(
+                        _log, logging.WARNING, "transaction_records_skipped", records=loaded.skipped
+                    )
+        except Exception as e:
+            log_event(
+                _log,
+                logging.ERROR,
+                "transaction_partition_load_failed",
+                partition=str(tp),
+                reason=repr(e),
+                retry_ms=LOAD_RETRY_MS,
+            )
+            return None
+        finally:
+            if self._load_tasks.get(tp.partition) is asyncio.current_task():
+                del self._load_tasks[tp.partition]
+        return entry
+
+    def _retry_load(self, partition: int, epoch: int, on_pending: PendingCompletion) -> None:
+        if partition in self._loading and self._epochs.get(partition) == epoch:
+            self._loading.discard(partition)
+            self.schedule_load(partition, epoch, on_pending)
+
+    def remove_transactions_for_partition(self, partition: int, epoch: int | None) -> None:
+        if not self._maybe_update_epoch(partition, epoch):
+            return
+        task = self._load_tasks.pop(partition, None)
+        if task is not None:
+            task.cancel()
+        self._loading.discard(partition)
+        entry = self._owned.pop(partition, None)
+        if entry is not None:
+            log_event(
+                _log,
+                logging.INFO if entry.metadata else logging.DEBUG,
+                "transaction_partition_unloaded",
+                partition=f"{TRANSACTION_STATE_TOPIC_NAME}-{partition}",
+                transactional_ids=len(entry.metadata),
+            )
+
+    def owned_coordinator_epoch(self, partition: int) -> int | None:
+        entry = self._owned.get(partition)
+        return None if entry is None else entry.coordinator_epoch
+
+    def owned_partitions(self) -> Collection[int]:
+        return self._owned.keys()
+
+    def shutdown(self) -> None:
+        self._shutting_down = True
+        for partition in sorted(set(self._owned) | self._loading):
+            self.remove_transactions_for_partition(partition, None)

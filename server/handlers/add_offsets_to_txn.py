@@ -1,0 +1,29 @@
+"""AddOffsetsToTxn (25): a producer adds a group's offsets to its transaction
+(``send_offsets_to_transaction``): the group's __consumer_offsets partition joins the
+transaction, so that its TxnOffsetCommit records get the COMMIT/ABORT marker too
+(Kafka's ``KafkaApis.handleAddOffsetsToTxnRequest``)."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from tiercel.server.coordinator.group.group_config import GROUP_METADATA_TOPIC_NAME
+from tiercel.server.request_context import RequestContext
+from tiercel.storage.topic_partition import TopicPartition
+
+API_KEY: Final = 25
+MIN_VERSION: Final = 0
+MAX_VERSION: Final = 4
+
+
+async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    offsets_partition = TopicPartition(
+        GROUP_METADATA_TOPIC_NAME, ctx.broker.group_coordinator.partition_for(request.group_id)
+    )
+    error = await ctx.broker.transaction_coordinator.handle_add_partitions_to_transaction(
+        request.transactional_id,
+        request.producer_id,
+        request.producer_epoch,
+        [offsets_partition],
+    )
+    return {"throttle_time": 0, "error_code": error}

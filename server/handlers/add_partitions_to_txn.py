@@ -1,0 +1,95 @@
+"""AddPartitionsToTxn (24): a producer adds partitions to its open transaction (v0-3),
+or a partition leader verifies them (v4+, KIP-890 part 1).
+
+v0-3 carry one transaction from a client; v4+ carry a batch, each transaction either
+added (verify_only false) or only checked: whether each partition is already part of
+the producer's open transaction (INVALID_TXN_STATE if not). As Kafka's
+``KafkaApis.handleAddPartitionsToTxnRequest``: a topic this broker does not know fails
+the whole transaction, its unknown partitions with UNKNOWN_TOPIC_OR_PARTITION and the
+others with OPERATION_NOT_ATTEMPTED; otherwise every partition carries the
+coordinator's answer. A v4+ batch with a transaction added for a client would be a v3
+request in disguise: Kafka refuses v4+ from clients, Tiercel serves both forms.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+from tiercel.protocol.errors import ErrorCode
+from tiercel.server.request_context import RequestContext
+from tiercel.storage.topic_partition import TopicPartition
+
+API_KEY: Final = 24
+MIN_VERSION: Final = 0
+MAX_VERSION: Final = 5
+
+_FIRST_BATCHED_VERSION: Final = 4
+
+
+async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    if ctx.api_version < _FIRST_BATCHED_VERSION:
+        results = await _one(
+            ctx,
+            request.v3_and_below_transactional_id,
+            request.v3_and_below_producer_id,
+            request.v3_and_below_producer_epoch,
+            False,
+            request.v3_and_below_topics,
+        )
+        return {"throttle_time": 0, "results_by_topic_v3_and_below": _topics(results)}
+    transactions = []
+    for txn in request.transactions:
+        results = await _one(
+            ctx,
+            txn.transactional_id,
+            txn.producer_id,
+            txn.producer_epoch,
+            txn.verify_only,
+            txn.topics,
+        )
+        transactions.append(
+            {"transactional_id": txn.transactional_id, "topic_results": _topics(results)}
+        )
+    return {
+        "throttle_time": 0,
+        "error_code": ErrorCode.none,
+        "results_by_transaction": transactions,
+    }
+
+
+async def _one(
+    ctx: RequestContext,
+    transactional_id: str,
+    producer_id: int,
+    producer_epoch: int,
+    verify_only: bool,
+    topics: Iterable[Any],
+) -> dict[TopicPartition, ErrorCode]:
+    partitions = [TopicPartition(t.name, p) for t in topics for p in t.partitions]
+    cache = ctx.broker.metadata_cache
+    unknown = {tp for tp in partitions if cache.partition_state(tp) is None}
+    if unknown:
+        return {
+            tp: ErrorCode.unknown_topic_or_partition
+            if tp in unknown
+            else ErrorCode.operation_not_attempted
+            for tp in partitions
+        }
+    coordinator = ctx.broker.transaction_coordinator
+    if verify_only:
+        return coordinator.handle_verify_partitions_in_transaction(
+            transactional_id, producer_id, producer_epoch, partitions
+        )
+    error = await coordinator.handle_add_partitions_to_transaction(
+        transactional_id, producer_id, producer_epoch, partitions
+    )
+    return dict.fromkeys(partitions, error)
+
+
+def _topics(results: Mapping[TopicPartition, ErrorCode]) -> list[dict[str, Any]]:
+    by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for tp, error in results.items():
+        by_topic[tp.topic].append({"partition_index": tp.partition, "partition_error_code": error})
+    return [{"name": name, "results_by_partition": ps} for name, ps in by_topic.items()]

@@ -1,0 +1,25 @@
+"""EndTxn (26): a producer commits or aborts its transaction. The coordinator answers
+once PrepareCommit/PrepareAbort is written; the markers follow (KIP-98).
+
+v0-4 only: v5 belongs to transaction version 2 (KIP-890 part 2, an epoch bump per
+transaction), which Tiercel does not finalize, so clients never need it."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from tiercel.server.request_context import RequestContext
+
+API_KEY: Final = 26
+MIN_VERSION: Final = 0
+MAX_VERSION: Final = 4
+
+
+async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    error = await ctx.broker.transaction_coordinator.handle_end_transaction(
+        request.transactional_id,
+        request.producer_id,
+        request.producer_epoch,
+        request.committed,
+    )
+    return {"throttle_time": 0, "error_code": error}
