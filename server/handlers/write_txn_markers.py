@@ -22,7 +22,11 @@ from collections import defaultdict
 from typing import Any, Final
 
 from tiercel.protocol.end_txn_marker import ControlRecordType, EndTransactionMarker
-from tiercel.protocol.errors import ErrorCode, UnknownTopicOrPartitionError
+from tiercel.protocol.errors import (
+    ErrorCode,
+    NotLeaderOrFollowerError,
+    UnknownTopicOrPartitionError,
+)
 from tiercel.server.coordinator.group.group_config import GROUP_METADATA_TOPIC_NAME
 from tiercel.server.partition import Partition
 from tiercel.server.replica_manager import ProduceResult
@@ -56,12 +60,20 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
         for topic in marker.topics:
             for index in topic.partition_indexes:
                 tp = TopicPartition(topic.name, index)
-                if tp in replica_manager.partitions:
-                    hosted[tp] = entry
-                else:
+                if tp not in replica_manager.partitions:
                     results[tp] = ProduceResult(
                         UnknownTopicOrPartitionError(f"this broker does not host {tp}")
                     )
+                elif tp.topic == GROUP_METADATA_TOPIC_NAME and not (
+                    ctx.broker.group_coordinator.can_complete_transaction(tp.partition)
+                ):
+                    # Its groups are not loaded here (yet): the transaction coordinator
+                    # retries (GroupCoordinator.can_complete_transaction says why).
+                    results[tp] = ProduceResult(
+                        NotLeaderOrFollowerError(f"the groups of {tp} are not loaded here")
+                    )
+                else:
+                    hosted[tp] = entry
         if hosted:
             appends = {tp: functools.partial(_append_marker, entry) for tp, entry in hosted.items()}
             results.update(await replica_manager.append_to_leaders(_APPEND_TIMEOUT_MS, -1, appends))

@@ -332,6 +332,18 @@ class GroupCoordinator:
             results.update(dict.fromkeys(valid, error))
         return results
 
+    def can_complete_transaction(self, offsets_partition: int) -> bool:
+        """Whether a COMMIT/ABORT marker may be written to this __consumer_offsets
+        partition now: only once its groups are loaded here. A marker written while the
+        partition loads may land after the load's last read, so the load would install
+        the producer's offsets as pending while `on_transaction_completed` found nothing
+        to complete yet: committed offsets stuck pending (OffsetFetch require_stable
+        answering UNSTABLE_OFFSET_COMMIT) until that producer's next marker. Kafka 4's
+        KafkaApis.handleWriteTxnMarkersRequest hands these markers to the group
+        coordinator (completeTransaction), which refuses them until loaded; the refusal
+        goes back as NOT_LEADER_OR_FOLLOWER, which the transaction coordinator retries."""
+        return self._active and self.manager.owns_partition(offsets_partition)
+
     def on_transaction_completed(
         self, producer_id: int, offsets_partitions: Iterable[int], committed: bool
     ) -> None:

@@ -169,6 +169,10 @@ class GroupMetadataManager:
     def is_group_local(self, group_id: str) -> bool:
         return self.partition_for(group_id) in self._owned
 
+    def owns_partition(self, partition: int) -> bool:
+        """This broker leads the partition and has loaded its groups."""
+        return partition in self._owned
+
     def is_group_loading(self, group_id: str) -> bool:
         return self.partition_for(group_id) in self._loading
 
