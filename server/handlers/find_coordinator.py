@@ -12,6 +12,7 @@ type 2) and unknown key types get INVALID_REQUEST.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 from tiercel.config.logging_setup import log_event
@@ -53,21 +54,17 @@ async def _group_coordinator(
 ) -> tuple[ErrorCode, dict[str, Any]]:
     broker = ctx.broker
     coordinator = broker.group_coordinator
-    if broker.metadata_cache.topic(GROUP_METADATA_TOPIC_NAME) is None:
-        try:
-            ready = await ensure_offsets_topic(
-                broker.admin_manager,
-                broker.metadata_cache,
-                coordinator.config,
-                OFFSETS_TOPIC_WAIT_MS / 1000,
-            )
-        except KafkaError as e:
-            log_event(_log, logging.WARNING, "offsets_topic_not_created", reason=e.message)
-            ready = False
-        if not ready:
-            return ErrorCode.coordinator_not_available, _NO_NODE
-    tp = TopicPartition(GROUP_METADATA_TOPIC_NAME, coordinator.partition_for(group_id))
-    return await _leader_of(ctx, tp)
+    config = coordinator.config
+
+    def ensure() -> Awaitable[bool]:
+        return ensure_offsets_topic(
+            broker.admin_manager, broker.metadata_cache, config, OFFSETS_TOPIC_WAIT_MS / 1000
+        )
+
+    partition = coordinator.partition_for(group_id)
+    return await _internal_topic_coordinator(
+        ctx, GROUP_METADATA_TOPIC_NAME, ensure, partition, "offsets_topic_not_created"
+    )
 
 
 async def _transaction_coordinator(
@@ -75,21 +72,37 @@ async def _transaction_coordinator(
 ) -> tuple[ErrorCode, dict[str, Any]]:
     broker = ctx.broker
     coordinator = broker.transaction_coordinator
-    if broker.metadata_cache.topic(TRANSACTION_STATE_TOPIC_NAME) is None:
+    config = coordinator.manager.config
+
+    def ensure() -> Awaitable[bool]:
+        return ensure_transaction_topic(
+            broker.admin_manager, broker.metadata_cache, config, OFFSETS_TOPIC_WAIT_MS / 1000
+        )
+
+    partition = coordinator.partition_for(transactional_id)
+    return await _internal_topic_coordinator(
+        ctx, TRANSACTION_STATE_TOPIC_NAME, ensure, partition, "transaction_topic_not_created"
+    )
+
+
+async def _internal_topic_coordinator(
+    ctx: RequestContext,
+    topic: str,
+    ensure_topic: Callable[[], Awaitable[bool]],
+    partition: int,
+    not_created_event: str,
+) -> tuple[ErrorCode, dict[str, Any]]:
+    """The leader of ``topic``'s ``partition`` (a coordinator's internal topic), created
+    first by ``ensure_topic`` when the metadata has no such topic yet."""
+    if ctx.broker.metadata_cache.topic(topic) is None:
         try:
-            ready = await ensure_transaction_topic(
-                broker.admin_manager,
-                broker.metadata_cache,
-                coordinator.manager.config,
-                OFFSETS_TOPIC_WAIT_MS / 1000,
-            )
+            ready = await ensure_topic()
         except KafkaError as e:
-            log_event(_log, logging.WARNING, "transaction_topic_not_created", reason=e.message)
+            log_event(_log, logging.WARNING, not_created_event, reason=e.message)
             ready = False
         if not ready:
             return ErrorCode.coordinator_not_available, _NO_NODE
-    tp = TopicPartition(TRANSACTION_STATE_TOPIC_NAME, coordinator.partition_for(transactional_id))
-    return await _leader_of(ctx, tp)
+    return await _leader_of(ctx, TopicPartition(topic, partition))
 
 
 async def _leader_of(ctx: RequestContext, tp: TopicPartition) -> tuple[ErrorCode, dict[str, Any]]:
