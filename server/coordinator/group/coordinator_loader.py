@@ -24,6 +24,7 @@ from tiercel.protocol.compression import decompress
 from tiercel.protocol.end_txn_marker import read_end_txn_marker
 from tiercel.protocol.record_batch import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, iter_batches
 from tiercel.protocol.records import decode_records
+from tiercel.server.coordinator.coordinator_log_replay import replay_log
 from tiercel.server.coordinator.group.consumer_group_records import (
     ConsumerGroupKey,
     ConsumerGroupValue,
@@ -43,7 +44,6 @@ from tiercel.server.coordinator.group.coordinator_records import (
 from tiercel.server.coordinator.group.modern.consumer_group import LoadedConsumerGroup
 from tiercel.server.coordinator.group.offset_and_metadata import OffsetAndMetadata
 from tiercel.server.coordinator.group.txn_offsets import PendingOffsets
-from tiercel.storage.log_values import FetchIsolation
 from tiercel.storage.scheduler import Scheduler
 from tiercel.storage.topic_partition import TopicPartition
 from tiercel.storage.unified_log import UnifiedLog
@@ -220,18 +220,12 @@ async def load_partition(
     """Read ``log`` from its start to its current end; None if ``still_wanted`` turned
     false meanwhile (the partition moved away)."""
     loaded = LoadedPartition()
-    offset = log.log_start_offset
-    end = log.log_end_offset
-    while offset < end:
-        if not still_wanted():
-            return None
-        info = log.read(offset, buffer_size, FetchIsolation.LOG_END, True)
-        if not info.records:
-            break
-        chunk = await scheduler.run_blocking(parse_chunk, bytes(info.records))
-        if chunk.next_offset <= offset:
-            break
-        loaded.apply(chunk.records)
-        loaded.skipped += chunk.skipped
-        offset = chunk.next_offset
-    return loaded if still_wanted() else None
+    return await replay_log(
+        log,
+        scheduler,
+        buffer_size,
+        still_wanted,
+        parse_chunk,
+        lambda chunk: loaded.apply(chunk.records),
+        loaded,
+    )
