@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import struct
 import uuid
-from typing import Final
+from collections.abc import Sequence
+from typing import Any, Final
 
 __all__ = ["MessageFormatError", "RecordReader", "RecordWriter", "record_version"]
 
@@ -110,9 +111,17 @@ class RecordWriter:
         for value in values:
             self.string(value)
 
-    def tagged_fields(self) -> None:
-        if self.flexible:
-            self.uvarint(0)
+    def tagged_fields(self, tags: Sequence[tuple[int, bytes]] = ()) -> None:
+        """The tagged-field section: ``tags`` as (tag, encoded value) in increasing tag
+        order, those whose value is not their field's default (Kafka writes only
+        those)."""
+        if not self.flexible:
+            return
+        self.uvarint(len(tags))
+        for tag, data in tags:
+            self.uvarint(tag)
+            self.uvarint(len(data))
+            self.out += data
 
 
 class RecordReader:
@@ -133,10 +142,6 @@ class RecordReader:
         data = bytes(self.buf[self.pos : end])
         self.pos = end
         return data
-
-    def raw(self, n: int) -> bytes:
-        """The next ``n`` bytes as they are (a known tagged field's data)."""
-        return self._take(n)
 
     def int8(self) -> int:
         value: int = _INT8.unpack(self._take(1))[0]
@@ -210,13 +215,23 @@ class RecordReader:
     def string_array(self) -> tuple[str, ...]:
         return tuple(self.string() for _ in range(self.array_length()))
 
-    def tagged_fields(self) -> None:
-        """Skip unknown tagged fields, as Kafka's readers do."""
+    def tagged_value(self, fmt: struct.Struct, data: bytes) -> tuple[Any, ...]:
+        """A known tagged field's encoded value read with ``fmt``; MessageFormatError
+        when its size is not the field's."""
+        if len(data) != fmt.size:
+            raise MessageFormatError(f"tagged value of {len(data)} bytes, {fmt.size} wanted")
+        return fmt.unpack(data)
+
+    def tagged_fields(self) -> dict[int, bytes]:
+        """The tagged-field section as tag -> encoded value; a reader takes the tags it
+        knows and skips the rest, as Kafka's readers do."""
+        tags: dict[int, bytes] = {}
         if not self.flexible:
-            return
+            return tags
         for _ in range(self.uvarint()):
-            self.uvarint()
-            self._take(self.uvarint())
+            tag = self.uvarint()
+            tags[tag] = self._take(self.uvarint())
+        return tags
 
     def end(self) -> None:
         if self.pos != len(self.buf):

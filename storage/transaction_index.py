@@ -114,6 +114,11 @@ class TransactionIndex:
             # Reported by the sanity check: the segment is recovered, which resets it.
             self._corrupt = str(e)
 
+    @property
+    def is_empty(self) -> bool:
+        """No aborted transaction is indexed (Kafka's TransactionIndex.isEmpty)."""
+        return not self.entries
+
     def _open(self) -> int:
         if self._fd < 0:
             flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)

@@ -15,7 +15,9 @@ transactions overlapping the bytes returned, as a local read does (Kafka's
 RemoteLogManager.addAbortedTransactions): the upper bound is the remote offset index's
 first entry past those bytes, else the segment's end; the transaction indexes of this
 segment, then of the following segments of the lineage, then of the local segments,
-are searched until one says no later segment can add any. Only segments below the last
+are searched until one says no later segment can add any; a remote segment uploaded
+with no aborted transaction (its metadata's ``txn_idx_empty``, KIP-1058) is passed over
+without fetching its indexes. Only segments below the last
 stable offset are tiered, so every transaction a remote read touches is decided.
 
 Thread contract: the coroutines run on the event loop, where they read the RLMM and the
@@ -355,16 +357,21 @@ class RemoteLogReader:
         current: RemoteLogSegmentMetadata | None = metadata
         complete = False
         while current is not None and not complete:
-            result = await loop.run_in_executor(
-                self.pool.executor,
-                collect_aborted_in_segment,
-                self.index_cache,
-                current,
-                start_offset,
-                upper,
-            )
-            found.extend(result.aborted)
-            complete = result.is_complete
+            # A segment uploaded with an empty transaction index (KIP-1058's
+            # txnIdxEmpty) can neither list nor settle anything: its indexes are not
+            # fetched. Without that, a read_committed fetch on a tier of hundreds of
+            # segments fetched every later segment's indexes (Kafka before KIP-1058).
+            if not current.txn_idx_empty:
+                result = await loop.run_in_executor(
+                    self.pool.executor,
+                    collect_aborted_in_segment,
+                    self.index_cache,
+                    current,
+                    start_offset,
+                    upper,
+                )
+                found.extend(result.aborted)
+                complete = result.is_complete
             if not complete:
                 current = self._next_segment(current, epoch_cache)
         if not complete and local_log is not None:

@@ -176,6 +176,8 @@ class RLMCopyTask(RLMTask):
             context.clock_ms(),
             segment.size,
             {entry.epoch: entry.start_offset for entry in epochs},
+            # Rolled: no marker is appended to it any more (Kafka's copyLogSegment).
+            txn_idx_empty=segment.txn_index.is_empty,
         )
         snapshot = (
             producer_snapshot_file(log.dir, next_offset)

@@ -105,11 +105,14 @@ async def tier_rolled_segments(
     snapshots: dict[int, bytes] | None = None,
     up_to: int | None = None,
     topic_id: uuid.UUID | None = None,
+    mark_txn_idx_empty: bool = True,
 ) -> list[RemoteLogSegmentMetadata]:
     """Copy every segment but the active one, as the leader's copier would: offsets up to
     the next segment's base, the epochs of that range, the whole lineage up to its end as
     the epoch checkpoint, and ``snapshots[end + 1]`` as the producer snapshot; only the
-    segments ending below ``up_to`` when given. Tiering is on for the log from then on, and
+    segments ending below ``up_to`` when given. Segments without aborts are marked
+    ``txn_idx_empty`` (KIP-1058) unless ``mark_txn_idx_empty`` is False (metadata
+    written before KIP-1058). Tiering is on for the log from then on, and
     its highest remote offset follows the copies."""
     tip = (
         topic_id_partition(log)
@@ -134,6 +137,7 @@ async def tier_rolled_segments(
             event_timestamp_ms=0,
             segment_size_in_bytes=segment.size,
             segment_leader_epochs={e.epoch: e.start_offset for e in epochs},
+            txn_idx_empty=mark_txn_idx_empty and segment.txn_index.is_empty,
         )
         snapshot_path = None
         if snapshots is not None and end + 1 in snapshots:

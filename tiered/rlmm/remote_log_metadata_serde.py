@@ -20,7 +20,8 @@ bytes, every struct followed by its tagged fields; `protocol.message_codec`):
     0  RemoteLogSegmentIdEntry, StartOffset int64, EndOffset int64, BrokerId int32,
        MaxTimestampMs int64, EventTimestampMs int64, SegmentLeaderEpochs [entry] (by
        epoch, as Kafka's TreeMap iterates), SegmentSizeInBytes int32,
-       CustomMetadata nullable bytes, RemoteLogSegmentState int8, tags
+       CustomMetadata nullable bytes, RemoteLogSegmentState int8, tags (tag 0:
+       TxnIndexEmpty bool, KIP-1058, written only when true)
     1  RemoteLogSegmentIdEntry, BrokerId int32, EventTimestampMs int64,
        CustomMetadata nullable bytes, RemoteLogSegmentState int8, tags
     2  TopicIdPartitionEntry, BrokerId int32, EventTimestampMs int64,
@@ -28,7 +29,7 @@ bytes, every struct followed by its tagged fields; `protocol.message_codec`):
     3  SegmentId uuid, StartOffset int64, EndOffset int64, BrokerId int32,
        MaxTimestampMs int64, EventTimestampMs int64, SegmentLeaderEpochs [entry],
        SegmentSizeInBytes int32, CustomMetadata nullable bytes, RemoteLogSegmentState
-       int8, tags
+       int8, tags (tag 0: TxnIndexEmpty, as in 0)
 
 States are their Kafka ids (RemoteLogSegmentState.id(), RemotePartitionDeleteState.id()).
 Anything else — a frame version other than 1, an unknown api key or version, a
@@ -38,7 +39,9 @@ invariants — raises `MessageFormatError`, never anything else. Pure; any threa
 
 from __future__ import annotations
 
+import struct
 import uuid
+from dataclasses import replace
 from typing import Final
 
 from tiercel.protocol.message_codec import MessageFormatError, RecordReader, RecordWriter
@@ -72,16 +75,21 @@ _SEGMENT_METADATA: Final = 0
 _SEGMENT_METADATA_UPDATE: Final = 1
 _PARTITION_DELETE: Final = 2
 _SEGMENT_METADATA_SNAPSHOT: Final = 3
+_TAG_TXN_INDEX_EMPTY: Final = 0
+_TRUE: Final = b"\x01"
+_BOOL: Final = struct.Struct("?")
 
 
 def serialize(metadata: RemoteLogMetadata) -> bytes:
     """The record value Kafka's RemoteLogMetadataSerde.serialize writes."""
     w = RecordWriter(None, flexible=True)
+    tags: list[tuple[int, bytes]] = []
     match metadata:
         case RemoteLogSegmentMetadata():
             _header(w, _SEGMENT_METADATA)
             _segment_id(w, metadata.remote_log_segment_id)
             _segment_fields(w, metadata)
+            tags = _segment_tags(metadata)
         case RemoteLogSegmentMetadataUpdate():
             _header(w, _SEGMENT_METADATA_UPDATE)
             _segment_id(w, metadata.remote_log_segment_id)
@@ -99,8 +107,17 @@ def serialize(metadata: RemoteLogMetadata) -> bytes:
             _header(w, _SEGMENT_METADATA_SNAPSHOT)
             w.uuid(metadata.segment_id)
             _segment_fields(w, metadata)
-    w.tagged_fields()
+            tags = _segment_tags(metadata)
+    w.tagged_fields(tags)
     return bytes(w.out)
+
+
+def _segment_tags(
+    m: RemoteLogSegmentMetadata | RemoteLogSegmentMetadataSnapshot,
+) -> list[tuple[int, bytes]]:
+    """Records 0 and 3's tagged fields: TxnIndexEmpty only when true (its default is
+    false, and Kafka writes a tagged field only when it is not its default)."""
+    return [(_TAG_TXN_INDEX_EMPTY, _TRUE)] if m.txn_idx_empty else []
 
 
 def _header(w: RecordWriter, api_key: int) -> None:
@@ -154,12 +171,17 @@ def deserialize(data: bytes | memoryview) -> RemoteLogMetadata:
         raise MessageFormatError(f"unsupported version {version} of record type {api_key}")
     try:
         metadata = _read_message(r, api_key)
+        tags = r.tagged_fields()
     except MessageFormatError:
         raise
     except ValueError as e:  # an unknown state id, or values breaking an invariant
         raise MessageFormatError(f"record type {api_key}: {e}") from None
-    r.tagged_fields()
     r.end()
+    if _TAG_TXN_INDEX_EMPTY in tags and isinstance(
+        metadata, RemoteLogSegmentMetadata | RemoteLogSegmentMetadataSnapshot
+    ):
+        (empty,) = r.tagged_value(_BOOL, tags[_TAG_TXN_INDEX_EMPTY])
+        metadata = replace(metadata, txn_idx_empty=empty)
     return metadata
 
 

@@ -32,6 +32,7 @@ class RemoteLogSegmentMetadataSnapshot:
     segment_leader_epochs: Mapping[int, int] = field(default_factory=dict)
     state: RemoteLogSegmentState = RemoteLogSegmentState.COPY_SEGMENT_STARTED
     custom_metadata: bytes | None = None
+    txn_idx_empty: bool = False
 
     @classmethod
     def create(cls, metadata: RemoteLogSegmentMetadata) -> RemoteLogSegmentMetadataSnapshot:
@@ -46,6 +47,7 @@ class RemoteLogSegmentMetadataSnapshot:
             dict(metadata.segment_leader_epochs),
             metadata.state,
             metadata.custom_metadata,
+            metadata.txn_idx_empty,
         )
 
     def to_metadata(self, partition: TopicIdPartition) -> RemoteLogSegmentMetadata:
@@ -62,4 +64,5 @@ class RemoteLogSegmentMetadataSnapshot:
             self.segment_leader_epochs,
             self.state,
             self.custom_metadata,
+            self.txn_idx_empty,
         )

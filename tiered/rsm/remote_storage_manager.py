@@ -96,7 +96,10 @@ class RemoteLogSegmentMetadata:
     epoch with records in the segment to its first offset there, in increasing order, the
     first at or below ``start_offset``. ``state`` and ``event_timestamp_ms`` change
     through `RemoteLogSegmentMetadataUpdate`s (`create_with_updates`); the rest never
-    does. ``custom_metadata`` is what the RSM returned from the copy (KIP-917), opaque."""
+    does. ``custom_metadata`` is what the RSM returned from the copy (KIP-917), opaque.
+    ``txn_idx_empty`` (KIP-1058) says the segment has no aborted transactions, so a
+    read_committed fetch need not fetch its transaction index; False when unknown (a
+    record written before KIP-1058), which costs only that fetch."""
 
     remote_log_segment_id: RemoteLogSegmentId
     start_offset: int
@@ -108,6 +111,7 @@ class RemoteLogSegmentMetadata:
     segment_leader_epochs: Mapping[int, int] = field(default_factory=dict)
     state: RemoteLogSegmentState = RemoteLogSegmentState.COPY_SEGMENT_STARTED
     custom_metadata: bytes | None = None
+    txn_idx_empty: bool = False
 
     def __post_init__(self) -> None:
         if self.start_offset < 0 or self.end_offset < self.start_offset:

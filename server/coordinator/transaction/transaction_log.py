@@ -176,11 +176,7 @@ def _write_value_tags(writer: RecordWriter, value: TransactionLogValue) -> None:
         tags.append(
             (_TAG_CLIENT_TRANSACTION_VERSION, _INT16.pack(value.client_transaction_version))
         )
-    writer.uvarint(len(tags))
-    for tag, data in tags:
-        writer.uvarint(tag)
-        writer.uvarint(len(data))
-        writer.out += data
+    writer.tagged_fields(tags)
 
 
 def decode_value(buf: bytes | memoryview) -> TransactionLogValue:
@@ -212,17 +208,13 @@ def decode_value(buf: bytes | memoryview) -> TransactionLogValue:
     last_update = reader.int64()
     start = reader.int64()
     previous, following, client_version = NO_PRODUCER_ID, NO_PRODUCER_ID, 0
-    if flexible:
-        for _ in range(reader.uvarint()):
-            tag = reader.uvarint()
-            size = reader.uvarint()
-            data = reader.raw(size)
-            if tag == _TAG_PREVIOUS_PRODUCER_ID:
-                previous = _INT64.unpack(data)[0]
-            elif tag == _TAG_NEXT_PRODUCER_ID:
-                following = _INT64.unpack(data)[0]
-            elif tag == _TAG_CLIENT_TRANSACTION_VERSION:
-                client_version = _INT16.unpack(data)[0]
+    tags = reader.tagged_fields()
+    if _TAG_PREVIOUS_PRODUCER_ID in tags:
+        previous = reader.tagged_value(_INT64, tags[_TAG_PREVIOUS_PRODUCER_ID])[0]
+    if _TAG_NEXT_PRODUCER_ID in tags:
+        following = reader.tagged_value(_INT64, tags[_TAG_NEXT_PRODUCER_ID])[0]
+    if _TAG_CLIENT_TRANSACTION_VERSION in tags:
+        client_version = reader.tagged_value(_INT16, tags[_TAG_CLIENT_TRANSACTION_VERSION])[0]
     reader.end()
     return TransactionLogValue(
         producer_id,

@@ -10,6 +10,7 @@ array as uvarint(count + 1), and after every struct (nested entries and the mess
 itself) its tagged fields, here uvarint 0 (none)."""
 
 import uuid
+from dataclasses import replace
 
 import pytest
 
@@ -135,8 +136,19 @@ SNAPSHOT_GOLDEN = _hex(
     "00",  # tagged fields
 )
 
+# KIP-1058: TxnIndexEmpty is tagged field 0 of records 0 and 3, written only when true.
+TXN_INDEX_EMPTY_TAG_HEX = "01000101"  # one tagged field: tag 0, size 1, true
+
 GOLDEN = [
     (SEGMENT_METADATA, SEGMENT_METADATA_GOLDEN),
+    (
+        replace(SEGMENT_METADATA, txn_idx_empty=True),
+        SEGMENT_METADATA_GOLDEN[:-1] + bytes.fromhex(TXN_INDEX_EMPTY_TAG_HEX),
+    ),
+    (
+        replace(SNAPSHOT, txn_idx_empty=True),
+        SNAPSHOT_GOLDEN[:-1] + bytes.fromhex(TXN_INDEX_EMPTY_TAG_HEX),
+    ),
     (UPDATE, UPDATE_GOLDEN),
     (DELETE, DELETE_GOLDEN),
     (SNAPSHOT, SNAPSHOT_GOLDEN),
@@ -194,6 +206,7 @@ def test_unknown_tagged_fields_are_skipped() -> None:
         (UPDATE_GOLDEN[:-2] + b"\x00\x00", "record type 1"),  # update to STARTED
         (SEGMENT_METADATA_GOLDEN[:-2] + b"\x09\x00", "record type 0"),  # state 9
         (b"\x01\x00\x00\xff\xff\xff\xff\xff\xff", "varint"),
+        (SEGMENT_METADATA_GOLDEN[:-1] + bytes.fromhex("0100020101"), "tagged value"),
     ],
 )
 def test_bad_bytes_raise_a_message_format_error(value: bytes, reason: str) -> None:

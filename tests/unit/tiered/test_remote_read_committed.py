@@ -65,22 +65,31 @@ def pool() -> Iterator[RemoteStorageThreadPool]:
 
 
 async def tiered_txns(
-    tmp_path: Path, scheduler: Scheduler, pool: RemoteStorageThreadPool, up_to: int | None
+    tmp_path: Path,
+    scheduler: Scheduler,
+    pool: RemoteStorageThreadPool,
+    up_to: int | None,
+    mark_txn_idx_empty: bool = True,
 ) -> TieredTxns:
     log = open_log(str(tmp_path / "txns-0"), small_config(), scheduler)
     txns = write_transactions(log)
     rsm = LocalTieredStorage(str(tmp_path / "remote"))
     rlmm = InMemoryRemoteLogMetadataManager()
     reader = RemoteLogReader(rsm, rlmm, RemoteIndexCache(rsm, str(tmp_path / "cache")), pool)
-    segments = await tier_rolled_segments(log, rsm, rlmm, up_to=up_to)
+    segments = await tier_rolled_segments(
+        log, rsm, rlmm, up_to=up_to, mark_txn_idx_empty=mark_txn_idx_empty
+    )
     return TieredTxns(log, txns, rsm, reader, segments)
 
 
-@pytest.fixture
+@pytest.fixture(params=[True, False], ids=["txn_idx_empty", "before_kip_1058"])
 async def tiered(
-    tmp_path: Path, scheduler: Scheduler, pool: RemoteStorageThreadPool
+    tmp_path: Path,
+    scheduler: Scheduler,
+    pool: RemoteStorageThreadPool,
+    request: pytest.FixtureRequest,
 ) -> AsyncIterator[TieredTxns]:
-    t = await tiered_txns(tmp_path, scheduler, pool, None)
+    t = await tiered_txns(tmp_path, scheduler, pool, None, request.param)
     assert len(t.segments) >= 10
     yield t
     await t.log.close()
@@ -178,6 +187,30 @@ async def test_an_abort_indexed_only_in_a_local_segment_is_found_there(
         assert AbortedTransaction(102, entry.first_offset) not in as_set(
             without_local.aborted_transactions
         )
+    finally:
+        await t.log.close()
+
+
+async def test_segments_without_aborts_are_passed_over_unfetched(
+    tmp_path: Path, scheduler: Scheduler, pool: RemoteStorageThreadPool
+) -> None:
+    """With KIP-1058's txnIdxEmpty, the search fetches the indexes of the segment read
+    and of the segments holding aborts only: a tier of hundreds of segments without
+    transactions costs a read_committed fetch nothing more than a read_uncommitted one.
+    Without the flag every later segment's indexes were fetched, each fetch three
+    object reads."""
+    t = await tiered_txns(tmp_path, scheduler, pool, None)
+    try:
+        cache = t.reader.index_cache
+        remote = await t.remote(0, 300)
+        assert remote.records
+        fetched = {
+            s.remote_log_segment_id.id for s in t.segments if s.remote_log_segment_id.id in cache
+        }
+        with_aborts = {s.remote_log_segment_id.id for s in t.segments if not s.txn_idx_empty}
+        first = t.segments[0].remote_log_segment_id.id
+        assert fetched <= with_aborts | {first}
+        assert len(t.segments) - len(with_aborts) >= 5  # segments were passed over
     finally:
         await t.log.close()
 

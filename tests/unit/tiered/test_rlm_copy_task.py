@@ -372,3 +372,35 @@ async def test_segments_are_copied_only_below_the_last_stable_offset(
     await task.run_once()
     assert [(m.start_offset, m.end_offset) for m in segments(rlmm)] == ends(log)
     await log.close()
+
+
+async def test_segments_record_whether_their_transaction_index_is_empty(
+    tmp_path: Path, scheduler: Scheduler
+) -> None:
+    """KIP-1058: each upload's metadata says whether the segment indexed an abort, so
+    read_committed remote fetches pass over the others without fetching their indexes."""
+    log = open_log(str(tmp_path / "orders-0"), tiered_config(), scheduler)
+    produce(log, 10)
+    values = [SimpleRecord(b"k", b"%08d" % i * 4, timestamp=BASE_TS) for i in range(2)]
+    batch = build_record_batch(
+        values, producer_id=7, producer_epoch=0, base_sequence=0, is_transactional=True
+    )
+    log.append_as_leader(validate_records(batch, log.config, BASE_TS), 0, BASE_TS)
+    marker = end_txn_marker_append_batch(
+        EndTransactionMarker(ControlRecordType.ABORT, 0), 7, 0, log.log_end_offset, 0,
+        log.config, BASE_TS,
+    )  # fmt: skip
+    abort_offset = log.log_end_offset
+    log.append([marker], AppendOrigin.COORDINATOR)
+    produce(log, 30)
+    await commit(log, scheduler)
+    rlmm = InMemoryRemoteLogMetadataManager()
+    task = RLMCopyTask(
+        make_context(LocalTieredStorage(str(tmp_path / "r")), rlmm), PARTITION, log, 0
+    )
+    await task.run_once()
+    copied = segments(rlmm)
+    assert len(copied) == len(ends(log)) >= 3
+    with_abort = [m for m in copied if not m.txn_idx_empty]
+    assert [(m.start_offset <= abort_offset <= m.end_offset) for m in with_abort] == [True]
+    await log.close()
