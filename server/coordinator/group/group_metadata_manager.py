@@ -32,6 +32,7 @@ from tiercel.config.logging_setup import log_event
 from tiercel.protocol.compression import CompressionType
 from tiercel.protocol.errors import ErrorCode
 from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
+from tiercel.server.coordinator.coordinator_epochs import CoordinatorEpochs
 from tiercel.server.coordinator.coordinator_partition import partition_for
 from tiercel.server.coordinator.group.consumer_group_records import encode_consumer_group_key
 from tiercel.server.coordinator.group.coordinator_loader import LoadedPartition, load_partition
@@ -138,7 +139,7 @@ class GroupMetadataManager:
         self.txn_offsets = PendingTxnOffsets()
         self._owned: set[int] = set()
         self._loading: set[int] = set()
-        self._epochs: dict[int, int] = {}
+        self._epochs = CoordinatorEpochs()
         self._load_tasks: dict[int, asyncio.Task[None]] = {}
         # Tombstone writes in flight per partition, and a signal when one ends.
         self._tombstones_pending: Counter[int] = Counter()
@@ -370,19 +371,8 @@ class GroupMetadataManager:
 
     # -- loading and unloading --------------------------------------------------------
 
-    def _maybe_update_epoch(self, partition: int, epoch: int | None) -> bool:
-        """Remember the newest epoch; False if ``epoch`` is older than one already seen
-        (a stale leadership change)."""
-        if epoch is None:
-            return True
-        current = self._epochs.get(partition)
-        if current is not None and epoch < current:
-            return False
-        self._epochs[partition] = epoch
-        return True
-
     def schedule_load(self, partition: int, epoch: int, on_loaded: GroupCallback) -> None:
-        if not self._maybe_update_epoch(partition, epoch):
+        if not self._epochs.maybe_update(partition, epoch):
             return
         if partition in self._owned:
             return
@@ -512,7 +502,7 @@ class GroupMetadataManager:
     def remove_groups_for_partition(
         self, partition: int, epoch: int | None, on_unloaded: GroupCallback
     ) -> None:
-        if not self._maybe_update_epoch(partition, epoch):
+        if not self._epochs.maybe_update(partition, epoch):
             return
         task = self._load_tasks.pop(partition, None)
         if task is not None:

@@ -28,6 +28,7 @@ from tiercel.protocol.errors import (
     NotCoordinatorError,
 )
 from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
+from tiercel.server.coordinator.coordinator_epochs import CoordinatorEpochs
 from tiercel.server.coordinator.coordinator_partition import partition_for
 from tiercel.server.coordinator.transaction.transaction_config import (
     TRANSACTION_STATE_TOPIC_NAME,
@@ -110,7 +111,7 @@ class TransactionStateManager:
         self.clock = clock
         self._owned: dict[int, _TxnPartition] = {}
         self._loading: set[int] = set()
-        self._epochs: dict[int, int] = {}
+        self._epochs = CoordinatorEpochs()
         self._load_tasks: dict[int, asyncio.Task[None]] = {}
         self._shutting_down = False
 
@@ -268,17 +269,8 @@ class TransactionStateManager:
 
     # -- loading and unloading ----------------------------------------------------------
 
-    def _maybe_update_epoch(self, partition: int, epoch: int | None) -> bool:
-        if epoch is None:
-            return True
-        current = self._epochs.get(partition)
-        if current is not None and epoch < current:
-            return False
-        self._epochs[partition] = epoch
-        return True
-
     def schedule_load(self, partition: int, epoch: int, on_pending: PendingCompletion) -> None:
-        if not self._maybe_update_epoch(partition, epoch):
+        if not self._epochs.maybe_update(partition, epoch):
             return
         entry = self._owned.get(partition)
         if entry is not None and entry.coordinator_epoch == epoch:
@@ -373,7 +365,7 @@ class TransactionStateManager:
             self.schedule_load(partition, epoch, on_pending)
 
     def remove_transactions_for_partition(self, partition: int, epoch: int | None) -> None:
-        if not self._maybe_update_epoch(partition, epoch):
+        if not self._epochs.maybe_update(partition, epoch):
             return
         task = self._load_tasks.pop(partition, None)
         if task is not None:
