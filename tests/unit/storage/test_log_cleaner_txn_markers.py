@@ -323,7 +323,7 @@ async def test_a_producers_last_batch_keeps_its_aborted_transactions_marker(
 
 
 async def test_a_marker_that_is_its_producers_last_batch_is_emptied_not_dropped(
-    log_dir: str, scheduler: Scheduler
+    log_dir: str, scheduler: Scheduler, tmp_path: Path
 ) -> None:
     # The coordinator aborted producer 6's transaction with a bumped epoch (as on a
     # transaction timeout): the producer state has the new epoch and no data batch, so
@@ -351,6 +351,15 @@ async def test_a_marker_that_is_its_producers_last_batch_is_emptied_not_dropped(
         assert (emptied.records_count, emptied.producer_id, emptied.producer_epoch) == (0, 6, 1)
         assert not emptied.has_delete_horizon
     assert values(log) == {b"b": b"1", b"z": b"active"}
+
+    # A follower fetching the cleaned log takes the emptied marker as it is.
+    follower = open_log(partition_dir(tmp_path / "follower"), log.config, scheduler)
+    follower.append_as_follower(b"".join(batch_at(log, h.base_offset) for h in headers(log)))
+    follower.update_high_watermark(follower.log_end_offset)
+    assert headers(follower) == headers(log)
+    assert follower.last_stable_offset == follower.log_end_offset == log.log_end_offset
+    await follower.close()
+
     log = await reopen_from_the_log(log, scheduler)
     assert log.last_stable_offset == log.log_end_offset
     txns.log = log
