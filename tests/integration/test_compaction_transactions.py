@@ -13,7 +13,7 @@ only marker left among the generations is the COMMIT of the last committed one (
 data is the latest of every key), and no aborted transaction is listed any more. A
 read_committed and a read_uncommitted consumer both read exactly the committed latest
 value of every key, and the producer's later transactions go on being accepted (its
-sequence and epoch survived the cleaning).
+sequence and epoch survived the cleaning), also after a crash of the broker.
 """
 
 from __future__ import annotations
@@ -173,4 +173,17 @@ def test_markers_and_aborted_data_go_and_both_isolations_read_the_committed_valu
         read = _read_all(broker.bootstrap, isolation, len(expected))
         assert len(read) == len(expected), isolation  # one record per key, no aborted one
         assert dict(read) == expected, isolation
+
+    # After a crash the broker recovers the cleaned segments (markers with a delete
+    # horizon, emptied batches) and the producer state from them: the same producer's
+    # next transactions, one aborted and one committed, are taken and read as such.
+    broker.kill()
+    broker.start()
+    aborted = [(b"key-0", b"aborted after the crash")]
+    _transaction(producer, aborted, False)
+    last = [(b"after-crash", b"committed")]  # a key of its own: not cleaned yet
+    _transaction(producer, last, True)
+    expected.update(last)
+    read = _read_all(broker.bootstrap, "read_committed", len(expected))
+    assert len(read) == len(expected) and dict(read) == expected
     producer.flush(10)
