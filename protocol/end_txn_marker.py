@@ -93,14 +93,16 @@ def build_end_txn_marker_batch(
 
 
 def read_end_txn_marker(batch: bytes | bytearray | memoryview) -> EndTransactionMarker | None:
-    """The marker of a whole control batch's bytes; None for another control type.
-    InvalidRecordError when the record cannot be a control record (Kafka refuses to
-    read such a marker too)."""
+    """The marker of a whole control batch's bytes; None for another control type and
+    for a control batch with no record: the log cleaner empties a marker it keeps only
+    for its producer's epoch once its transaction is gone (Kafka's
+    ProducerAppendInfo.append skips such a batch too). InvalidRecordError when the
+    record cannot be a control record (Kafka refuses to read such a marker too)."""
     header = read_header(batch)
+    if header.records_count == 0:
+        return None
     data = batch[: header.size_in_bytes]
     records = decode_records(data, header.records_count, RECORD_BATCH_OVERHEAD)
-    if not records:
-        raise InvalidRecordError("a control batch holds no record")
     key, value = records[0].key, records[0].value
     if key is None or len(key) < _KEY.size:
         raise InvalidRecordError(f"control record key of {0 if key is None else len(key)} bytes")

@@ -17,15 +17,26 @@ keeps everything and needs no new horizon is copied byte for byte; otherwise it 
 rebuilt (`protocol.record_filter`), and a batch keeping a tombstone gets the delete
 horizon ``now + delete.retention.ms`` on its first cleaning (KIP-534), so tombstones go
 in a later round. A batch left with no records is dropped, except a producer's last
-batch (the one holding the last data offset its producer state still has: the last
-sequence must survive) and the batch ending the round, kept as an empty header.
+batch and the batch ending the round, kept as an empty header. A producer's last batch
+(Kafka's isBatchLastRecordOfProducer) is the one holding the last data offset its
+producer state still has, so that its last sequence survives, or, when that state has
+no data batch left (a new epoch began with a marker), its control batches of its
+current epoch, so that its epoch survives for fencing.
 
-Transactions: the batches of aborted transactions (`AbortedRanges`, from the
-transaction indexes) put no key in the map, so they never shadow a committed value,
-and keep no record. Control batches (transaction markers) are kept whole, and so are
-the aborted transactions of the segments cleaned, copied into the new segment's
-transaction index: Kafka drops a marker once its transaction's data is gone and
-``delete.retention.ms`` has passed, which is not done here yet.
+Transactions (`cleaned_transactions`, Kafka's CleanedTransactionMetadata): the batches
+of aborted transactions (`AbortedRanges`, from the transaction indexes) put no key in
+the map, so they never shadow a committed value, and are dropped. A COMMIT/ABORT
+marker whose transaction still has data batches, or had some dropped by this round, is
+kept whole; the aborted transactions of the ABORT markers kept that way are the new
+segment's transaction index (an aborted transaction whose data is all gone needs no
+entry). A marker whose transaction has no data batch left is piggy-backed on the
+tombstone rule: on the first round that finds it so, it is rebuilt with the delete
+horizon ``now + delete.retention.ms`` (attribute bit 6, the horizon as baseTimestamp,
+record timestamp deltas taken from it, as Kafka's MemoryRecordsBuilder writes it);
+a round at or after the horizon drops it, or empties it when it is its producer's last
+batch or ends the round. Removing a marker whose transaction's data a later record
+shadows thus takes three rounds: the data goes, then the horizon is set, then the
+marker goes.
 
 Every batch read is checked (magic, CRC) first: corruption fails the round rather than
 being re-stamped with a fresh CRC.
@@ -55,6 +66,7 @@ from tiercel.protocol.record_batch import (
     read_header,
 )
 from tiercel.protocol.record_filter import ScannedRecord, empty_batch, rebuild_batch, scan_records
+from tiercel.storage.cleaned_transactions import CleanedTransactions
 from tiercel.storage.file_names import CLEANED_FILE_SUFFIX
 from tiercel.storage.log_segment import LogSegment
 from tiercel.storage.log_values import AppendBatch, Buffer
@@ -64,6 +76,7 @@ from tiercel.storage.transaction_index import AbortedTxn
 __all__ = [
     "AbortedRanges",
     "CleaningRound",
+    "LastRecord",
     "LogCleaningAbortedError",
     "SegmentSource",
     "clean_segments",
@@ -179,35 +192,71 @@ def map_segment(
 
 
 @dataclass(frozen=True, slots=True)
+class LastRecord:
+    """An active producer's last data offset (None when its state holds no data batch)
+    and epoch (Kafka's LastRecord). A value."""
+
+    last_data_offset: int | None
+    producer_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
 class CleaningRound:
     """What one round decides with. ``upper_bound_offset`` is the round's first
-    uncleanable offset; ``producer_last_offsets`` maps each active producer to its last
-    data offset (Kafka's lastRecordsOfActiveProducers), copied from the producer state
-    when the round began. Owned by the round's thread, like its map."""
+    uncleanable offset; ``producer_last_records`` maps each active producer to its
+    `LastRecord` (Kafka's lastRecordsOfActiveProducers), copied from the producer state
+    when the round began; ``transactions`` follows the transactions as the round walks
+    its batches in order, all groups through. Owned by the round's thread, like its
+    map."""
 
     offset_map: OffsetMap
     now_ms: int
     delete_retention_ms: int
     upper_bound_offset: int
-    producer_last_offsets: Mapping[int, int]
-    aborted: AbortedRanges
+    producer_last_records: Mapping[int, LastRecord]
+    transactions: CleanedTransactions
 
     def filter_batch(self, header: RecordBatchHeader, batch: memoryview) -> Buffer | None:
         """What stays of a checked batch: ``batch`` itself, a rebuilt batch, an empty
-        header, or None (see the module docstring)."""
+        header, or None (see the module docstring). Every batch of the round goes
+        through here once, in offset order."""
         if header.is_control:
-            return batch
-        if not self.aborted.contains(header):
+            removable = self.transactions.on_control_batch(header, batch)
+            # Kafka's discardBatchRecords for a control batch: removable and past its
+            # horizon. Before that it is kept whole, given a horizon if it has none.
+            discard = (
+                removable and header.has_delete_horizon and header.base_timestamp <= self.now_ms
+            )
+            if not discard and header.records_count > 0:
+                return self._keep_marker(header, batch, removable)
+        elif not self.transactions.on_data_batch(header):
             kept = self._filter_records(header, batch)
             if kept is not None:
                 return kept
-        last_of_producer = (
-            header.has_producer_id
-            and self.producer_last_offsets.get(header.producer_id) == header.last_offset
-        )
-        if last_of_producer or header.next_offset == self.upper_bound_offset:
+        if self._last_of_producer(header) or header.next_offset == self.upper_bound_offset:
             return empty_batch(header)
         return None
+
+    def _last_of_producer(self, header: RecordBatchHeader) -> bool:
+        """Whether the batch keeps its producer's last sequence or, with no data batch
+        left in its state, its epoch (see the module docstring)."""
+        if not header.has_producer_id:
+            return False
+        last = self.producer_last_records.get(header.producer_id)
+        if last is None:
+            return False
+        if last.last_data_offset is not None:
+            return header.last_offset == last.last_data_offset
+        return header.is_control and header.producer_epoch == last.producer_epoch
+
+    def _keep_marker(self, header: RecordBatchHeader, batch: memoryview, removable: bool) -> Buffer:
+        """A control batch with all its records: as it is, or rebuilt with the delete
+        horizon ``now + delete.retention.ms`` when it became removable without one
+        (Kafka's filterTo with containsMarkerForEmptyTxn)."""
+        if not removable or header.has_delete_horizon:
+            return batch
+        data, records = _records(header, batch)
+        return rebuild_batch(header, data, records, self.now_ms + self.delete_retention_ms)
 
     def _filter_records(self, header: RecordBatchHeader, batch: memoryview) -> Buffer | None:
         """The batch, rebuilt or whole, with the records it retains; None if none."""
@@ -243,14 +292,14 @@ def clean_segments(
     cleaning: CleaningRound,
     index_interval_bytes: int,
     max_index_size: int,
-    aborted_txns: Sequence[AbortedTxn],
     abort: threading.Event,
 ) -> LogSegment:
     """Clean ``group`` (consecutive segments) into one new segment at the first one's
     base offset, its files named ``.cleaned``, fsynced, with the last source's mtime
-    (what segment.ms and time retention fall back on, as Kafka keeps it) and the
-    group's ``aborted_txns`` (their markers all stay). On any failure the new files
-    are removed."""
+    (what segment.ms and time retention fall back on, as Kafka keeps it) and, as its
+    transaction index, the aborted transactions whose ABORT markers the group kept
+    for the data the round dropped (`CleanedTransactions.take_retained_aborted`). On
+    any failure the new files are removed."""
     cleaned = LogSegment(
         directory,
         group[0].base_offset,
@@ -261,7 +310,7 @@ def clean_segments(
     try:
         for source in group:
             _clean_into(source, cleaned, cleaning, abort)
-        for txn in aborted_txns:
+        for txn in cleaning.transactions.take_retained_aborted():
             cleaned.update_txn_index(txn)
         cleaned.flush()
         mtime = os.fstat(group[-1].fd).st_mtime_ns

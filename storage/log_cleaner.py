@@ -36,9 +36,11 @@ from tiercel.config.broker_config import BrokerConfig
 from tiercel.config.config_def import ConfigError
 from tiercel.config.logging_setup import log_event
 from tiercel.storage.checkpoint_file import CLEANER_OFFSET_CHECKPOINT_FILENAME, OffsetCheckpointFile
+from tiercel.storage.cleaned_transactions import CleanedTransactions
 from tiercel.storage.cleaner import (
     AbortedRanges,
     CleaningRound,
+    LastRecord,
     LogCleaningAbortedError,
     SegmentSource,
     clean_segments,
@@ -284,11 +286,15 @@ class LogCleaner:
             config.delete_retention_ms,
             upper_bound,
             {
-                producer_id: entry.last_data_offset
+                producer_id: LastRecord(
+                    entry.last_data_offset if entry.last_data_offset >= 0 else None,
+                    entry.producer_epoch,
+                )
                 for producer_id, entry in log.producer_state.active_producers.items()
-                if entry.last_data_offset >= 0
             },
-            aborted,
+            # The cleaning walk starts at the log start: a fresh view of every
+            # transaction of the range (Kafka's doClean makes one per round).
+            CleanedTransactions(aborted_txns),
         )
         groups = group_segments_by_size(
             [s for s in segments if s.base_offset < end_offset],
@@ -324,7 +330,6 @@ class LogCleaner:
                 cleaning,
                 config.index_interval_bytes,
                 config.segment_index_bytes,
-                [txn for segment in group for txn in segment.txn_index.entries],
                 abort,
             )
             if cleaned is None:

@@ -17,6 +17,7 @@ from tiercel.protocol.end_txn_marker import (
 from tiercel.protocol.errors import InvalidRecordError
 from tiercel.protocol.record_batch import RECORD_BATCH_OVERHEAD, TimestampType, read_header
 from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
+from tiercel.protocol.record_filter import empty_batch
 from tiercel.protocol.records import decode_records
 
 
@@ -62,6 +63,17 @@ def control_batch(key: bytes | None, value: bytes | None) -> bytes:
 def test_other_control_types_are_not_markers() -> None:
     # Kafka's LEADER_CHANGE (2) and snapshot records only appear in KRaft logs.
     assert read_end_txn_marker(control_batch(b"\x00\x00\x00\x02", b"")) is None
+
+
+def test_an_emptied_control_batch_is_no_marker() -> None:
+    # The log cleaner keeps a removed marker's header when its producer needs the epoch
+    # (Kafka's DefaultRecordBatch.writeEmptyHeader): no record, so no marker to read.
+    marker = EndTransactionMarker(ControlRecordType.COMMIT, 3)
+    data = build_end_txn_marker_batch(marker, 42, 3, base_offset=10, timestamp=5)
+    emptied = empty_batch(read_header(data))
+    assert read_header(emptied).is_control and read_header(emptied).records_count == 0
+    assert read_end_txn_marker(emptied) is None
+    assert read_end_txn_marker(data) == marker
 
 
 def test_a_later_marker_version_is_read_by_its_known_fields() -> None:

@@ -33,7 +33,7 @@ from tiercel.config.config_def import ConfigError
 from tiercel.config.log_config import LogConfig
 from tiercel.protocol.compression import CompressionType
 from tiercel.protocol.end_txn_marker import ControlRecordType, EndTransactionMarker
-from tiercel.protocol.record_batch import NO_TIMESTAMP, TimestampType, is_crc_valid, read_header
+from tiercel.protocol.record_batch import NO_TIMESTAMP, TimestampType, is_crc_valid
 from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
 from tiercel.storage.checkpoint_file import CLEANER_OFFSET_CHECKPOINT_FILENAME, OffsetCheckpointFile
 from tiercel.storage.log_cleaner import CleanerConfig, CleanResult, LogCleaner
@@ -47,7 +47,7 @@ from tiercel.storage.log_manager import LogManager
 from tiercel.storage.log_segment import BatchPosition
 from tiercel.storage.log_transactions import end_txn_marker_append_batch
 from tiercel.storage.log_validator import validate_records
-from tiercel.storage.log_values import AppendBatch, FetchIsolation, LogAppendInfo
+from tiercel.storage.log_values import FetchIsolation, LogAppendInfo
 from tiercel.storage.offset_map import ENTRY_OVERHEAD, OffsetMap
 from tiercel.storage.producer_append_info import AppendOrigin
 from tiercel.storage.scheduler import Scheduler
@@ -349,30 +349,28 @@ async def test_the_batch_ending_the_round_is_kept_empty(log_dir: str, scheduler:
     await cleaner.shutdown()
 
 
-async def test_control_batches_are_kept_whole(log_dir: str, scheduler: Scheduler) -> None:
+async def test_a_marker_whose_transaction_has_a_batch_left_is_kept_whole(
+    log_dir: str, scheduler: Scheduler
+) -> None:
     log = open_log(log_dir, compacted(), scheduler)
-    put(log, [(b"a", b"1")], producer=(9, 0, 0))
-    marker = build_record_batch(
-        [SimpleRecord(b"\x00\x00\x00\x01", b"\x00\x00\x00\x00\x00\x00", timestamp=BASE_TS)],
-        base_offset=1,
-        producer_id=9,
-        producer_epoch=0,
-        is_transactional=True,
-        is_control=True,
-    )
-    header = read_header(marker)
-    log.append([AppendBatch((marker,), len(marker), 1, 1, header.max_timestamp, 0)])
+    put_txn(log, [(b"a", b"1")], 9, 0)
+    end_txn(log, 9, ControlRecordType.COMMIT)
+    marker = batches(log)[1][1]
     put(log, [(b"a", b"2")])
     log.roll()
     log.update_high_watermark(log.log_end_offset)
     cleaner = cleaner_for(scheduler, log)
     assert await clean(cleaner, log) is not None
-    # Producer 9's only data batch is superseded but is its last: kept empty.
+    # Producer 9's only data batch is superseded but is its last: kept empty. Its
+    # transaction still has that batch, so its COMMIT marker stays as it was (Kafka's
+    # CleanedTransactionMetadata), again on the next round.
     kept = [
         (b.header.base_offset, b.header.is_control, b.header.records_count) for b, _ in batches(log)
     ]
     assert kept == [(0, False, 0), (1, True, 1), (2, False, 1)]
     assert any(data == marker for _, data in batches(log))
+    assert await clean(cleaner, log, now=NOW + 2 * DAY) is not None
+    assert [data for _, data in batches(log)][1] == marker
     await cleaner.shutdown()
 
 

@@ -9,7 +9,9 @@ from tiercel.protocol.end_txn_marker import (
     EndTransactionMarker,
     build_end_txn_marker_batch,
 )
+from tiercel.protocol.record_batch import read_header
 from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
+from tiercel.protocol.record_filter import empty_batch
 from tiercel.server.coordinator.group.coordinator_loader import LoadedPartition, parse_chunk
 from tiercel.server.coordinator.group.coordinator_records import (
     OffsetCommitKey,
@@ -78,3 +80,12 @@ def test_without_a_marker_they_stay_pending() -> None:
 def test_a_later_plain_commit_wins_over_an_earlier_transactional_one() -> None:
     loaded = load(commit(0, 20, producer_id=7), commit(1, 30), marker(2, 7, commit=True))
     assert committed(loaded) == 30
+
+
+def test_a_marker_the_log_cleaner_emptied_is_skipped() -> None:
+    # An empty control batch (Kafka's writeEmptyHeader) ends no transaction: the
+    # cleaner only empties a marker whose transaction has no record left.
+    emptied = empty_batch(read_header(marker(2, 7, commit=True)))
+    loaded = load(commit(0, 10), commit(1, 20, producer_id=7), emptied)
+    assert committed(loaded) == 10
+    assert loaded.pending_txn_offsets[7]["g"][TP].committed_offset == 20
