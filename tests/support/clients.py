@@ -404,6 +404,16 @@ def watermarks(bootstrap: str, topic: str, partition: int = 0) -> tuple[int, int
     return int(low), int(high)
 
 
+def earliest_local_offset(bootstrap: str, topic: str, partition: int = 0) -> int:
+    """ListOffsets EARLIEST_LOCAL (-4, KIP-405) through kafka-python's admin client."""
+    admin = kafka.KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        tp = kafka.TopicPartition(topic, partition)
+        return int(admin.list_partition_offsets({tp: kafka.OffsetSpec.EARLIEST_LOCAL})[tp].offset)
+    finally:
+        admin.close()
+
+
 def wait_until(condition: Any, timeout: float, interval: float = 0.1) -> bool:
     """Poll ``condition()`` until true or ``timeout`` seconds pass; its last verdict."""
     deadline = time.monotonic() + timeout

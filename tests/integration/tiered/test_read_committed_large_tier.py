@@ -9,10 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Final
 
-import kafka
-
 from support.broker import BrokerProcess
-from support.clients import create_topic, running_broker, wait_until
+from support.clients import create_topic, earliest_local_offset, running_broker, wait_until
 from support.txn_wire import consume_confluent, fetch_committed, plain
 from support.wire import WireClient
 from tiercel.tiered.remote_index_cache import DIR_NAME
@@ -24,15 +22,6 @@ OVERRIDES: Final = {
     "remote.log.manager.task.interval.ms": 200,
     "log.retention.check.interval.ms": 200,
 }
-
-
-def earliest_local(broker: BrokerProcess) -> int:
-    admin = kafka.KafkaAdminClient(bootstrap_servers=broker.bootstrap)
-    try:
-        tp = kafka.TopicPartition(TOPIC, 0)
-        return int(admin.list_partition_offsets({tp: kafka.OffsetSpec.EARLIEST_LOCAL})[tp].offset)
-    finally:
-        admin.close()
 
 
 def cached_offset_indexes(broker: BrokerProcess) -> list[str]:
@@ -55,7 +44,9 @@ def test_a_read_committed_fetch_fetches_only_the_indexes_of_the_segment_read(
         with WireClient(broker.bootstrap) as client:
             for value in values:
                 plain(client, TOPIC, value)
-            assert wait_until(lambda: earliest_local(broker) >= SEGMENTS - 1, 90, 0.3)
+            assert wait_until(
+                lambda: earliest_local_offset(broker.bootstrap, TOPIC) >= SEGMENTS - 1, 90, 0.3
+            )
             assert cached_offset_indexes(broker) == []
             part = fetch_committed(client, TOPIC, 0)
             assert part.error_code == 0

@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Final
 
-import kafka
 import pytest
 from confluent_kafka.admin import (
     AdminClient,
@@ -31,7 +30,7 @@ from kio.schema.errors import ErrorCode
 from pyspark.sql import SparkSession
 
 from support.broker import BrokerProcess
-from support.clients import create_topic, running_broker, wait_until
+from support.clients import create_topic, earliest_local_offset, running_broker, wait_until
 from support.txn_wire import TxnProducer, consume_confluent, fetch_committed, plain
 from support.wire import WireClient
 from tiercel.tiered.reader import broker_tail, open_object_root, plan_topic
@@ -70,15 +69,6 @@ def committed_fetch(client: WireClient, offset: int) -> tuple[list[tuple[int, in
         if records or time.monotonic() > deadline:
             return aborted_list(part), records
         time.sleep(0.1)
-
-
-def earliest_local(broker: BrokerProcess) -> int:
-    admin = kafka.KafkaAdminClient(bootstrap_servers=broker.bootstrap)
-    try:
-        tp = kafka.TopicPartition(TOPIC, 0)
-        return int(admin.list_partition_offsets({tp: kafka.OffsetSpec.EARLIEST_LOCAL})[tp].offset)
-    finally:
-        admin.close()
 
 
 def tier_end(broker: BrokerProcess) -> int:
@@ -132,8 +122,10 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Written]:
         )
         resource = ConfigResource(ResourceType.TOPIC, TOPIC, incremental_configs=[entry])
         next(iter(admin.incremental_alter_configs([resource]).values())).result(15)
-        assert wait_until(lambda: earliest_local(broker) >= end - 1, 30, 0.3)
-        w.local_start = earliest_local(broker)
+        assert wait_until(
+            lambda: earliest_local_offset(broker.bootstrap, TOPIC) >= end - 1, 30, 0.3
+        )
+        w.local_start = earliest_local_offset(broker.bootstrap, TOPIC)
         yield w
 
 
