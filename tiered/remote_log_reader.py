@@ -15,9 +15,10 @@ transactions overlapping the bytes returned, as a local read does (Kafka's
 RemoteLogManager.addAbortedTransactions): the upper bound is the remote offset index's
 first entry past those bytes, else the segment's end; the transaction indexes of this
 segment, then of the following segments of the lineage, then of the local segments,
-are searched until one says no later segment can add any; a remote segment uploaded
-with no aborted transaction (its metadata's ``txn_idx_empty``, KIP-1058) is passed over
-without fetching its indexes. Only segments below the last
+are searched until one says no later segment can add any; remote segments uploaded
+with no aborted transaction (their metadata's ``txn_idx_empty``, KIP-1058) are passed
+over, neither fetched nor visited (the metadata manager's
+``next_segment_with_txn_index``). Only segments below the last
 stable offset are tiered, so every transaction a remote read touches is decided.
 
 Thread contract: the coroutines run on the event loop, where they read the RLMM and the
@@ -358,8 +359,8 @@ class RemoteLogReader:
         complete = False
         while current is not None and not complete:
             # A segment uploaded with an empty transaction index (KIP-1058's
-            # txnIdxEmpty) can neither list nor settle anything: its indexes are not
-            # fetched. Without that, a read_committed fetch on a tier of hundreds of
+            # txnIdxEmpty) can neither list nor settle anything: neither fetched nor
+            # visited. Without that, a read_committed fetch on a tier of hundreds of
             # segments fetched every later segment's indexes (Kafka before KIP-1058).
             if not current.txn_idx_empty:
                 result = await loop.run_in_executor(
@@ -373,7 +374,7 @@ class RemoteLogReader:
                 found.extend(result.aborted)
                 complete = result.is_complete
             if not complete:
-                current = self._next_segment(current, epoch_cache)
+                current = self._next_segment_with_txn_index(current, epoch_cache)
         if not complete and local_log is not None:
             found.extend(local_log.collect_aborted_transactions(start_offset, upper))
         # A transaction's entry sits in the segment of its marker only, but segments
@@ -393,6 +394,26 @@ class RemoteLogReader:
             raise ReplicaNotAvailableError(
                 f"the remote log metadata of {tip.topic_partition} is not read back yet"
             )
+
+    def _next_segment_with_txn_index(
+        self, metadata: RemoteLogSegmentMetadata, epoch_cache: LeaderEpochFileCache
+    ) -> RemoteLogSegmentMetadata | None:
+        """Kafka's findNextSegmentWithTxnIndex: from the offset after ``metadata``, the
+        first segment with a transaction index in that offset's epoch, else in each
+        later epoch of the lineage from its start."""
+        offset = metadata.end_offset + 1
+        first_epoch = epoch_cache.epoch_for_offset(offset)
+        if first_epoch is None:
+            return None
+        tip = metadata.topic_id_partition
+        for entry in epoch_cache.entries:
+            if entry.epoch >= first_epoch:
+                found = self.rlmm.next_segment_with_txn_index(
+                    tip, entry.epoch, max(entry.start_offset, offset)
+                )
+                if found is not None:
+                    return found
+        return None
 
     def _next_segment(
         self, metadata: RemoteLogSegmentMetadata, epoch_cache: LeaderEpochFileCache

@@ -35,6 +35,11 @@ class InMemoryRemoteLogMetadataManager:
     ) -> RemoteLogSegmentMetadata | None:
         return self.store.cache(partition).remote_log_segment_metadata(leader_epoch, offset)
 
+    def next_segment_with_txn_index(
+        self, partition: TopicIdPartition, leader_epoch: int, offset: int
+    ) -> RemoteLogSegmentMetadata | None:
+        return self.store.cache(partition).next_segment_with_txn_index(leader_epoch, offset)
+
     def highest_offset_for_epoch(
         self, partition: TopicIdPartition, leader_epoch: int
     ) -> int | None:

@@ -61,11 +61,18 @@ class _LeaderEpochState:
     unreferenced: set[RemoteLogSegmentId] = field(default_factory=set)
     # The end offset of this epoch in each finished segment.
     ends: dict[RemoteLogSegmentId, int] = field(default_factory=dict)
+    # The start of each finished segment whose transaction index is not known empty,
+    # sorted, once per such segment (KIP-1058: read_committed fetches skip the others).
+    txn_index_starts: list[int] = field(default_factory=list)
 
     def copy_started(self, segment_id: RemoteLogSegmentId) -> None:
         self.unreferenced.add(segment_id)
 
-    def copy_finished(self, start: int, segment_id: RemoteLogSegmentId, end: int) -> None:
+    def copy_finished(
+        self, start: int, segment_id: RemoteLogSegmentId, end: int, has_txn_index: bool
+    ) -> None:
+        if has_txn_index and segment_id not in self.ends:
+            bisect.insort(self.txn_index_starts, start)
         ids = self.offset_to_ids.get(start)
         if ids is None:
             bisect.insort(self.starts, start)
@@ -79,7 +86,11 @@ class _LeaderEpochState:
     def highest_log_offset(self) -> int | None:
         return max(self.ends.values()) if self.ends else None
 
-    def delete_started(self, start: int, segment_id: RemoteLogSegmentId) -> None:
+    def delete_started(
+        self, start: int, segment_id: RemoteLogSegmentId, has_txn_index: bool
+    ) -> None:
+        if has_txn_index and segment_id in self.ends:
+            del self.txn_index_starts[bisect.bisect_left(self.txn_index_starts, start)]
         ids = self.offset_to_ids.get(start)
         if ids is not None and segment_id in ids:
             ids.remove(segment_id)
@@ -156,9 +167,9 @@ class RemoteLogMetadataCache:
             state = self._epochs.setdefault(epoch, _LeaderEpochState())
             match update.state:
                 case RemoteLogSegmentState.COPY_SEGMENT_FINISHED:
-                    state.copy_finished(start, segment_id, end)
+                    state.copy_finished(start, segment_id, end, not metadata.txn_idx_empty)
                 case RemoteLogSegmentState.DELETE_SEGMENT_STARTED:
-                    state.delete_started(start, segment_id)
+                    state.delete_started(start, segment_id, not metadata.txn_idx_empty)
                 case RemoteLogSegmentState.DELETE_SEGMENT_FINISHED:
                     state.delete_finished(segment_id)
                     if state.empty:
@@ -185,6 +196,30 @@ class RemoteLogMetadataCache:
             for epoch, _, end in epoch_end_offsets(metadata):
                 if epoch == leader_epoch and offset <= end:
                     return metadata
+        return None
+
+    def next_segment_with_txn_index(
+        self, leader_epoch: int, offset: int
+    ) -> RemoteLogSegmentMetadata | None:
+        """Kafka's nextSegmentWithTxnIndex (KIP-1058): the first finished segment of
+        ``leader_epoch`` at or after ``offset`` (the one holding it, else one starting
+        after it) whose transaction index is not known empty. The segments between are
+        passed over through the epoch's sorted starts of such segments, not looked up
+        one by one as Kafka's walk does: per read_committed fetch, that walk over a tier
+        of hundreds of segments cost more than the read. A gap in the epoch's segments
+        (Kafka's walk stops at one) is passed over too: the aborted transactions a
+        later segment lists are filtered by the fetched range all the same."""
+        state = self._epochs.get(leader_epoch)
+        if state is None:
+            return None
+        holding = self.remote_log_segment_metadata(leader_epoch, offset)
+        if holding is not None and not holding.txn_idx_empty:
+            return holding
+        starts = state.txn_index_starts
+        for start in starts[bisect.bisect_right(starts, offset) :]:
+            found = self.remote_log_segment_metadata(leader_epoch, start)
+            if found is not None and not found.txn_idx_empty:
+                return found
         return None
 
     def highest_offset_for_epoch(self, leader_epoch: int) -> int | None:

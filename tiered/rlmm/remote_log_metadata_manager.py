@@ -81,6 +81,13 @@ class RemoteLogMetadataManager(Protocol):
         """The COPY_SEGMENT_FINISHED segment holding ``offset`` written in ``leader_epoch``
         (Kafka's remoteLogSegmentMetadata(tp, epochForOffset, offset)), if any."""
 
+    def next_segment_with_txn_index(
+        self, partition: TopicIdPartition, leader_epoch: int, offset: int
+    ) -> RemoteLogSegmentMetadata | None:
+        """The first COPY_SEGMENT_FINISHED segment of ``leader_epoch`` at or after
+        ``offset`` whose transaction index is not known empty (Kafka's
+        nextSegmentWithTxnIndex, KIP-1058), if any."""
+
     def highest_offset_for_epoch(
         self, partition: TopicIdPartition, leader_epoch: int
     ) -> int | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 
 import pytest
 
@@ -173,3 +174,37 @@ def test_the_store_drops_a_partition_once_its_deletion_finishes() -> None:
         RemotePartitionDeleteMetadata(TIP, P.DELETE_PARTITION_FINISHED, 0, 1)
     )
     assert store.partitions() == [] and store.partition_delete_state(TIP) is None
+
+
+def test_next_segment_with_txn_index_passes_over_segments_known_empty() -> None:
+    """KIP-1058's nextSegmentWithTxnIndex: the segment holding the offset if it has a
+    transaction index, else the first later one of the epoch that has; segments without
+    one, unfinished or being deleted are passed over; metadata from before KIP-1058
+    (txn_idx_empty false) counts as having one."""
+    cache = RemoteLogMetadataCache()
+    plain = [replace(segment(s, s + 9, {0: s}), txn_idx_empty=True) for s in range(0, 100, 10)]
+    for m in plain:
+        finished(cache, m)
+    assert cache.next_segment_with_txn_index(0, 0) is None
+    with_aborts = segment(100, 109, {0: 100, 1: 105})
+    finished(cache, with_aborts)
+    assert cache.next_segment_with_txn_index(0, 3) == cache.segment_metadata(
+        with_aborts.remote_log_segment_id
+    )
+    assert cache.next_segment_with_txn_index(0, 104) is not None  # the one holding it
+    assert cache.next_segment_with_txn_index(0, 110) is None
+    assert cache.next_segment_with_txn_index(1, 105) is not None  # its other epoch
+    assert cache.next_segment_with_txn_index(2, 0) is None  # no such epoch
+    later = segment(120, 129, {1: 120})
+    cache.add_copy_in_progress_segment(later)  # unfinished: not served
+    assert cache.next_segment_with_txn_index(1, 110) is None
+    cache.update_remote_log_segment_metadata(update(later, S.COPY_SEGMENT_FINISHED))
+    assert cache.next_segment_with_txn_index(1, 110) == cache.segment_metadata(
+        later.remote_log_segment_id
+    )
+    # Being deleted: passed over.
+    cache.update_remote_log_segment_metadata(update(with_aborts, S.DELETE_SEGMENT_STARTED))
+    assert cache.next_segment_with_txn_index(0, 3) is None
+    assert cache.next_segment_with_txn_index(1, 105) == cache.segment_metadata(
+        later.remote_log_segment_id
+    )
