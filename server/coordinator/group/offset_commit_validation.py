@@ -83,8 +83,8 @@ def validate_consumer_group_commit(
     consumer protocol, so never the ILLEGAL_GENERATION Kafka gives classic-protocol
     members of a consumer group).
 
-    A consumer group being deleted is not there for new commits: COORDINATOR_NOT_AVAILABLE,
-    as for a Dead classic group."""
+    A killed group (deleted or unloaded, which also drops it from the coordinator's
+    map) takes no commit: COORDINATOR_NOT_AVAILABLE, as a Dead classic group."""
     if group.is_dead:
         raise CoordinatorNotAvailableError(f"group {group.group_id} is being removed")
     if member_epoch < 0 and not group.members:
