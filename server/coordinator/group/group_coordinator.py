@@ -33,8 +33,6 @@ from tiercel.protocol.errors import (
     InvalidGroupIdError,
     KafkaError,
     NotCoordinatorError,
-    RebalanceInProgressError,
-    UnknownMemberIdError,
 )
 from tiercel.server.coordinator.group.group_config import (
     GROUP_METADATA_TOPIC_NAME,
@@ -50,7 +48,6 @@ from tiercel.server.coordinator.group.group_metadata_manager import (
 from tiercel.server.coordinator.group.group_results import (
     DEAD_GROUP_SUMMARY,
     EMPTY_GROUP_SUMMARY,
-    UNKNOWN_MEMBER_ID,
     GroupOverview,
     GroupSummary,
     JoinGroupResult,
@@ -61,18 +58,21 @@ from tiercel.server.coordinator.group.membership import (
     GroupMembership,
     LeavingMember,
     ParkedRequests,
-    validate_current_member,
 )
 from tiercel.server.coordinator.group.modern.consumer_group import ConsumerGroup
 from tiercel.server.coordinator.group.modern.consumer_group_coordinator import (
     ConsumerGroupCoordinator,
     DescribedConsumerGroup,
     HeartbeatOutcome,
-    validate_offset_commit,
     validate_offset_fetch,
 )
 from tiercel.server.coordinator.group.modern.heartbeat_request import HeartbeatRequest
 from tiercel.server.coordinator.group.offset_and_metadata import OffsetAndMetadata
+from tiercel.server.coordinator.group.offset_commit_validation import (
+    validate_classic_commit,
+    validate_consumer_group_commit,
+    validate_transactional_consumer_group_commit,
+)
 from tiercel.server.coordinator.group.rebalance import Rebalancer
 from tiercel.server.coordinator.group.txn_offsets import (
     append_txn_offsets,
@@ -253,7 +253,9 @@ class GroupCoordinator:
             existing = self.manager.groups.get(group_id)
             if isinstance(existing, ConsumerGroup):
                 # A consumer group's members commit with their member epoch.
-                validate_offset_commit(existing, member_id, generation_id, api_version)
+                validate_consumer_group_commit(
+                    existing, member_id, group_instance_id, generation_id, False, api_version
+                )
                 return await self.manager.store_offsets(group_id, offsets)
             group = existing
             if group is None:
@@ -262,11 +264,8 @@ class GroupCoordinator:
                     if api_version >= _GROUP_ID_NOT_FOUND_COMMIT_VERSION:
                         return dict.fromkeys(offsets, ErrorCode.group_id_not_found)
                     raise IllegalGenerationError(f"group {group_id} has no generation")
-                # Offsets without group management: a "simple" group, Empty forever.
-                log_event(_log, logging.INFO, "simple_group_created", group=group_id)
-                group = GroupMetadata(group_id, GroupState.EMPTY, self.manager.clock)
-                self.manager.add_group(group)
-            self._validate_offset_commit(group, generation_id, member_id, group_instance_id)
+                group = self._create_simple_group(group_id)
+            validate_classic_commit(group, member_id, group_instance_id, generation_id, False)
         except KafkaError as e:
             return dict.fromkeys(offsets, e.error_code)
         if not group.is_(GroupState.EMPTY):
@@ -289,26 +288,26 @@ class GroupCoordinator:
     ) -> dict[TopicPartition, ErrorCode]:
         """TxnOffsetCommit: write the commits as the producer's transactional records;
         they become the group's offsets when its transaction commits (`txn_offsets`).
-        A group member (KIP-447: v3+ carry the member) must be current, as Kafka's
-        doTxnCommitOffsets checks."""
+        A group member (KIP-447: v3+ carry the member) must be current, as Kafka 4's
+        OffsetMetadataManager.validateTransactionalOffsetCommit checks: in a classic
+        group its generation, in a KIP-848 consumer group its member epoch (a stale one
+        is ILLEGAL_GENERATION). Unlike OffsetCommit, the group id must not be empty
+        (Kafka's GroupCoordinatorService answers INVALID_GROUP_ID)."""
         try:
-            self.validate_group_status(group_id, allow_empty_group_id=True)
+            self.validate_group_status(group_id)
             existing = self.manager.groups.get(group_id)
-            if isinstance(existing, GroupMetadata):
-                if existing.is_(GroupState.DEAD):
-                    raise CoordinatorNotAvailableError(f"group {group_id} is being removed")
-                if group_instance_id is not None:
-                    validate_current_member(existing, member_id, group_instance_id, "txn-commit")
-                if member_id != UNKNOWN_MEMBER_ID and not existing.has(member_id):
-                    raise UnknownMemberIdError(f"{member_id} is not in {group_id}")
-                if generation_id >= 0 and generation_id != existing.generation_id:
-                    raise IllegalGenerationError(
-                        f"generation {generation_id} is not {existing.generation_id}"
-                    )
-            elif existing is None:
-                self.manager.add_group(
-                    GroupMetadata(group_id, GroupState.EMPTY, self.manager.clock)
+            if isinstance(existing, ConsumerGroup):
+                validate_transactional_consumer_group_commit(
+                    existing, member_id, group_instance_id, generation_id
                 )
+            elif existing is not None:
+                validate_classic_commit(existing, member_id, group_instance_id, generation_id, True)
+            elif generation_id >= 0:
+                # A member of a generation this coordinator never saw; every
+                # TxnOffsetCommit version gets ILLEGAL_GENERATION for it in Kafka 4.
+                raise IllegalGenerationError(f"group {group_id} has no generation")
+            else:
+                self._create_simple_group(group_id)
         except KafkaError as e:
             return dict.fromkeys(offsets, e.error_code)
         max_metadata = self.config.offset_metadata_max_bytes
@@ -360,25 +359,13 @@ class GroupCoordinator:
                 _log, logging.DEBUG, "txn_offsets_committed", producer_id=producer_id, offsets=moved
             )
 
-    @staticmethod
-    def _validate_offset_commit(
-        group: GroupMetadata, generation_id: int, member_id: str, group_instance_id: str | None
-    ) -> None:
-        if group.is_(GroupState.DEAD):
-            raise CoordinatorNotAvailableError(f"group {group.group_id} is being removed")
-        if generation_id < 0 and group.is_(GroupState.EMPTY):
-            return  # the admin client, or a consumer without group management
-        if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
-            validate_current_member(group, member_id, group_instance_id, "offset-commit")
-            if generation_id != group.generation_id:
-                raise IllegalGenerationError(
-                    f"generation {generation_id} is not {group.generation_id} of {group.group_id}"
-                )
-        elif not group.is_(GroupState.EMPTY):
-            raise UnknownMemberIdError(f"only members may commit to {group.group_id}")
-        if group.is_(GroupState.COMPLETING_REBALANCE):
-            # The member knows the new generation but has no assignment yet.
-            raise RebalanceInProgressError(f"group {group.group_id} is completing a rebalance")
+    def _create_simple_group(self, group_id: str) -> GroupMetadata:
+        """Offsets without group management: a "simple" group, Empty forever (Kafka's
+        getOrMaybeCreateClassicGroup for a commit without a generation)."""
+        log_event(_log, logging.INFO, "simple_group_created", group=group_id)
+        group = GroupMetadata(group_id, GroupState.EMPTY, self.manager.clock)
+        self.manager.add_group(group)
+        return group
 
     def fetch_offsets(
         self,

@@ -31,7 +31,6 @@ from tiercel.protocol.errors import (
     KafkaError,
     StaleMemberEpochError,
     UnknownMemberIdError,
-    UnsupportedVersionError,
 )
 from tiercel.protocol.record_builder import SimpleRecord
 from tiercel.server.coordinator.group.consumer_group_records import (
@@ -71,9 +70,6 @@ _ASSIGNORS: Final[dict[str, PartitionAssignor]] = {
     UNIFORM_ASSIGNOR_NAME: UniformAssignor(),
     RANGE_ASSIGNOR_NAME: RangeAssignor(),
 }
-# OffsetCommit from this version on carries member epochs (Kafka rejects older ones from
-# members of consumer groups).
-_MEMBER_EPOCH_COMMIT_VERSION: Final = 9
 # How Kafka's GroupCoordinatorService reports a failed write of a consumer group.
 _WRITE_ERRORS: Final = {
     ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
@@ -127,28 +123,6 @@ class DescribedConsumerGroup:
     assignment_epoch: int = 0
     assignor_name: str = ""
     members: tuple[DescribedMember, ...] = ()
-
-
-def validate_offset_commit(
-    group: ConsumerGroup, member_id: str, member_epoch: int, api_version: int
-) -> None:
-    """Kafka's ConsumerGroup.validateOffsetCommit: anyone may commit to an Empty group
-    without an epoch; otherwise the member must exist, use OffsetCommit v9+ and carry
-    its current epoch (STALE_MEMBER_EPOCH otherwise)."""
-    if member_epoch < 0 and not group.members:
-        return
-    member = group.members.get(member_id)
-    if member is None:
-        raise UnknownMemberIdError(f"Member {member_id} is not a member of group {group.group_id}.")
-    if api_version < _MEMBER_EPOCH_COMMIT_VERSION:
-        raise UnsupportedVersionError(
-            "OffsetCommit version 9 or above must be used by members using the consumer protocol"
-        )
-    if member_epoch != member.member_epoch:
-        raise StaleMemberEpochError(
-            f"The received member epoch {member_epoch} does not match the expected member "
-            f"epoch {member.member_epoch}."
-        )
 
 
 def validate_offset_fetch(group: ConsumerGroup, member_id: str | None, member_epoch: int) -> None:

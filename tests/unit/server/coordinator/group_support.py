@@ -34,6 +34,7 @@ from tiercel.server.coordinator.group.group_metadata_manager import GroupMetadat
 from tiercel.server.metadata.metadata_cache import MetadataCache, TopicMetadata
 from tiercel.server.replica_manager import ProduceResult, ReplicaManager
 from tiercel.storage.log_values import FetchDataInfo, FetchIsolation, LogOffsetMetadata
+from tiercel.storage.producer_state import ProducerStateManager
 from tiercel.storage.scheduler import Scheduler
 from tiercel.storage.topic_partition import TopicPartition
 
@@ -42,12 +43,17 @@ NOW = 1_700_000_000_000
 
 
 class FakeLog:
-    """Whole batches at consecutive offsets."""
+    """Whole batches at consecutive offsets. Its producer state (which TxnOffsetCommit
+    asks for a producer's next sequence) is a real one that no append updates: every
+    transactional commit starts at sequence 0."""
 
     def __init__(self) -> None:
         self.data = bytearray()
         self.log_start_offset = 0
         self.log_end_offset = 0
+        self.producer_state = ProducerStateManager(
+            TopicPartition(GROUP_METADATA_TOPIC_NAME, 0), "unused"
+        )
 
     def append(self, batch: bytes) -> int:
         base = self.log_end_offset
