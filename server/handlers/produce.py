@@ -23,6 +23,7 @@ from tiercel.server.handlers.common import current_leader, error_fields, node_en
 from tiercel.server.network.connection import CloseConnection
 from tiercel.server.replica_manager import ProduceResult
 from tiercel.server.request_context import RequestContext
+from tiercel.server.transaction_verification import handle_produce_append
 from tiercel.storage.topic_partition import TopicPartition
 
 API_KEY: Final = 0
@@ -69,8 +70,12 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any] | None:
                 )
             else:
                 entries[tp] = data.records
-    results = await ctx.broker.replica_manager.append_records(
-        timeout_ms(request.timeout), request.acks, entries
+    results = await handle_produce_append(
+        ctx.broker.replica_manager,
+        timeout_ms(request.timeout),
+        request.acks,
+        entries,
+        request.transactional_id,
     )
     results.update(rejected)
     failed = _log_rejected(ctx, results)

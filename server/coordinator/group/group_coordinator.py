@@ -279,6 +279,7 @@ class GroupCoordinator:
 
     async def commit_transactional_offsets(
         self,
+        transactional_id: str,
         group_id: str,
         producer_id: int,
         producer_epoch: int,
@@ -288,7 +289,9 @@ class GroupCoordinator:
         offsets: Mapping[TopicPartition, OffsetAndMetadata],
     ) -> dict[TopicPartition, ErrorCode]:
         """TxnOffsetCommit: write the commits as the producer's transactional records;
-        they become the group's offsets when its transaction commits (`txn_offsets`).
+        they become the group's offsets when its transaction commits (`txn_offsets`),
+        after the transaction coordinator confirmed the offsets partition is in the
+        transaction (KIP-890 part 1).
         A group member (KIP-447: v3+ carry the member) must be current, as Kafka's
         doTxnCommitOffsets checks."""
         try:
@@ -323,6 +326,7 @@ class GroupCoordinator:
                 self.manager.replica_manager,
                 self.config.offsets_commit_timeout_ms,
                 offsets_partition(self.partition_for, group_id),
+                transactional_id,
                 group_id,
                 producer_id,
                 producer_epoch,
