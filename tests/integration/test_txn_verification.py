@@ -1,0 +1,290 @@
+"""KIP-890 part 1 against a real broker: before a transaction's first write to a
+partition, the leader asks the transaction coordinator (AddPartitionsToTxn v4
+verify_only, over the inter-broker listener) whether the partition is in the
+producer's ongoing transaction.
+
+- A raw transactional Produce to a partition the transaction does not include is
+  INVALID_TXN_STATE and appends nothing; so is a late write after the transaction
+  committed: nothing is left open and the last stable offset never gets stuck.
+- The coordinator's other answers reach the producer as Kafka maps them (a stale
+  epoch INVALID_PRODUCER_EPOCH, an unknown id INVALID_PRODUCER_ID_MAPPING); records
+  without a transactional id are TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+- Many producers starting transactions at once are all verified (batched per
+  coordinator), and confluent-kafka's transactional producer works as before.
+- With transaction.partition.verification.enable=false the same late write is
+  appended and leaves a hanging transaction: the key is honoured.
+"""
+
+from __future__ import annotations
+
+import datetime
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+from kio.schema.errors import ErrorCode
+
+from support.broker import BrokerProcess
+from support.clients import create_topic, now_ms, running_broker, wait_until
+from support.txn_wire import consume_confluent, request
+from support.wire import WireClient
+from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
+
+TOPIC = "verified"
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    with running_broker(Path(tmp_path_factory.mktemp("txn_verify"))) as broker:
+        create_topic(broker.bootstrap, TOPIC, 2)
+        yield broker
+
+
+class WireTxn:
+    """A transactional producer driven on the wire: InitProducerId, AddPartitionsToTxn
+    v3, Produce v9 with its transactional id, EndTxn."""
+
+    def __init__(self, client: WireClient, transactional_id: str) -> None:
+        self.client = client
+        self.transactional_id = transactional_id
+        self._retry(10, 3, {"key": transactional_id, "key_type": 1})  # FindCoordinator
+        init = self._retry(
+            22,
+            4,
+            {
+                "transactional_id": transactional_id,
+                "transaction_timeout": datetime.timedelta(seconds=60),
+                "producer_id": -1,
+                "producer_epoch": -1,
+            },
+        )
+        self.producer_id, self.epoch = int(init.producer_id), int(init.producer_epoch)
+        self.seq = {0: 0, 1: 0}
+
+    def _retry(self, api_key: int, version: int, values: dict[str, Any]) -> Any:
+        """A coordinator request, again while the coordinator loads or moves."""
+        for _ in range(100):
+            response = request(self.client, api_key, version, values)
+            if response.error_code not in (
+                ErrorCode.coordinator_not_available,
+                ErrorCode.coordinator_load_in_progress,
+                ErrorCode.not_coordinator,
+                ErrorCode.concurrent_transactions,
+            ):
+                assert response.error_code == ErrorCode.none, response
+                return response
+            time.sleep(0.1)
+        raise AssertionError(f"api {api_key} kept failing: {response.error_code}")
+
+    def add(self, *partitions: int) -> ErrorCode:
+        response = request(
+            self.client,
+            24,
+            3,
+            {
+                "v3_and_below_transactional_id": self.transactional_id,
+                "v3_and_below_producer_id": self.producer_id,
+                "v3_and_below_producer_epoch": self.epoch,
+                "v3_and_below_topics": [{"name": TOPIC, "partitions": list(partitions)}],
+            },
+        )
+        codes = {
+            p.partition_error_code
+            for t in response.results_by_topic_v3_and_below
+            for p in t.results_by_partition
+        }
+        assert len(codes) == 1, codes
+        return ErrorCode(codes.pop())
+
+    def produce(
+        self,
+        partition: int,
+        value: bytes,
+        *,
+        transactional_id: str | None = "",
+        epoch: int | None = None,
+    ) -> tuple[ErrorCode, int]:
+        """(error, base offset) of one transactional record; "" sends this producer's
+        own transactional id."""
+        batch = build_record_batch(
+            [SimpleRecord(b"k", value, timestamp=now_ms())],
+            producer_id=self.producer_id,
+            producer_epoch=self.epoch if epoch is None else epoch,
+            base_sequence=self.seq[partition],
+            is_transactional=True,
+        )
+        response = request(
+            self.client,
+            0,
+            9,
+            {
+                "transactional_id": (
+                    self.transactional_id if transactional_id == "" else transactional_id
+                ),
+                "acks": -1,
+                "timeout": datetime.timedelta(seconds=10),
+                "topic_data": [
+                    {"name": TOPIC, "partition_data": [{"index": partition, "records": batch}]}
+                ],
+            },
+        )
+        part = response.responses[0].partition_responses[0]
+        if part.error_code == ErrorCode.none:
+            self.seq[partition] += 1
+        return ErrorCode(part.error_code), int(part.base_offset)
+
+    def end(self, commit: bool) -> None:
+        self._retry(
+            26,
+            3,
+            {
+                "transactional_id": self.transactional_id,
+                "producer_id": self.producer_id,
+                "producer_epoch": self.epoch,
+                "committed": commit,
+            },
+        )
+
+
+def latest(client: WireClient, partition: int, isolation: int) -> int:
+    """ListOffsets LATEST: the log end (read_uncommitted) or the LSO (read_committed)."""
+    response = request(
+        client,
+        2,
+        7,
+        {
+            "replica_id": -1,
+            "isolation_level": isolation,
+            "topics": [
+                {"name": TOPIC, "partitions": [{"partition_index": partition, "timestamp": -1}]}
+            ],
+        },
+    )
+    part = response.topics[0].partitions[0]
+    assert part.error_code == ErrorCode.none
+    return int(part.offset)
+
+
+def ends(client: WireClient, partition: int) -> tuple[int, int]:
+    return latest(client, partition, READ_UNCOMMITTED), latest(client, partition, READ_COMMITTED)
+
+
+def late_write(txn: WireTxn, partition: int) -> tuple[ErrorCode, int]:
+    """A write of ``txn``'s producer after its transaction ended, retried while the
+    coordinator is still completing it (CONCURRENT_TRANSACTIONS, which produce answers
+    as NOT_ENOUGH_REPLICAS)."""
+    for _ in range(100):
+        result = txn.produce(partition, b"late")
+        if result[0] != ErrorCode.not_enough_replicas:
+            return result
+        time.sleep(0.1)
+    raise AssertionError("the coordinator never completed the transaction")
+
+
+def test_a_write_outside_the_transaction_is_refused_and_appends_nothing(
+    broker: BrokerProcess,
+) -> None:
+    with WireClient(broker.bootstrap) as client:
+        txn = WireTxn(client, "verify-1")
+        assert txn.add(0) == ErrorCode.none
+        assert txn.produce(1, b"stray") == (ErrorCode.invalid_txn_state, -1)
+        assert ends(client, 1) == (0, 0)
+        assert txn.produce(0, b"a") == (ErrorCode.none, 0)
+        assert txn.produce(0, b"b") == (ErrorCode.none, 1)  # open here: no question
+        assert ends(client, 0) == (2, 0)
+        # The coordinator's other answers, as a producer expects them on a produce.
+        assert txn.produce(1, b"x", epoch=txn.epoch + 1) == (
+            ErrorCode.invalid_producer_epoch,
+            -1,
+        )
+        assert txn.produce(1, b"x", transactional_id="verify-nobody") == (
+            ErrorCode.invalid_producer_id_mapping,
+            -1,
+        )
+        assert txn.produce(1, b"x", transactional_id=None) == (
+            ErrorCode.transactional_id_authorization_failed,
+            -1,
+        )
+        assert ends(client, 1) == (0, 0)
+        txn.end(commit=True)
+        assert wait_until(lambda: ends(client, 0) == (3, 3), 15)
+        # A late write of the committed transaction would open one nobody ends.
+        assert late_write(txn, 0) == (ErrorCode.invalid_txn_state, -1)
+        assert ends(client, 0) == (3, 3)
+        # The next transaction is verified afresh and commits as usual.
+        assert txn.add(0, 1) == ErrorCode.none
+        assert txn.produce(1, b"c") == (ErrorCode.none, 0)
+        assert txn.produce(0, b"d") == (ErrorCode.none, 3)
+        txn.end(commit=False)
+        assert wait_until(lambda: ends(client, 0) == (5, 5) and ends(client, 1) == (2, 2), 15)
+    assert consume_confluent(broker.bootstrap, TOPIC, "read_committed", 2) == [b"a", b"b"]
+
+
+def test_many_producers_starting_transactions_at_once_are_all_verified(
+    broker: BrokerProcess,
+) -> None:
+    results: dict[int, list[tuple[ErrorCode, int]]] = {}
+
+    def one(i: int) -> None:
+        with WireClient(broker.bootstrap) as client:
+            txn = WireTxn(client, f"verify-many-{i}")
+            assert txn.add(0, 1) == ErrorCode.none
+            results[i] = [txn.produce(0, b"m%d" % i), txn.produce(1, b"m%d" % i)]
+            txn.end(commit=True)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert sorted(results) == list(range(8))
+    assert all(error == ErrorCode.none for pair in results.values() for error, _ in pair)
+
+
+def test_confluent_kafka_transactional_producer_still_works(broker: BrokerProcess) -> None:
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "verify-ck"})
+    producer.init_transactions(20)
+    with WireClient(broker.bootstrap) as client:
+        before = ends(client, 0)[0]
+    for commit in (True, False, True):
+        producer.begin_transaction()
+        for partition in (0, 1):
+            producer.produce(TOPIC, b"ck-%s" % str(commit).encode(), partition=partition)
+        if commit:
+            producer.commit_transaction(20)
+        else:
+            producer.abort_transaction(20)
+    with WireClient(broker.bootstrap) as client:
+        # Markers land after EndTxn is answered; then nothing is left open. (An aborted
+        # record librdkafka had not sent yet is purged: never written, never marked.)
+        assert wait_until(lambda: len(set(ends(client, 0))) == 1, 15)
+        assert ends(client, 0)[0] >= before + 4  # two committed records, their markers
+    values = consume_confluent(broker.bootstrap, TOPIC, "read_committed", 4)
+    assert values.count(b"ck-True") == 2 and b"ck-False" not in values
+
+
+def test_with_verification_off_a_late_write_hangs_the_partition(
+    broker_factory: Callable[..., BrokerProcess],
+) -> None:
+    off = broker_factory({"transaction.partition.verification.enable": "false"})
+    create_topic(off.bootstrap, TOPIC, 2)
+    with WireClient(off.bootstrap) as client:
+        txn = WireTxn(client, "unverified")
+        assert txn.add(0) == ErrorCode.none
+        assert txn.produce(0, b"a") == (ErrorCode.none, 0)
+        txn.end(commit=True)
+        assert wait_until(lambda: ends(client, 0) == (2, 2), 15)
+        assert txn.produce(0, b"late") == (ErrorCode.none, 2)  # nobody will end it
+        assert txn.produce(1, b"stray") == (ErrorCode.none, 0)
+        time.sleep(1)
+        assert ends(client, 0) == (3, 2)
+        assert ends(client, 1) == (1, 0)
+        # Kafka checks the transactional id whatever the verification setting.
+        assert txn.produce(1, b"x", transactional_id=None)[0] == (
+            ErrorCode.transactional_id_authorization_failed
+        )
