@@ -2,6 +2,8 @@
 
 Versions 3+ are decoded; 0-2 are still advertised, as Kafka 4 does (KAFKA-18659),
 because librdkafka turns compression off against a broker that advertises no v0-2.
+A transaction's first write to a partition waits for its coordinator to confirm the
+partition is in the transaction (KIP-890 part 1, `transaction_verification`).
 """
 
 from __future__ import annotations

@@ -9,17 +9,22 @@ producer's ongoing transaction.
 - The coordinator's other answers reach the producer as Kafka maps them (a stale
   epoch INVALID_PRODUCER_EPOCH, an unknown id INVALID_PRODUCER_ID_MAPPING); records
   without a transactional id are TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
-- Many producers starting transactions at once are all verified (batched per
-  coordinator), and confluent-kafka's transactional producer works as before.
+- Many producers starting transactions at once are all verified, and
+  confluent-kafka's transactional producer works as before; the leader's
+  AddPartitionsToTxnManager batches questions per coordinator and answers replaced,
+  unroutable and unreachable ones as Kafka's does.
 - With transaction.partition.verification.enable=false the same late write is
   appended and leaves a hanging transaction: the key is honoured.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime
+import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -32,7 +37,13 @@ from support.broker import BrokerProcess
 from support.clients import create_topic, now_ms, running_broker, wait_until
 from support.txn_wire import consume_confluent, request
 from support.wire import WireClient
+from tiercel.config.broker_config import Listener
 from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
+from tiercel.server.add_partitions_to_txn_manager import AddPartitionsToTxnManager
+from tiercel.server.metadata.metadata_cache import MetadataCache, TopicMetadata
+from tiercel.server.metadata.zk_data import BrokerRegistration
+from tiercel.server.partition import PartitionState
+from tiercel.storage.topic_partition import TopicPartition
 
 TOPIC = "verified"
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
@@ -288,3 +299,73 @@ def test_with_verification_off_a_late_write_hangs_the_partition(
         assert txn.produce(1, b"x", transactional_id=None)[0] == (
             ErrorCode.transactional_id_authorization_failed
         )
+
+
+def test_the_manager_batches_questions_and_answers_replaced_ones_as_kafka(
+    broker: BrokerProcess,
+) -> None:
+    """AddPartitionsToTxnManager in this process, asking the broker: questions queued
+    together go as one request; a second question for a queued transactional id
+    replaces it (same epoch: the first gets NETWORK_EXCEPTION, a newer one fences it,
+    an older one is fenced at once); no coordinator or an unreachable one are answered
+    for every partition."""
+    with WireClient(broker.bootstrap) as client:
+        WireTxn(client, "verify-manager")
+        txn = WireTxn(client, "verify-manager")  # epoch bumped: the old epoch is fenced
+        assert txn.add(0) == ErrorCode.none
+    host, port = broker.bootstrap.rsplit(":", 1)
+    a0, a1 = TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)
+
+    async def scenario() -> tuple[list[dict[TopicPartition, ErrorCode]], int]:
+        cache = MetadataCache(99, "test")
+        dead = _free_port()
+        cache.put_brokers(
+            {
+                1: BrokerRegistration(1, (Listener("PLAINTEXT", host, int(port)),)),
+                2: BrokerRegistration(2, (Listener("PLAINTEXT", "127.0.0.1", dead),)),
+            }
+        )
+        states = {
+            0: PartitionState(1, 0, (1,), (1,)),  # the broker under test
+            1: PartitionState(2, 0, (2,), (2,)),  # nobody listens there
+        }
+        cache.put_topic(
+            TopicMetadata("__transaction_state", uuid.uuid4(), {0: (1,), 1: (2,), 2: (1,)}, states)
+        )
+        route = {"verify-manager": 0, "verify-nobody": 0, "verify-dead": 1, "verify-none": 2}
+        manager = AddPartitionsToTxnManager(99, cache, route.__getitem__, "PLAINTEXT", 5000)
+        old, new, pid = txn.epoch - 1, txn.epoch, txn.producer_id
+        asks = [
+            ("verify-manager", old, [a0]),  # replaced by the next: NETWORK_EXCEPTION
+            ("verify-manager", old, [a1]),  # fenced by the newer epoch
+            ("verify-manager", new, [a0, a1]),  # sent
+            ("verify-manager", old, [a0]),  # older than the queued one: fenced at once
+            ("verify-nobody", new, [a0]),  # same request
+            ("verify-dead", new, [a0]),
+            ("verify-none", new, [a1]),
+        ]
+        try:
+            answers = await asyncio.gather(
+                *(manager.verify_transaction(tid, pid, epoch, tps) for tid, epoch, tps in asks)
+            )
+        finally:
+            await manager.shutdown()
+        return list(answers), manager.requests_sent
+
+    answers, requests_sent = asyncio.run(scenario())
+    assert answers == [
+        {a0: ErrorCode.network_exception},
+        {a1: ErrorCode.invalid_producer_epoch},
+        {a1: ErrorCode.invalid_txn_state},  # a0 is in the transaction: verified
+        {a0: ErrorCode.invalid_producer_epoch},
+        {a0: ErrorCode.invalid_producer_id_mapping},
+        {a0: ErrorCode.network_exception},
+        {a1: ErrorCode.coordinator_not_available},
+    ]
+    assert requests_sent == 2  # one to the broker, one attempt at the dead one
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
