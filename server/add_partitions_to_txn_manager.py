@@ -20,6 +20,11 @@ verified and why, mapped as Kafka maps them for an append:
   TRANSACTION_ABORTABLE becomes INVALID_TXN_STATE (clients before Produce v12 /
   TxnOffsetCommit v5 do not know it: Kafka's defaultError operation).
 
+When this broker is itself the coordinator, the question is answered in process
+(`local_verify`, the same check the AddPartitionsToTxn handler makes) instead of
+through a connection to itself as Kafka's NetworkClient does: the same answer, without
+the round trip, which cost about 1.4 ms per transaction's first write to a partition.
+
 A second question for a transactional id already queued replaces it: a newer epoch
 fences the queued one (INVALID_PRODUCER_EPOCH), the same epoch makes it NETWORK_EXCEPTION
 (the client is retrying; it gets a retriable error), an older epoch is itself fenced.
@@ -32,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -62,6 +67,10 @@ _PARTITION_ERROR_MAPPING: Final = {
 _NETWORK_FAILURES: Final = (OSError, TimeoutError, EOFError, FrameError, KafkaError)
 
 Unverified = dict[TopicPartition, ErrorCode]
+# (transactional id, producer id, epoch, partitions) -> each partition's answer.
+LocalVerify = Callable[
+    [str, int, int, Sequence[TopicPartition]], Mapping[TopicPartition, ErrorCode]
+]
 
 
 @dataclass(slots=True)
@@ -94,8 +103,10 @@ class AddPartitionsToTxnManager:
         partition_for: Callable[[str], int],
         inter_broker_listener: str,
         request_timeout_ms: int,
+        local_verify: LocalVerify | None = None,
     ) -> None:
         self._node_id = node_id
+        self._local_verify = local_verify
         self._cache = cache
         self._partition_for = partition_for
         self._listener = inter_broker_listener
@@ -122,6 +133,11 @@ class AddPartitionsToTxnManager:
         node = None if self._closed else self._coordinator(transactional_id)
         if node is None:
             return dict.fromkeys(tps, ErrorCode.coordinator_not_available)
+        if node == self._node_id and self._local_verify is not None:
+            answers = self._local_verify(transactional_id, producer_id, producer_epoch, tps)
+            unverified = _unverified(answers)
+            self.verification_failures += len(unverified)
+            return unverified
         loop = asyncio.get_running_loop()
         question = _Question(producer_id, producer_epoch, tps, loop.create_future(), loop.time())
         queued = self._queued.setdefault(node, {})
@@ -266,12 +282,21 @@ def unverified_partitions(response: Any) -> ErrorCode | dict[str, Unverified]:
         return ErrorCode.invalid_txn_state if top == ErrorCode.cluster_authorization_failed else top
     answers: dict[str, Unverified] = {}
     for result in response.results_by_transaction:
-        unverified: Unverified = {}
-        for topic in result.topic_results:
-            for partition in topic.results_by_partition:
-                error = ErrorCode(partition.partition_error_code)
-                if error != ErrorCode.none:
-                    tp = TopicPartition(topic.name, partition.partition_index)
-                    unverified[tp] = _PARTITION_ERROR_MAPPING.get(error, error)
-        answers[result.transactional_id] = unverified
+        answers[result.transactional_id] = _unverified(
+            {
+                TopicPartition(topic.name, partition.partition_index): ErrorCode(
+                    partition.partition_error_code
+                )
+                for topic in result.topic_results
+                for partition in topic.results_by_partition
+            }
+        )
     return answers
+
+
+def _unverified(answers: Mapping[TopicPartition, ErrorCode]) -> Unverified:
+    return {
+        tp: _PARTITION_ERROR_MAPPING.get(error, error)
+        for tp, error in answers.items()
+        if error != ErrorCode.none
+    }

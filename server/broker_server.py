@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -46,6 +47,7 @@ from tiercel.server.coordinator.transaction.transaction_marker_channel import (
 from tiercel.server.coordinator.transaction.transaction_state_manager import (
     TransactionStateManager,
 )
+from tiercel.server.handlers.add_partitions_to_txn import verify_partitions
 from tiercel.server.kafka_apis import KafkaApis
 from tiercel.server.log_dir_failure_handler import LogDirFailureHandler
 from tiercel.server.metadata import zk_data as zk
@@ -152,6 +154,7 @@ class BrokerServer:
             self.transaction_coordinator.partition_for,
             txn_config.inter_broker_listener_name,
             txn_config.request_timeout_ms,
+            functools.partial(verify_partitions, self.cache, self.transaction_coordinator),
         )
         self.controller = Controller(config, self.store)
         services = BrokerServices(
