@@ -81,7 +81,6 @@ class _Question:
     producer_epoch: int
     partitions: tuple[TopicPartition, ...]
     answer: asyncio.Future[Unverified]
-    start: float
 
     def reply(self, unverified: Unverified) -> None:
         if not self.answer.done():  # the produce may have been cancelled meanwhile
@@ -115,10 +114,7 @@ class AddPartitionsToTxnManager:
         self._senders: dict[int, asyncio.Task[None]] = {}
         self._clients: dict[int, BrokerClient] = {}
         self._closed = False
-        # For operators and tests (Kafka's VerificationFailureRate / VerificationTimeMs).
-        self.requests_sent = 0
-        self.verification_failures = 0
-        self.verification_time_ms_total = 0.0
+        self.requests_sent = 0  # AddPartitionsToTxn requests, batching included
 
     async def verify_transaction(
         self,
@@ -135,18 +131,14 @@ class AddPartitionsToTxnManager:
             return dict.fromkeys(tps, ErrorCode.coordinator_not_available)
         if node == self._node_id and self._local_verify is not None:
             answers = self._local_verify(transactional_id, producer_id, producer_epoch, tps)
-            unverified = _unverified(answers)
-            self.verification_failures += len(unverified)
-            return unverified
+            return _unverified(answers)
         loop = asyncio.get_running_loop()
-        question = _Question(producer_id, producer_epoch, tps, loop.create_future(), loop.time())
+        question = _Question(producer_id, producer_epoch, tps, loop.create_future())
         queued = self._queued.setdefault(node, {})
         existing = queued.get(transactional_id)
         if existing is not None:
             if existing.producer_epoch > producer_epoch:
-                self.verification_failures += len(tps)
                 return dict.fromkeys(tps, ErrorCode.invalid_producer_epoch)
-            self.verification_failures += len(existing.partitions)
             existing.fail(
                 ErrorCode.invalid_producer_epoch
                 if existing.producer_epoch < producer_epoch
@@ -157,9 +149,7 @@ class AddPartitionsToTxnManager:
             self._senders[node] = asyncio.get_running_loop().create_task(
                 self._send_queued(node), name=f"add-partitions-to-txn-sender-{node}"
             )
-        unverified = await question.answer
-        self.verification_time_ms_total += (loop.time() - question.start) * 1000
-        return unverified
+        return await question.answer
 
     def _coordinator(self, transactional_id: str) -> int | None:
         """The live broker leading the id's __transaction_state partition, if any."""
@@ -219,15 +209,12 @@ class AddPartitionsToTxnManager:
         for transactional_id, question in batch.items():
             unverified = answers.get(transactional_id)
             if unverified is None:  # not answered: a broker bug; let the client retry
-                self.verification_failures += len(question.partitions)
                 question.fail(ErrorCode.network_exception)
-                continue
-            self.verification_failures += len(unverified)
-            question.reply(unverified)
+            else:
+                question.reply(unverified)
 
     def _fail_all(self, batch: Mapping[str, _Question], error: ErrorCode) -> None:
         for question in batch.values():
-            self.verification_failures += len(question.partitions)
             question.fail(error)
 
     def _client(self, broker_id: int) -> BrokerClient:

@@ -20,25 +20,23 @@ producer's ongoing transaction.
 from __future__ import annotations
 
 import asyncio
-import datetime
 import socket
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from confluent_kafka import Producer
 from kio.schema.errors import ErrorCode
 
 from support.broker import BrokerProcess
-from support.clients import create_topic, now_ms, running_broker, wait_until
+from support.clients import create_topic, running_broker, wait_until
 from support.txn_wire import consume_confluent, request
 from support.wire import WireClient
+from support.wire_txn import WireTxn
 from tiercel.config.broker_config import Listener
-from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
 from tiercel.server.add_partitions_to_txn_manager import AddPartitionsToTxnManager
 from tiercel.server.metadata.metadata_cache import MetadataCache, TopicMetadata
 from tiercel.server.metadata.zk_data import BrokerRegistration
@@ -54,112 +52,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     with running_broker(Path(tmp_path_factory.mktemp("txn_verify"))) as broker:
         create_topic(broker.bootstrap, TOPIC, 2)
         yield broker
-
-
-class WireTxn:
-    """A transactional producer driven on the wire: InitProducerId, AddPartitionsToTxn
-    v3, Produce v9 with its transactional id, EndTxn."""
-
-    def __init__(self, client: WireClient, transactional_id: str) -> None:
-        self.client = client
-        self.transactional_id = transactional_id
-        self._retry(10, 3, {"key": transactional_id, "key_type": 1})  # FindCoordinator
-        init = self._retry(
-            22,
-            4,
-            {
-                "transactional_id": transactional_id,
-                "transaction_timeout": datetime.timedelta(seconds=60),
-                "producer_id": -1,
-                "producer_epoch": -1,
-            },
-        )
-        self.producer_id, self.epoch = int(init.producer_id), int(init.producer_epoch)
-        self.seq = {0: 0, 1: 0}
-
-    def _retry(self, api_key: int, version: int, values: dict[str, Any]) -> Any:
-        """A coordinator request, again while the coordinator loads or moves."""
-        for _ in range(100):
-            response = request(self.client, api_key, version, values)
-            if response.error_code not in (
-                ErrorCode.coordinator_not_available,
-                ErrorCode.coordinator_load_in_progress,
-                ErrorCode.not_coordinator,
-                ErrorCode.concurrent_transactions,
-            ):
-                assert response.error_code == ErrorCode.none, response
-                return response
-            time.sleep(0.1)
-        raise AssertionError(f"api {api_key} kept failing: {response.error_code}")
-
-    def add(self, *partitions: int) -> ErrorCode:
-        response = request(
-            self.client,
-            24,
-            3,
-            {
-                "v3_and_below_transactional_id": self.transactional_id,
-                "v3_and_below_producer_id": self.producer_id,
-                "v3_and_below_producer_epoch": self.epoch,
-                "v3_and_below_topics": [{"name": TOPIC, "partitions": list(partitions)}],
-            },
-        )
-        codes = {
-            p.partition_error_code
-            for t in response.results_by_topic_v3_and_below
-            for p in t.results_by_partition
-        }
-        assert len(codes) == 1, codes
-        return ErrorCode(codes.pop())
-
-    def produce(
-        self,
-        partition: int,
-        value: bytes,
-        *,
-        transactional_id: str | None = "",
-        epoch: int | None = None,
-    ) -> tuple[ErrorCode, int]:
-        """(error, base offset) of one transactional record; "" sends this producer's
-        own transactional id."""
-        batch = build_record_batch(
-            [SimpleRecord(b"k", value, timestamp=now_ms())],
-            producer_id=self.producer_id,
-            producer_epoch=self.epoch if epoch is None else epoch,
-            base_sequence=self.seq[partition],
-            is_transactional=True,
-        )
-        response = request(
-            self.client,
-            0,
-            9,
-            {
-                "transactional_id": (
-                    self.transactional_id if transactional_id == "" else transactional_id
-                ),
-                "acks": -1,
-                "timeout": datetime.timedelta(seconds=10),
-                "topic_data": [
-                    {"name": TOPIC, "partition_data": [{"index": partition, "records": batch}]}
-                ],
-            },
-        )
-        part = response.responses[0].partition_responses[0]
-        if part.error_code == ErrorCode.none:
-            self.seq[partition] += 1
-        return ErrorCode(part.error_code), int(part.base_offset)
-
-    def end(self, commit: bool) -> None:
-        self._retry(
-            26,
-            3,
-            {
-                "transactional_id": self.transactional_id,
-                "producer_id": self.producer_id,
-                "producer_epoch": self.epoch,
-                "committed": commit,
-            },
-        )
 
 
 def latest(client: WireClient, partition: int, isolation: int) -> int:
@@ -201,7 +93,7 @@ def test_a_write_outside_the_transaction_is_refused_and_appends_nothing(
     broker: BrokerProcess,
 ) -> None:
     with WireClient(broker.bootstrap) as client:
-        txn = WireTxn(client, "verify-1")
+        txn = WireTxn(client, "verify-1", TOPIC)
         assert txn.add(0) == ErrorCode.none
         assert txn.produce(1, b"stray") == (ErrorCode.invalid_txn_state, -1)
         assert ends(client, 1) == (0, 0)
@@ -243,7 +135,7 @@ def test_many_producers_starting_transactions_at_once_are_all_verified(
 
     def one(i: int) -> None:
         with WireClient(broker.bootstrap) as client:
-            txn = WireTxn(client, f"verify-many-{i}")
+            txn = WireTxn(client, f"verify-many-{i}", TOPIC)
             assert txn.add(0, 1) == ErrorCode.none
             results[i] = [txn.produce(0, b"m%d" % i), txn.produce(1, b"m%d" % i)]
             txn.end(commit=True)
@@ -285,7 +177,7 @@ def test_with_verification_off_a_late_write_hangs_the_partition(
     off = broker_factory({"transaction.partition.verification.enable": "false"})
     create_topic(off.bootstrap, TOPIC, 2)
     with WireClient(off.bootstrap) as client:
-        txn = WireTxn(client, "unverified")
+        txn = WireTxn(client, "unverified", TOPIC)
         assert txn.add(0) == ErrorCode.none
         assert txn.produce(0, b"a") == (ErrorCode.none, 0)
         txn.end(commit=True)
@@ -310,8 +202,8 @@ def test_the_manager_batches_questions_and_answers_replaced_ones_as_kafka(
     an older one is fenced at once); no coordinator or an unreachable one are answered
     for every partition."""
     with WireClient(broker.bootstrap) as client:
-        WireTxn(client, "verify-manager")
-        txn = WireTxn(client, "verify-manager")  # epoch bumped: the old epoch is fenced
+        WireTxn(client, "verify-manager", TOPIC)
+        txn = WireTxn(client, "verify-manager", TOPIC)  # epoch bumped: the old epoch is fenced
         assert txn.add(0) == ErrorCode.none
     host, port = broker.bootstrap.rsplit(":", 1)
     a0, a1 = TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)
