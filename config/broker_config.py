@@ -203,6 +203,9 @@ class BrokerConfig:
     group_consumer_session_timeout_ms = _Key("group.consumer.session.timeout.ms", int)
     group_consumer_max_size = _Key("group.consumer.max.size", int)
     producer_id_expiration_ms = _Key("producer.id.expiration.ms", int)
+    transaction_partition_verification_enable = _Key(
+        "transaction.partition.verification.enable", bool
+    )
     transactional_id_expiration_ms = _Key("transactional.id.expiration.ms", int)
     transaction_max_timeout_ms = _Key("transaction.max.timeout.ms", int)
     transaction_state_log_num_partitions = _Key("transaction.state.log.num.partitions", int)

@@ -12,6 +12,7 @@ from typing import Final
 from tiercel.config.config_def import ConfigDef, ConfigType, at_least
 
 _I = ConfigType.INT
+_B = ConfigType.BOOLEAN
 _H = ConfigType.SHORT
 
 # The table keeps one key to a few lines so that it reads as a table.
@@ -40,6 +41,10 @@ TRANSACTION_CONFIGS: Final[tuple[ConfigDef, ...]] = (
     ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", _I, 3600000,
               at_least(1), "How often transactional ids past transactional.id.expiration.ms "
               "are removed."),
+    ConfigDef("transaction.partition.verification.enable", _B, True, None,
+              "Partition leaders ask the transaction coordinator to confirm a partition "
+              "is in the producer's transaction before its first transactional write "
+              "there (KIP-890), so a late write cannot leave a hanging transaction."),
     ConfigDef("producer.id.expiration.ms", _I, 86400000, at_least(1),
               "How long the state of an idle idempotent producer is kept."),
     ConfigDef("producer.id.expiration.check.interval.ms", _I, 600000, at_least(1),

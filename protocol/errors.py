@@ -13,7 +13,7 @@ from typing import ClassVar
 
 from kio.schema.errors import ErrorCode
 
-__all__ = ["ErrorCode", "KafkaError", "RecordError"]
+__all__ = ["ErrorCode", "KafkaError", "RecordError", "error_for_code"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,3 +313,28 @@ class InvalidProducerIdMappingError(KafkaError):
 
 class InvalidTransactionTimeoutError(KafkaError):
     error_code = ErrorCode.invalid_transaction_timeout
+
+
+def _subclasses(cls: type[KafkaError]) -> list[type[KafkaError]]:
+    found = []
+    for sub in cls.__subclasses__():
+        found.append(sub)
+        found.extend(_subclasses(sub))
+    return found
+
+
+_BY_CODE: dict[ErrorCode, type[KafkaError]] = {}
+
+
+def error_for_code(code: ErrorCode, message: str = "") -> KafkaError:
+    """The exception for an error code another broker answered (Kafka's
+    ``Errors.forCode(code).exception(message)``): the class named for it here, else a
+    plain KafkaError subclass carrying the code."""
+    if not _BY_CODE:
+        for cls in _subclasses(KafkaError):
+            _BY_CODE.setdefault(cls.error_code, cls)
+    found = _BY_CODE.get(code)
+    if found is None:
+        name = "".join(part.title() for part in code.name.split("_")) + "Error"
+        found = _BY_CODE[code] = type(name, (KafkaError,), {"error_code": code})
+    return found(message)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -30,6 +31,7 @@ from typing import Final
 from tiercel.config.broker_config import BrokerConfig, Listener
 from tiercel.config.log_config import LogConfig
 from tiercel.config.logging_setup import log_event
+from tiercel.server.add_partitions_to_txn_manager import AddPartitionsToTxnManager
 from tiercel.server.admin_manager import AdminManager
 from tiercel.server.controller.controlled_shutdown import ControlledShutdown
 from tiercel.server.controller.controller import Controller
@@ -45,6 +47,7 @@ from tiercel.server.coordinator.transaction.transaction_marker_channel import (
 from tiercel.server.coordinator.transaction.transaction_state_manager import (
     TransactionStateManager,
 )
+from tiercel.server.handlers.add_partitions_to_txn import verify_partitions
 from tiercel.server.kafka_apis import KafkaApis
 from tiercel.server.log_dir_failure_handler import LogDirFailureHandler
 from tiercel.server.metadata import zk_data as zk
@@ -143,6 +146,16 @@ class BrokerServer:
             self.transaction_coordinator.on_leadership_change
         )
         self.transaction_coordinator.startup()
+        # KIP-890 part 1: leaders verify a transaction's first write to a partition.
+        txn_config = TransactionConfig.from_broker_config(config)
+        self.replica_manager.add_partitions_to_txn_manager = AddPartitionsToTxnManager(
+            config.node_id,
+            self.cache,
+            self.transaction_coordinator.partition_for,
+            txn_config.inter_broker_listener_name,
+            txn_config.request_timeout_ms,
+            functools.partial(verify_partitions, self.cache, self.transaction_coordinator),
+        )
         self.controller = Controller(config, self.store)
         services = BrokerServices(
             config=config,
@@ -301,6 +314,8 @@ class BrokerServer:
             await ControlledShutdown(self.config, self.store, self.cache).run()
         await self.log_dir_failure_handler.shutdown()
         self.replica_manager.shutdown()
+        if self.replica_manager.add_partitions_to_txn_manager is not None:
+            await self.replica_manager.add_partitions_to_txn_manager.shutdown()
         if self.remote_log_wiring is not None:
             await self.remote_log_wiring.close()
         await self.transaction_coordinator.shutdown()

@@ -58,6 +58,7 @@ from tiercel.storage.log_values import (
 from tiercel.storage.producer_append_info import AppendOrigin
 from tiercel.storage.topic_partition import TopicIdPartition, TopicPartition
 from tiercel.storage.unified_log import UnexpectedAppendOffsetError, UnifiedLog
+from tiercel.storage.verification_guard import SENTINEL, VerificationGuard
 
 _log: Final = logging.getLogger("tiercel.partition")
 
@@ -265,12 +266,24 @@ class Partition(PartitionIsr):
                 f"min.insync.replicas={self._effective_min_isr()}"
             )
 
+    def maybe_start_transaction_verification(
+        self, producer_id: int, sequence: int, epoch: int
+    ) -> VerificationGuard:
+        """As the leader: the guard a first transactional write must present, SENTINEL
+        when the producer's transaction is already open here (KIP-890 part 1)."""
+        self._check_leader()
+        return self.log.maybe_start_transaction_verification(producer_id, sequence, epoch)
+
     def append_records_to_leader(
-        self, validated: ValidatedRecords, required_acks: int, now_ms: int
+        self,
+        validated: ValidatedRecords,
+        required_acks: int,
+        now_ms: int,
+        verification_guard: VerificationGuard = SENTINEL,
     ) -> LogAppendInfo:
         self._check_leader()
         self.check_min_isr(required_acks)
-        info = self.log.append_as_leader(validated, self.leader_epoch, now_ms)
+        info = self.log.append_as_leader(validated, self.leader_epoch, now_ms, verification_guard)
         self._maybe_increment_leader_hw(now_ms)
         return info
 

@@ -36,6 +36,7 @@ from tiercel.protocol.errors import (
 from tiercel.protocol.list_offsets import (
     IsolationLevel,
 )
+from tiercel.server.add_partitions_to_txn_manager import AddPartitionsToTxnManager
 from tiercel.server.delayed_delete_records import (
     DelayedDeleteRecords,
     DeleteRecordsPartitionStatus,
@@ -82,6 +83,7 @@ from tiercel.storage.log_values import (
 )
 from tiercel.storage.scheduler import Scheduler
 from tiercel.storage.topic_partition import TopicPartition
+from tiercel.storage.verification_guard import SENTINEL, VerificationGuard
 
 _log: Final = logging.getLogger("tiercel.replica_manager")
 
@@ -164,6 +166,9 @@ class ReplicaManager:
         # The broker's RemoteLogManager, once tiering is on (KIP-405): remote reads.
         self.remote_log_manager: RemoteLogReads | None = None
         self.remote_fetch_max_wait_ms = DEFAULT_REMOTE_FETCH_MAX_WAIT_MS
+        # Asks transaction coordinators to verify first transactional writes (KIP-890);
+        # set by the broker once its transaction coordinator exists.
+        self.add_partitions_to_txn_manager: AddPartitionsToTxnManager | None = None
 
     @property
     def closed(self) -> bool:
@@ -317,15 +322,26 @@ class ReplicaManager:
 
     # -- produce -----------------------------------------------------------------------
 
+    @property
+    def transaction_verifier(self) -> AddPartitionsToTxnManager | None:
+        """Who verifies first transactional writes; None when
+        transaction.partition.verification.enable is off (or no coordinator is wired)."""
+        if not self._config.transaction_partition_verification_enable:
+            return None
+        return self.add_partitions_to_txn_manager
+
     async def append_records(
         self,
         timeout_ms: int,
         required_acks: int,
         entries: dict[TopicPartition, bytes | None],
         internal_topics_allowed: bool = False,
+        verification_guards: Mapping[TopicPartition, VerificationGuard] | None = None,
     ) -> dict[TopicPartition, ProduceResult]:
         """Append to the partitions this broker leads; only coordinators may write to
         internal topics (``internal_topics_allowed``), clients get INVALID_TOPIC_EXCEPTION.
+        A transaction's first write to a partition presents the guard of its
+        verification (``verification_guards``).
 
         A coordinator's write is validated on the loop so that its appends land in the
         order they were issued (a tombstone must not overtake the commit before it);
@@ -342,7 +358,10 @@ class ReplicaManager:
                 )
                 continue
             appends[tp] = functools.partial(
-                self._append_records_to, records or b"", in_order=internal_topics_allowed
+                self._append_records_to,
+                records or b"",
+                in_order=internal_topics_allowed,
+                verification_guard=(verification_guards or {}).get(tp, SENTINEL),
             )
         results.update(await self.append_to_leaders(timeout_ms, required_acks, appends))
         return results
@@ -356,6 +375,7 @@ class ReplicaManager:
         required_acks: int,
         *,
         in_order: bool,
+        verification_guard: VerificationGuard,
     ) -> LogAppendInfo:
         config = partition.log.config
         if in_order:
@@ -363,7 +383,7 @@ class ReplicaManager:
         else:
             validated = await self._validate(data, config, now, tp)
         partition = self.get_partition_or_error(tp)  # it may have gone meanwhile
-        return partition.append_records_to_leader(validated, required_acks, now)
+        return partition.append_records_to_leader(validated, required_acks, now, verification_guard)
 
     async def append_to_leaders(
         self, timeout_ms: int, required_acks: int, appends: Mapping[TopicPartition, LeaderAppend]

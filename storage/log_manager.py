@@ -229,6 +229,9 @@ class LogManager:
 
     def _add_log(self, log: UnifiedLog) -> None:
         log.truncation_listener = self._truncated
+        log.producer_state.transaction_verification_enabled = (
+            self._config.transaction_partition_verification_enable
+        )
         self._logs[log.topic_partition] = log
 
     # -- logs --------------------------------------------------------------------------

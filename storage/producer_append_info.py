@@ -20,6 +20,10 @@ COMMIT/ABORT marker closes it: its epoch must not be older than the producer's
 (INVALID_PRODUCER_EPOCH) and its coordinator epoch not older than the last marker's
 (TRANSACTION_COORDINATOR_FENCED); a replicated marker is only logged, as Kafka does.
 
+While the producer's transaction is being verified with its coordinator (KIP-890 part
+1, `storage.verification_guard`), a client batch whose first sequence is above the
+lowest sequence waiting for verification is OUT_OF_ORDER_SEQUENCE_NUMBER.
+
 Recognising a retried batch is the caller's job (`ProducerStateEntry.find_duplicate_batch`),
 before these checks: a retry must never be answered OUT_OF_ORDER_SEQUENCE_NUMBER.
 """
@@ -43,6 +47,7 @@ from tiercel.protocol.record_batch import NO_PRODUCER_EPOCH, NO_SEQUENCE
 from tiercel.storage.log_values import LogAppendInfo
 from tiercel.storage.producer_state_entry import BatchMetadata, ProducerStateEntry, in_sequence
 from tiercel.storage.topic_partition import TopicPartition
+from tiercel.storage.verification_guard import VerificationStateEntry
 
 __all__ = ["AppendOrigin", "CompletedTxn", "ProducerAppendInfo"]
 
@@ -80,9 +85,11 @@ class ProducerAppendInfo:
         "_origin",
         "_topic_partition",
         "_updated",
+        "_verification",
         "completed_txns",
         "producer_id",
         "started_txns",
+        "wrote_transactional",
     )
 
     def __init__(
@@ -91,16 +98,21 @@ class ProducerAppendInfo:
         producer_id: int,
         current: ProducerStateEntry,
         origin: AppendOrigin,
+        verification: VerificationStateEntry | None = None,
     ) -> None:
         self._topic_partition = topic_partition
         self.producer_id = producer_id
         self._current = current
         self._origin = origin
+        self._verification = verification
         self._updated = current.without_batches()
         # First offsets of the transactions these batches open, and what their markers
         # closed, in order: the manager tracks them once the batches are written.
         self.started_txns: list[int] = []
         self.completed_txns: list[CompletedTxn] = []
+        # A transactional batch or a marker: the transaction has started (or ended),
+        # so its verification state is done with (Kafka's updateProducers).
+        self.wrote_transactional = False
 
     def append_data_batch(
         self,
@@ -124,9 +136,11 @@ class ProducerAppendInfo:
                 f"Expected transactional write from producer {self.producer_id} at offset "
                 f"{first_offset} in {self._topic_partition}"
             )
-        if is_transactional and not in_txn:
-            self._updated.current_txn_first_offset = first_offset
-            self.started_txns.append(first_offset)
+        if is_transactional:
+            self.wrote_transactional = True
+            if not in_txn:
+                self._updated.current_txn_first_offset = first_offset
+                self.started_txns.append(first_offset)
 
     def append_end_txn_marker(
         self, marker: EndTransactionMarker, epoch: int, offset: int, timestamp: int
@@ -136,6 +150,7 @@ class ProducerAppendInfo:
         neither the LSO nor the transaction index)."""
         self._check_producer_epoch(epoch, offset)
         self._check_coordinator_epoch(marker, offset)
+        self.wrote_transactional = True
         updated = self._updated
         first = updated.current_txn_first_offset
         completed = None
@@ -191,6 +206,13 @@ class ProducerAppendInfo:
         raise InvalidProducerEpochError(message)
 
     def _check_sequence(self, epoch: int, first_seq: int, offset: int) -> None:
+        verification = self._verification
+        if verification is not None and first_seq > verification.lowest_sequence:
+            raise OutOfOrderSequenceNumberError(
+                f"Out of order sequence number for producer {self.producer_id} at offset "
+                f"{offset} in {self._topic_partition}: {first_seq} (incoming seq. number), "
+                f"{verification.lowest_sequence} (earliest seen sequence)"
+            )
         updated, current = self._updated, self._current
         if epoch != updated.producer_epoch:
             if first_seq != 0 and updated.producer_epoch != NO_PRODUCER_EPOCH:

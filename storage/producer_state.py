@@ -15,6 +15,14 @@ offset, from which `UnifiedLog` derives the last stable offset (Kafka's
 ProducerStateManager.firstUnstableOffset). Snapshots keep each producer's open
 transaction, so a load knows them again.
 
+Transaction verification (KIP-890 part 1, `storage.verification_guard`): with
+``transaction_verification_enabled`` (the broker's
+transaction.partition.verification.enable), a client's transactional batch of a
+producer with no open transaction here is written only with the guard of a
+verification the coordinator confirmed, else INVALID_TXN_STATE. The verification
+states live in memory only (not in snapshots), as Kafka's do, and expire with
+producer.id.expiration.ms when never used.
+
 ``map end offset`` is the offset up to which the state reflects the log (Kafka's
 ``lastMapOffset``); a snapshot is only taken when it moved past the latest one.
 
@@ -38,6 +46,7 @@ from typing import Final
 
 from tiercel.config.logging_setup import log_event
 from tiercel.protocol.end_txn_marker import EndTransactionMarker
+from tiercel.protocol.errors import InvalidTxnStateError
 from tiercel.storage.file_names import producer_snapshot_file
 from tiercel.storage.log_values import AppendBatch
 from tiercel.storage.producer_append_info import AppendOrigin, CompletedTxn, ProducerAppendInfo
@@ -53,6 +62,11 @@ from tiercel.storage.producer_snapshot import (
 from tiercel.storage.producer_state_entry import BatchMetadata, ProducerStateEntry, last_sequence
 from tiercel.storage.snapshot_io import BlockingSnapshotIo, SnapshotIo
 from tiercel.storage.topic_partition import TopicPartition
+from tiercel.storage.verification_guard import (
+    SENTINEL,
+    VerificationGuard,
+    VerificationStateEntry,
+)
 
 __all__ = ["DEFAULT_PRODUCER_ID_EXPIRATION_MS", "ProducerStateManager", "TxnMetadata"]
 
@@ -105,6 +119,10 @@ class ProducerStateManager:
         self._last_map_offset = 0
         self._last_snap_offset = 0
         self._closed = False
+        self._verification_states: dict[int, VerificationStateEntry] = {}
+        # Kafka's ProducerStateManagerConfig.transactionVerificationEnabled. Off for a
+        # bare log (tools, tests); the LogManager sets it from the broker config.
+        self.transaction_verification_enabled = False
 
     def set_io(self, io: SnapshotIo) -> None:
         """Route later snapshot jobs through ``io`` (a log opening on the loop)."""
@@ -132,7 +150,13 @@ class ProducerStateManager:
 
     def prepare_update(self, producer_id: int, origin: AppendOrigin) -> ProducerAppendInfo:
         current = self.producers.get(producer_id) or ProducerStateEntry(producer_id)
-        return ProducerAppendInfo(self.topic_partition, producer_id, current, origin)
+        return ProducerAppendInfo(
+            self.topic_partition,
+            producer_id,
+            current,
+            origin,
+            self._verification_states.get(producer_id),
+        )
 
     def update(self, info: ProducerAppendInfo) -> None:
         entry = info.to_entry()
@@ -143,6 +167,54 @@ class ProducerStateManager:
             current.update(entry)
         for first_offset in info.started_txns:
             self._ongoing[first_offset] = TxnMetadata(info.producer_id, first_offset)
+        if info.wrote_transactional:
+            # A first transactional write or a marker: the transaction is now open (and
+            # known to be) or over, so its verification is spent (Kafka's
+            # updateProducers); a marker thereby voids a verification still in flight.
+            self._verification_states.pop(info.producer_id, None)
+
+    # -- transaction verification (KIP-890 part 1) ----------------------------------------
+
+    def has_ongoing_transaction(self, producer_id: int) -> bool:
+        entry = self.producers.get(producer_id)
+        return entry is not None and entry.current_txn_first_offset is not None
+
+    def maybe_start_transaction_verification(
+        self, producer_id: int, sequence: int, epoch: int, now_ms: int
+    ) -> VerificationGuard:
+        """SENTINEL when the producer's transaction is already open here (its first
+        write was verified); else the guard of its verification state, made now or
+        shared with a verification already under way (Kafka's
+        UnifiedLog.maybeStartTransactionVerification)."""
+        if self.has_ongoing_transaction(producer_id):
+            return SENTINEL
+        entry = self._verification_states.get(producer_id)
+        if entry is None:
+            entry = self._verification_states[producer_id] = VerificationStateEntry(
+                now_ms, sequence, epoch
+            )
+        entry.maybe_update_lowest_sequence_and_epoch(sequence, epoch)
+        return entry.guard
+
+    def verification_state_entry(self, producer_id: int) -> VerificationStateEntry | None:
+        return self._verification_states.get(producer_id)
+
+    def verification_guard(self, producer_id: int) -> VerificationGuard:
+        entry = self._verification_states.get(producer_id)
+        return SENTINEL if entry is None else entry.guard
+
+    def _check_verified(self, batch: AppendBatch, guard: VerificationGuard) -> None:
+        """INVALID_TXN_STATE for a transactional data batch that would open a
+        transaction here without the guard of a confirmed verification (Kafka's
+        analyzeAndValidateProducerState and batchMissingRequiredVerification)."""
+        if (
+            self.transaction_verification_enabled
+            and batch.is_transactional
+            and not batch.is_control
+            and not self.has_ongoing_transaction(batch.producer_id)
+            and not self.verification_guard(batch.producer_id).verify(guard)
+        ):
+            raise InvalidTxnStateError("Record was not part of an ongoing transaction")
 
     # -- transactions --------------------------------------------------------------------
 
@@ -201,13 +273,17 @@ class ProducerStateManager:
             self._ongoing[first] = TxnMetadata(entry.producer_id, first)
 
     def prepare_append(
-        self, batches: Sequence[AppendBatch], origin: AppendOrigin
+        self,
+        batches: Sequence[AppendBatch],
+        origin: AppendOrigin,
+        verification_guard: VerificationGuard = SENTINEL,
     ) -> tuple[list[ProducerAppendInfo], BatchMetadata | None]:
         """Check ``batches`` (offsets assigned, not yet written) against the state and
         return what `update` must apply once they are written, or the batch a client
         retry duplicates (then nothing must be written). Raises the producer's error
         (INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_TXN_STATE) and
-        changes nothing if a batch is not acceptable."""
+        changes nothing if a batch is not acceptable. ``verification_guard`` is the
+        guard of the verification a leader's first transactional write waited for."""
         updates: dict[int, ProducerAppendInfo] = {}
         for batch in batches:
             producer_id = batch.producer_id
@@ -223,8 +299,8 @@ class ProducerStateManager:
                     )
                     if duplicate is not None:
                         return [], duplicate
-                # Kafka 4 first has a transactional write verified by the transaction
-                # coordinator (KIP-890); with no coordinator here it is accepted as is.
+            if origin is not AppendOrigin.REPLICATION:
+                self._check_verified(batch, verification_guard)
             info = updates.get(producer_id)
             if info is None:
                 info = updates[producer_id] = self.prepare_update(producer_id, origin)
@@ -288,10 +364,18 @@ class ProducerStateManager:
         return completed
 
     def remove_expired_producers(self, now_ms: int) -> int:
-        """Forget producers idle for producer.id.expiration.ms; returns how many."""
+        """Forget producers idle for producer.id.expiration.ms, and verifications
+        started that long ago and never used; returns how many producers."""
         expired = [pid for pid, entry in self.producers.items() if self._is_expired(entry, now_ms)]
         for producer_id in expired:
             del self.producers[producer_id]
+        lingering = [
+            pid
+            for pid, state in self._verification_states.items()
+            if now_ms - state.timestamp >= self.producer_id_expiration_ms
+        ]
+        for producer_id in lingering:
+            del self._verification_states[producer_id]
         return len(expired)
 
     def _is_expired(self, entry: ProducerStateEntry, now_ms: int) -> bool:

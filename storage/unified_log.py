@@ -69,6 +69,7 @@ from tiercel.storage.scheduler import CoalescingWriter, Scheduler
 from tiercel.storage.snapshot_io import ExecutorSnapshotIo
 from tiercel.storage.timestamp_lookup import max_timestamp_and_offset, offset_by_timestamp
 from tiercel.storage.topic_partition import TopicPartition
+from tiercel.storage.verification_guard import SENTINEL, VerificationGuard
 
 __all__ = ["UnexpectedAppendOffsetError", "UnifiedLog", "now_ms"]
 
@@ -308,11 +309,26 @@ class UnifiedLog:
         """``flush.messages`` unflushed records reached: fsync before acknowledging."""
         return self.log_end_offset - self.recovery_point >= self.config.flush_messages
 
+    def maybe_start_transaction_verification(
+        self, producer_id: int, sequence: int, epoch: int
+    ) -> VerificationGuard:
+        """The guard a transactional write of ``producer_id`` must present once its
+        coordinator confirmed the partition is in its transaction; SENTINEL when its
+        transaction is already open here (KIP-890 part 1, Kafka's method of this name)."""
+        return self.producer_state.maybe_start_transaction_verification(
+            producer_id, sequence, epoch, now_ms()
+        )
+
     def append_as_leader(
-        self, validated: ValidatedRecords, leader_epoch: int, now_ms: int
+        self,
+        validated: ValidatedRecords,
+        leader_epoch: int,
+        now_ms: int,
+        verification_guard: VerificationGuard = SENTINEL,
     ) -> LogAppendInfo:
         """Assign offsets from the log end offset and stamp ``leader_epoch`` into the
-        validated batches, check them against the producer state, then append them.
+        validated batches, check them against the producer state (a transaction's first
+        write against ``verification_guard``), then append them.
 
         A client's retry of one of a producer's last five batches is not written again:
         the answer carries the offsets it was first written at (Kafka's duplicate)."""
@@ -323,7 +339,9 @@ class UnifiedLog:
             self.config.message_timestamp_type,
             now_ms,
         )
-        updates, duplicate = self.producer_state.prepare_append(batches, AppendOrigin.CLIENT)
+        updates, duplicate = self.producer_state.prepare_append(
+            batches, AppendOrigin.CLIENT, verification_guard
+        )
         if duplicate is not None:
             return duplicate_append_info(duplicate, validated.size, self.log_start_offset)
         self._append_batches(batches)

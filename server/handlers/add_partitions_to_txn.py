@@ -14,10 +14,12 @@ request in disguise: Kafka refuses v4+ from clients, Tiercel serves both forms.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from tiercel.protocol.errors import ErrorCode
+from tiercel.server.coordinator.transaction.transaction_coordinator import TransactionCoordinator
+from tiercel.server.metadata.metadata_cache import MetadataCache
 from tiercel.server.request_context import RequestContext
 from tiercel.storage.topic_partition import TopicPartition
 
@@ -69,23 +71,50 @@ async def _one(
 ) -> dict[TopicPartition, ErrorCode]:
     partitions = [TopicPartition(t.name, p) for t in topics for p in t.partitions]
     cache = ctx.broker.metadata_cache
-    unknown = {tp for tp in partitions if cache.partition_state(tp) is None}
-    if unknown:
-        return {
-            tp: ErrorCode.unknown_topic_or_partition
-            if tp in unknown
-            else ErrorCode.operation_not_attempted
-            for tp in partitions
-        }
     coordinator = ctx.broker.transaction_coordinator
     if verify_only:
-        return coordinator.handle_verify_partitions_in_transaction(
-            transactional_id, producer_id, producer_epoch, partitions
+        return verify_partitions(
+            cache, coordinator, transactional_id, producer_id, producer_epoch, partitions
         )
+    unknown = _unknown(cache, partitions)
+    if unknown is not None:
+        return unknown
     error = await coordinator.handle_add_partitions_to_transaction(
         transactional_id, producer_id, producer_epoch, partitions
     )
     return dict.fromkeys(partitions, error)
+
+
+def _unknown(
+    cache: MetadataCache, partitions: Sequence[TopicPartition]
+) -> dict[TopicPartition, ErrorCode] | None:
+    unknown = {tp for tp in partitions if cache.partition_state(tp) is None}
+    if not unknown:
+        return None
+    return {
+        tp: ErrorCode.unknown_topic_or_partition
+        if tp in unknown
+        else ErrorCode.operation_not_attempted
+        for tp in partitions
+    }
+
+
+def verify_partitions(
+    cache: MetadataCache,
+    coordinator: TransactionCoordinator,
+    transactional_id: str,
+    producer_id: int,
+    producer_epoch: int,
+    partitions: Sequence[TopicPartition],
+) -> dict[TopicPartition, ErrorCode]:
+    """One verify_only transaction's answer per partition; also what a partition leader
+    gets without a round trip when it is the coordinator itself."""
+    unknown = _unknown(cache, partitions)
+    if unknown is not None:
+        return unknown
+    return coordinator.handle_verify_partitions_in_transaction(
+        transactional_id, producer_id, producer_epoch, partitions
+    )
 
 
 def _topics(results: Mapping[TopicPartition, ErrorCode]) -> list[dict[str, Any]]:

@@ -2,6 +2,8 @@
 
 Versions 3+ are decoded; 0-2 are still advertised, as Kafka 4 does (KAFKA-18659),
 because librdkafka turns compression off against a broker that advertises no v0-2.
+A transaction's first write to a partition waits for its coordinator to confirm the
+partition is in the transaction (KIP-890 part 1, `transaction_verification`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from tiercel.server.handlers.common import current_leader, error_fields, node_en
 from tiercel.server.network.connection import CloseConnection
 from tiercel.server.replica_manager import ProduceResult
 from tiercel.server.request_context import RequestContext
+from tiercel.server.transaction_verification import handle_produce_append
 from tiercel.storage.topic_partition import TopicPartition
 
 API_KEY: Final = 0
@@ -69,8 +72,12 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any] | None:
                 )
             else:
                 entries[tp] = data.records
-    results = await ctx.broker.replica_manager.append_records(
-        timeout_ms(request.timeout), request.acks, entries
+    results = await handle_produce_append(
+        ctx.broker.replica_manager,
+        timeout_ms(request.timeout),
+        request.acks,
+        entries,
+        request.transactional_id,
     )
     results.update(rejected)
     failed = _log_rejected(ctx, results)

@@ -47,6 +47,7 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
     if offsets:
         errors.update(
             await ctx.broker.group_coordinator.commit_transactional_offsets(
+                request.transactional_id,
                 request.group_id,
                 request.producer_id,
                 request.producer_epoch,

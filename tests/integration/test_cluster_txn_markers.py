@@ -8,11 +8,14 @@ follower is NOT_LEADER_OR_FOLLOWER.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from kio.schema.errors import ErrorCode
 
 from support.clients import wait_until
 from support.cluster import ClusterProcess
 from support.txn_wire import (
+    HAND_COORDINATOR_OVERRIDES,
     TxnProducer,
     consume_confluent,
     fetch_committed,
@@ -26,8 +29,9 @@ TOPIC = "txn-replicated"
 
 
 def test_markers_and_aborted_transactions_survive_a_leader_failover(
-    cluster: ClusterProcess,
+    cluster_factory: Callable[..., ClusterProcess],
 ) -> None:
+    cluster = cluster_factory(overrides=HAND_COORDINATOR_OVERRIDES)
     cluster.create_topic(TOPIC, 1, replication_factor=3)
     leader = cluster.wait_for_leader(TOPIC, 0).leader
     follower = next(node for node in cluster.brokers if node != leader)

@@ -28,6 +28,7 @@ from kio.schema.errors import ErrorCode
 from support.broker import BrokerProcess
 from support.clients import create_topic, running_broker
 from support.txn_wire import (
+    HAND_COORDINATOR_OVERRIDES,
     TxnProducer,
     consume_confluent,
     fetch_committed,
@@ -43,7 +44,7 @@ TOPIC = "txn"
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    with running_broker(Path(tmp_path_factory.mktemp("txn"))) as broker:
+    with running_broker(Path(tmp_path_factory.mktemp("txn")), HAND_COORDINATOR_OVERRIDES) as broker:
         yield broker
 
 

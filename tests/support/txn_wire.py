@@ -1,13 +1,18 @@
 """Driving the partition side of transactions on the wire, as a transaction coordinator
 and its producers would: idempotent producer ids (InitProducerId without a
 transactional id) writing transactional batches, WriteTxnMarkers ending them, and
-read_committed reads (Fetch, ListOffsets, a librdkafka consumer)."""
+read_committed reads (Fetch, ListOffsets, a librdkafka consumer).
+
+The transaction coordinator never hears of these transactions, so a broker serving
+them must not verify transactional writes with it (KIP-890 part 1): start it with
+`HAND_COORDINATOR_OVERRIDES`. Transactional records still name a transactional id, as
+Kafka requires (TRANSACTIONAL_ID_AUTHORIZATION_FAILED otherwise)."""
 
 from __future__ import annotations
 
 import datetime
 import time
-from typing import Any
+from typing import Any, Final
 
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as CTopicPartition
@@ -17,6 +22,10 @@ from support.clients import now_ms
 from support.wire import WireClient
 from tiercel.protocol.entities import build_entity, request_class
 from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
+
+# The tests play the coordinator: the broker's own one must not be asked.
+HAND_COORDINATOR_OVERRIDES: Final = {"transaction.partition.verification.enable": "false"}
+WIRE_TRANSACTIONAL_ID: Final = "txn-wire"
 
 
 def request(client: WireClient, api_key: int, version: int, values: dict[str, Any]) -> Any:
@@ -75,6 +84,7 @@ def produce(client: WireClient, topic: str, batch: bytes) -> Any:
         0,
         9,
         {
+            "transactional_id": WIRE_TRANSACTIONAL_ID,
             "acks": -1,
             "timeout": datetime.timedelta(seconds=10),
             "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}],

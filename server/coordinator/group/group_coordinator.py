@@ -278,6 +278,7 @@ class GroupCoordinator:
 
     async def commit_transactional_offsets(
         self,
+        transactional_id: str,
         group_id: str,
         producer_id: int,
         producer_epoch: int,
@@ -287,8 +288,10 @@ class GroupCoordinator:
         offsets: Mapping[TopicPartition, OffsetAndMetadata],
     ) -> dict[TopicPartition, ErrorCode]:
         """TxnOffsetCommit: write the commits as the producer's transactional records;
-        they become the group's offsets when its transaction commits (`txn_offsets`).
-        A group member (KIP-447: v3+ carry the member) must be current, as Kafka 4's
+        they become the group's offsets when its transaction commits (`txn_offsets`),
+        after the transaction coordinator confirmed the offsets partition is in the
+        transaction (KIP-890 part 1). A group member (KIP-447: v3+ carry the member)
+        must be current, as Kafka 4's
         OffsetMetadataManager.validateTransactionalOffsetCommit checks: in a classic
         group its generation, in a KIP-848 consumer group its member epoch (a stale one
         is ILLEGAL_GENERATION). Unlike OffsetCommit, the group id must not be empty
@@ -322,6 +325,7 @@ class GroupCoordinator:
                 self.manager.replica_manager,
                 self.config.offsets_commit_timeout_ms,
                 offsets_partition(self.partition_for, group_id),
+                transactional_id,
                 group_id,
                 producer_id,
                 producer_epoch,

@@ -32,6 +32,9 @@ from tiercel.server.coordinator.group.group_config import GROUP_METADATA_TOPIC_N
 from tiercel.server.coordinator.group.offset_and_metadata import OffsetAndMetadata
 from tiercel.server.coordinator.group.offset_store import OffsetStore
 from tiercel.server.replica_manager import ReplicaManager
+from tiercel.server.transaction_verification import (
+    maybe_start_transaction_verification_for_partition,
+)
 from tiercel.storage.producer_state_entry import ProducerStateEntry
 from tiercel.storage.topic_partition import TopicPartition
 
@@ -112,13 +115,16 @@ async def append_txn_offsets(
     replica_manager: ReplicaManager,
     timeout_ms: int,
     tp: TopicPartition,
+    transactional_id: str,
     group_id: str,
     producer_id: int,
     producer_epoch: int,
     offsets: Mapping[TopicPartition, OffsetAndMetadata],
 ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata]]:
     """Write the commits as one transactional batch of the producer; (error, the
-    offsets with the log offsets of their records)."""
+    offsets with the log offsets of their records). The producer's first write to the
+    partition in a transaction is verified with its coordinator first (KIP-890 part 1;
+    Kafka's coordinator maps those errors as any failed write)."""
     partition = replica_manager.partitions.get(tp)
     if partition is None or not partition.is_leader:
         return ErrorCode.not_coordinator, {}
@@ -130,17 +136,23 @@ async def append_txn_offsets(
         )
         for t, o in offsets.items()
     ]
+    base_sequence = _next_sequence(
+        partition.log.producer_state.last_entry(producer_id), producer_epoch
+    )
     batch = build_record_batch(
         records,
         producer_id=producer_id,
         producer_epoch=producer_epoch,
-        base_sequence=_next_sequence(
-            partition.log.producer_state.last_entry(producer_id), producer_epoch
-        ),
+        base_sequence=base_sequence,
         is_transactional=True,
     )
+    verification, guard = await maybe_start_transaction_verification_for_partition(
+        replica_manager, tp, transactional_id, producer_id, producer_epoch, base_sequence
+    )
+    if verification != ErrorCode.none:
+        return _COMMIT_ERRORS.get(verification, verification), {}
     results = await replica_manager.append_records(
-        timeout_ms, -1, {tp: batch}, internal_topics_allowed=True
+        timeout_ms, -1, {tp: batch}, internal_topics_allowed=True, verification_guards={tp: guard}
     )
     result = results[tp]
     if result.error is not None:

@@ -31,7 +31,13 @@ from pyspark.sql import SparkSession
 
 from support.broker import BrokerProcess
 from support.clients import create_topic, earliest_local_offset, running_broker, wait_until
-from support.txn_wire import TxnProducer, consume_confluent, fetch_committed, plain
+from support.txn_wire import (
+    HAND_COORDINATOR_OVERRIDES,
+    TxnProducer,
+    consume_confluent,
+    fetch_committed,
+    plain,
+)
 from support.wire import WireClient
 from tiercel.tiered.reader import broker_tail, open_object_root, plan_topic
 
@@ -40,6 +46,7 @@ OVERRIDES: Final = {
     "remote.log.storage.system.enable": "true",
     "remote.log.manager.task.interval.ms": 200,
     "log.retention.check.interval.ms": 200,
+    **HAND_COORDINATOR_OVERRIDES,
 }
 ROUNDS: Final = 24
 
