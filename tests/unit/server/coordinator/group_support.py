@@ -107,6 +107,8 @@ class FakeReplicaManager:
         self.fail_with: KafkaError | None = None
         self.internal_flags: list[bool] = []
         self.required_acks: list[int] = []
+        # No transaction.partition.verification here: the coordinator's own checks.
+        self.transaction_verifier = None
 
     async def append_records(
         self,
@@ -114,6 +116,7 @@ class FakeReplicaManager:
         required_acks: int,
         entries: dict[TopicPartition, bytes | None],
         internal_topics_allowed: bool = False,
+        verification_guards: object = None,
     ) -> dict[TopicPartition, ProduceResult]:
         await asyncio.sleep(0)  # a real append may yield to the loop
         self.internal_flags.append(internal_topics_allowed)

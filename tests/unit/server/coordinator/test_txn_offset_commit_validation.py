@@ -39,7 +39,7 @@ async def txn_commit(
     instance_id: str | None = None,
 ) -> ErrorCode:
     result = await c.commit_transactional_offsets(
-        group_id, PRODUCER_ID, 0, member_id, instance_id, generation_id, offset(value)
+        "txn-id", group_id, PRODUCER_ID, 0, member_id, instance_id, generation_id, offset(value)
     )
     assert set(result) == {T0}
     return result[T0]
