@@ -248,6 +248,10 @@ class LocalLog:
         no later segment can add any (Kafka's LocalLog.collectAbortedTransactions)."""
         found: list[AbortedTxn] = []
         for segment in self.segments_from(start_offset):
+            if segment.txn_index.is_empty:
+                # Nothing to list or settle; passed over at the cost of an attribute
+                # check, since a log of hundreds of segments is walked on every fetch.
+                continue
             result = segment.txn_index.collect_aborted_txns(start_offset, upper_bound)
             found.extend(result.aborted)
             if result.is_complete:

@@ -2,6 +2,7 @@
 (KIP-405 remote reads).
 
     .venv/bin/python tests/bench/tiered_read.py [--mb 200] [--rounds 5] [--segment-mb 16]
+        [--isolation read_committed|read_uncommitted]
 
 One broker, started as a user starts it (tests/bench/tiered_produce.py's ``tiercel``), with the
 local-directory tier and two one-partition topics that receive the same ``--mb`` MB of
@@ -10,7 +11,11 @@ local-directory tier and two one-partition topics that receive the same ``--mb``
 ``local`` (no tiering). Once only the tiered topic's active segment is left on local
 disk, offsets [0, its base offset) are in the remote tier alone; a fresh librdkafka
 consumer then reads that range from each topic in turn, alternating for ``--rounds``
-rounds. Prints MB/s per read, the medians and the ratio tiered/local.
+rounds. Prints MB/s per read, the medians and the ratio tiered/local. The consumer reads
+with librdkafka's default isolation, read_committed, unless ``--isolation`` says
+otherwise: a read_committed remote fetch also searches the tier's transaction indexes
+for aborted transactions (small ``--segment-mb`` values, hundreds of segments, show what
+that search costs).
 
 The local topic's segments were just written, so they are read from the page cache; the
 tier's objects were written with O_DIRECT, so remote reads start from the disk (or the
@@ -55,11 +60,12 @@ def local_bases(broker: Broker, topic: str) -> list[int]:
     return sorted(int(name[:-4]) for name in names if name.endswith(".log"))
 
 
-def read_mb_s(bootstrap: str, topic: str, end: int, value_bytes: int) -> float:
+def read_mb_s(bootstrap: str, topic: str, end: int, value_bytes: int, isolation: str) -> float:
     """A fresh consumer reads offsets [0, end) of ``topic``; MB/s of values."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
+            "isolation.level": isolation,
             "group.id": "bench-read",
             "enable.auto.commit": False,
             "fetch.max.bytes": 52428800,
@@ -86,7 +92,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=int, default=200, help="MB to produce (default 200)")
     parser.add_argument("--value-bytes", type=int, default=1024)
-    parser.add_argument("--segment-mb", type=int, default=16, help="segment.bytes in MiB")
+    parser.add_argument("--segment-mb", type=float, default=16, help="segment.bytes in MiB")
+    parser.add_argument(
+        "--isolation", choices=("read_committed", "read_uncommitted"), default="read_committed"
+    )
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     overrides = {
@@ -100,21 +109,24 @@ def main() -> None:
         tempfile.TemporaryDirectory(prefix="bench-tiered-read-") as tmp,
         tiercel(Path(tmp), overrides, None) as broker,
     ):
-        create_topics(broker.bootstrap, args.segment_mb * MIB)
+        segment_bytes = int(args.segment_mb * MIB)
+        create_topics(broker.bootstrap, segment_bytes)
+        # Batches fit in a segment (librdkafka's default batch.size is 1 MB).
+        batching = {"batch.size": min(1_000_000, segment_bytes // 2)}
         for topic in TOPICS:
-            produce_all(broker.bootstrap, count, value, topic=topic)
+            produce_all(broker.bootstrap, count, value, batching, topic=topic)
         if not wait_for(lambda: len(local_bases(broker, "tiered")) == 1, 300):
             raise TimeoutError("the tiered topic's rolled segments were not all trimmed")
         end = local_bases(broker, "tiered")[0]
         print(
             f"{end} records ({end * args.value_bytes / 1e6:.0f} MB of values) below the "
-            f"tiered topic's local start; {args.rounds} alternating rounds",
+            f"tiered topic's local start; {args.rounds} alternating rounds, {args.isolation}",
             flush=True,
         )
         results: dict[str, list[float]] = {topic: [] for topic in TOPICS}
         for round_number in range(1, args.rounds + 1):
             for topic in TOPICS:
-                rate = read_mb_s(broker.bootstrap, topic, end, args.value_bytes)
+                rate = read_mb_s(broker.bootstrap, topic, end, args.value_bytes, args.isolation)
                 results[topic].append(rate)
                 print(f"round {round_number}: {topic:6s} read {rate:7.1f} MB/s", flush=True)
     tiered, local = (statistics.median(results[topic]) for topic in TOPICS)
