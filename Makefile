@@ -41,7 +41,7 @@ lint: $(BIN)/tiercel
 test: $(BIN)/tiercel
 	bash tests/install-services.sh
 	$(MAKE) lint
-	$(BIN)/pytest -q -p no:cacheprovider
+	$(BIN)/pytest -q -p no:cacheprovider --durations=20
 
 bench: $(BIN)/tiercel
 	$(BIN)/python -m pip install -q -e '.[bench]'
