@@ -273,7 +273,7 @@ def run_with_crash(cluster: ClusterProcess, role: str, settle_s: float) -> None:
         # support.eos_loop): send_offsets_to_transaction starts at once, its lookup
         # finds the dead broker, which then leaves the metadata.
         ("group coordinator", 1.0),
-        # The group coordinator's failover alone is this case's, with either timing.
+        # The group coordinator also fails over here, killed with no delay.
         ("both coordinators", 0.0),
     ],
 )
