@@ -38,7 +38,10 @@ from tiercel.tiered.rlmm.remote_log_metadata_manager import (
     RemotePartitionDeleteMetadata,
     RemotePartitionDeleteState,
 )
-from tiercel.tiered.rsm.remote_storage_manager import RemoteStorageManager
+from tiercel.tiered.rsm.remote_storage_manager import (
+    RemoteLogSegmentMetadata,
+    RemoteStorageManager,
+)
 
 __all__ = ["CLOSE_TIMEOUT_S", "RemoteLogManager"]
 
@@ -90,6 +93,7 @@ class RemoteLogManager:
         )
         self._partitions: dict[TopicIdPartition, _Running] = {}
         self._deletions: set[asyncio.Task[None]] = set()
+        self.context.upload_abandoned = self._retire_abandoned_upload
         self._closed = False
 
     def on_leadership_change(
@@ -173,6 +177,49 @@ class RemoteLogManager:
             task.add_done_callback(self._deletions.discard)
         self.context.rlmm.on_stop_partitions(set(partitions) - deleting.keys())
 
+    def _retire_abandoned_upload(
+        self, metadata: RemoteLogSegmentMetadata, returned: asyncio.Event
+    ) -> None:
+        """An upload whose copy task was cancelled because this broker stopped leading
+        the partition: its thread deletes what it wrote, and then its metadata goes
+        through the DELETE states. Left COPY_SEGMENT_STARTED it would stay for good
+        with infinite retention: only this broker could finish it, and the partition's
+        next leader leaves other brokers' unfinished uploads to retention (Kafka lets
+        such a copy run on and record COPY_SEGMENT_FINISHED instead; here it is undone).
+        Not while the manager stops: the metadata manager closes too, and this broker's
+        expiration task deletes its own unfinished uploads once it leads again."""
+        if self._closed:
+            return
+        task = asyncio.get_running_loop().create_task(
+            self._retire(metadata, returned),
+            name=f"retire upload {metadata.remote_log_segment_id.id}",
+        )
+        self._deletions.add(task)
+        task.add_done_callback(self._deletions.discard)
+
+    async def _retire(self, metadata: RemoteLogSegmentMetadata, returned: asyncio.Event) -> None:
+        await returned.wait()
+        try:
+            await delete_remote_log_segment(self.context, metadata)
+        except Exception as e:  # already being deleted, or the partition no longer followed
+            log_event(
+                _log,
+                logging.WARNING,
+                "remote_abandoned_upload_not_retired",
+                partition=str(metadata.topic_id_partition.topic_partition),
+                segment_id=str(metadata.remote_log_segment_id.id),
+                error=repr(e),
+            )
+        else:
+            log_event(
+                _log,
+                logging.INFO,
+                "remote_abandoned_upload_retired",
+                partition=str(metadata.topic_id_partition.topic_partition),
+                segment_id=str(metadata.remote_log_segment_id.id),
+                base_offset=metadata.start_offset,
+            )
+
     async def _delete_partition(self, partition: TopicIdPartition, log: UnifiedLog) -> None:
         """Kafka's partition deletion: DELETE_PARTITION_MARKED, _STARTED, each segment
         deleted, then _FINISHED; a log still here (remote storage turned off) then
@@ -242,7 +289,8 @@ class RemoteLogManager:
         ``deadline`` (the loop's clock; by default `CLOSE_TIMEOUT_S` from now). An
         upload in progress finishes in its thread and is abandoned (it stays
         COPY_SEGMENT_STARTED, deleted by this broker once it leads the partition again,
-        or with retention)."""
+        or with retention); one abandoned earlier whose metadata is being retired stays
+        so too."""
         self._closed = True
         runners = [r for running in self._partitions.values() for _, r in running.tasks]
         runners += self._deletions  # cut short at shutdown: the remote data stays

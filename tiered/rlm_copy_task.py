@@ -203,6 +203,12 @@ class RLMCopyTask(RLMTask):
         # Set when this task is cancelled during the upload (the broker stops, say):
         # the thread, which finishes the upload regardless, then deletes it again.
         abandoned = threading.Event()
+        returned = asyncio.Event()
+
+        def upload_returned() -> None:
+            being_copied.release()
+            returned.set()
+
         try:
             try:
                 await run_blocking(
@@ -217,10 +223,11 @@ class RLMCopyTask(RLMTask):
                     epochs_index,
                     abandoned,
                     # Once the upload has returned, also when this task was cancelled.
-                    on_done=being_copied.release,
+                    on_done=upload_returned,
                 )
             except asyncio.CancelledError:
                 abandoned.set()
+                context.upload_abandoned(metadata, returned)
                 raise
             if self.is_cancelled() or log.deleted or log.truncations != truncations:
                 log_event(

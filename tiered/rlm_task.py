@@ -70,6 +70,12 @@ class RLMContext:
     segment_deleted_listeners: list[Callable[[RemoteLogSegmentMetadata], None]] = field(
         default_factory=list
     )
+    # Told of an upload its copy task gave up when cancelled (this broker no longer
+    # leads the partition), with an event set once the upload's thread has returned
+    # (and deleted what it wrote): the RemoteLogManager retires its metadata.
+    upload_abandoned: Callable[[RemoteLogSegmentMetadata, asyncio.Event], None] = (
+        lambda metadata, returned: None
+    )
 
 
 async def run_blocking(

@@ -5,10 +5,13 @@ data deleted with the topic), and its copy quota."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 
 from rlm_support import (
     PARTITION,
+    STARTED,
+    FlakyStorage,
     commit,
     make_context,
     open_log,
@@ -115,3 +118,35 @@ async def test_the_copy_quota_bounds_bytes_per_second() -> None:
     # A segment larger than a second's worth waits for a full bucket, not forever.
     now[0] = 10.0
     assert quota.throttle_time_s(5000) == 0
+
+
+async def test_an_upload_cut_short_by_a_leadership_change_leaves_no_metadata(
+    tmp_path: Path, scheduler: Scheduler
+) -> None:
+    """This broker stops leading while an upload runs: the upload's thread deletes what
+    it wrote, then its COPY_SEGMENT_STARTED metadata goes through the DELETE states
+    (the next leader leaves another broker's unfinished upload alone, so it would stay
+    for good). A stop of the whole manager leaves it instead (see `stop`)."""
+    log = open_log(str(tmp_path / "orders-0"), tiered_config(), scheduler)
+    produce(log, 20)
+    await commit(log, scheduler)
+    rlmm = InMemoryRemoteLogMetadataManager()
+    rsm = FlakyStorage(LocalTieredStorage(str(tmp_path / "remote")))
+    started, release = threading.Event(), threading.Event()
+
+    def block() -> None:
+        started.set()
+        assert release.wait(10)
+
+    rsm.before_copy = block
+    rlm = RemoteLogManager(rlm_config(), 1, rsm, rlmm)  # type: ignore[arg-type]
+    rlm.on_leadership_change({PARTITION: (log, 0)}, {})
+    assert await asyncio.to_thread(started.wait, 10)
+    assert [m.state for m in segments(rlmm, None)] == [STARTED]
+    rlm.on_leadership_change({}, {PARTITION: log})  # another broker leads now
+    rsm.before_copy = lambda: None
+    release.set()
+    await eventually(lambda: segments(rlmm, None) == [])
+    assert [p for p in (tmp_path / "remote").rglob("*") if p.is_file()] == []
+    await rlm.close()
+    await log.close()
