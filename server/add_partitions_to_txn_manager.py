@@ -48,7 +48,7 @@ from tiercel.server.coordinator.transaction.transaction_config import (
     TRANSACTION_STATE_TOPIC_NAME,
 )
 from tiercel.server.metadata.metadata_cache import MetadataCache
-from tiercel.server.replication.broker_client import BrokerClient, Endpoint
+from tiercel.server.replication.broker_client import BrokerClients
 from tiercel.storage.topic_partition import TopicPartition
 
 __all__ = ["AddPartitionsToTxnManager", "unverified_partitions"]
@@ -109,10 +109,13 @@ class AddPartitionsToTxnManager:
         self._cache = cache
         self._partition_for = partition_for
         self._listener = inter_broker_listener
-        self._timeout_s = request_timeout_ms / 1000
         self._queued: dict[int, dict[str, _Question]] = {}
         self._senders: dict[int, asyncio.Task[None]] = {}
-        self._clients: dict[int, BrokerClient] = {}
+        self._clients = BrokerClients(
+            lambda broker_id: cache.broker_endpoint(broker_id, inter_broker_listener),
+            f"tiercel-add-partitions-to-txn-{node_id}",
+            request_timeout_ms / 1000,
+        )
         self._closed = False
         self.requests_sent = 0  # AddPartitionsToTxn requests, batching included
 
@@ -155,7 +158,11 @@ class AddPartitionsToTxnManager:
         """The live broker leading the id's __transaction_state partition, if any."""
         tp = TopicPartition(TRANSACTION_STATE_TOPIC_NAME, self._partition_for(transactional_id))
         state = self._cache.partition_state(tp)
-        if state is None or state.leader < 0 or self._endpoint(state.leader) is None:
+        if (
+            state is None
+            or state.leader < 0
+            or self._cache.broker_endpoint(state.leader, self._listener) is None
+        ):
             return None
         return state.leader
 
@@ -183,7 +190,7 @@ class AddPartitionsToTxnManager:
         body = {"transactions": [_transaction(tid, q) for tid, q in batch.items()]}
         self.requests_sent += 1
         try:
-            _, response = await self._client(node).request(
+            _, response = await self._clients.get(node).request(
                 ADD_PARTITIONS_TO_TXN_KEY, _VERIFY_VERSIONS, body
             )
         except UnsupportedVersionError as e:
@@ -217,22 +224,6 @@ class AddPartitionsToTxnManager:
         for question in batch.values():
             question.fail(error)
 
-    def _client(self, broker_id: int) -> BrokerClient:
-        client = self._clients.get(broker_id)
-        if client is None:
-            client = self._clients[broker_id] = BrokerClient(
-                broker_id,
-                lambda: self._endpoint(broker_id),
-                f"tiercel-add-partitions-to-txn-{self._node_id}",
-                self._timeout_s,
-            )
-        return client
-
-    def _endpoint(self, broker_id: int) -> Endpoint | None:
-        broker = self._cache.brokers.get(broker_id)
-        endpoint = None if broker is None else broker.endpoint(self._listener)
-        return None if endpoint is None else (endpoint.host, endpoint.port)
-
     async def shutdown(self) -> None:
         """Stop sending; questions still waiting get NETWORK_EXCEPTION."""
         self._closed = True
@@ -243,9 +234,7 @@ class AddPartitionsToTxnManager:
         for batch in self._queued.values():
             self._fail_all(batch, ErrorCode.network_exception)
         self._queued.clear()
-        for client in self._clients.values():
-            client.close()
-        self._clients.clear()
+        self._clients.close()
 
 
 def _transaction(transactional_id: str, question: _Question) -> dict[str, Any]:

@@ -49,7 +49,7 @@ from tiercel.server.delayed_fetch import FetchRequestPartition, FetchResult
 from tiercel.server.internal_topic import ensure_internal_topic
 from tiercel.server.metadata.metadata_cache import MetadataCache
 from tiercel.server.replica_manager import ProduceResult
-from tiercel.server.replication.broker_client import BrokerClient, Endpoint
+from tiercel.server.replication.broker_client import BrokerClient
 from tiercel.storage.log_values import FetchIsolation
 from tiercel.storage.topic_partition import TopicPartition
 from tiercel.tiered.rlmm.remote_log_metadata_topic_client import (
@@ -479,15 +479,10 @@ def create_topic_based_rlmm(
     ``rlmm.config.`` properties (with or without the prefix); snapshots go under the
     first log dir. Inter-broker requests go to the leaders' inter-broker listeners."""
 
-    def endpoint(broker_id: int) -> Endpoint | None:
-        broker = cache.brokers.get(broker_id)
-        found = None if broker is None else broker.endpoint(config.inter_broker_listener_name)
-        return None if found is None else (found.host, found.port)
-
     def client_factory(leader_id: int) -> BrokerClient:
         return BrokerClient(
             leader_id,
-            lambda: endpoint(leader_id),
+            lambda: cache.broker_endpoint(leader_id, config.inter_broker_listener_name),
             f"tiercel-rlmm-{node_id}",
             config.replica_socket_timeout_ms / 1000,
         )

@@ -70,6 +70,13 @@ class MetadataCache:
         topic = self.topics.get(tp.topic)
         return None if topic is None else topic.states.get(tp.partition)
 
+    def broker_endpoint(self, broker_id: int, listener_name: str) -> tuple[str, int] | None:
+        """(host, port) of a live broker's listener (Kafka's
+        MetadataCache.getAliveBrokerNode), None if the broker or listener is unknown."""
+        broker = self.brokers.get(broker_id)
+        endpoint = None if broker is None else broker.endpoint(listener_name)
+        return None if endpoint is None else (endpoint.host, endpoint.port)
+
     def alive_broker_ids(self) -> list[int]:
         return sorted(self.brokers)
 

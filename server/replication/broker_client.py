@@ -134,3 +134,35 @@ class BrokerClient:
             self._writer.close()
         self._reader = self._writer = None
         self._versions = {}
+
+
+class BrokerClients:
+    """One `BrokerClient` per target broker, opened on first use and kept (the
+    per-destination connections of Kafka's InterBrokerSendThread). Event-loop only."""
+
+    def __init__(
+        self,
+        resolve_endpoint: Callable[[int], Endpoint | None],
+        client_id: str,
+        request_timeout_s: float,
+    ) -> None:
+        self._resolve_endpoint = resolve_endpoint
+        self._client_id = client_id
+        self._timeout_s = request_timeout_s
+        self._clients: dict[int, BrokerClient] = {}
+
+    def get(self, broker_id: int) -> BrokerClient:
+        client = self._clients.get(broker_id)
+        if client is None:
+            client = self._clients[broker_id] = BrokerClient(
+                broker_id,
+                lambda: self._resolve_endpoint(broker_id),
+                self._client_id,
+                self._timeout_s,
+            )
+        return client
+
+    def close(self) -> None:
+        for client in self._clients.values():
+            client.close()
+        self._clients.clear()

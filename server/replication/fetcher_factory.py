@@ -10,7 +10,7 @@ from collections.abc import Callable
 from tiercel.config.broker_config import BrokerConfig
 from tiercel.server.metadata.metadata_cache import MetadataCache
 from tiercel.server.remote_log_reads import RemoteLogReads
-from tiercel.server.replication.broker_client import BrokerClient, Endpoint
+from tiercel.server.replication.broker_client import BrokerClient
 from tiercel.server.replication.remote_leader_end_point import FetcherConfig, RemoteLeaderEndPoint
 from tiercel.server.replication.replica_fetcher import FollowerPartitions, ReplicaFetcher
 from tiercel.server.replication.replica_fetcher_manager import FetcherFactory
@@ -23,15 +23,10 @@ def replica_fetcher_factory(
     partitions: FollowerPartitions,
     remote_log_manager: Callable[[], RemoteLogReads | None] = lambda: None,
 ) -> FetcherFactory:
-    def inter_broker_endpoint(broker_id: int) -> Endpoint | None:
-        broker = cache.brokers.get(broker_id)
-        endpoint = None if broker is None else broker.endpoint(config.inter_broker_listener_name)
-        return None if endpoint is None else (endpoint.host, endpoint.port)
-
     def make_fetcher(leader_id: int) -> ReplicaFetcher:
         client = BrokerClient(
             leader_id,
-            lambda: inter_broker_endpoint(leader_id),
+            lambda: cache.broker_endpoint(leader_id, config.inter_broker_listener_name),
             f"tiercel-replica-fetcher-{node_id}",
             config.replica_socket_timeout_ms / 1000,
             config.replica_socket_receive_buffer_bytes,

@@ -28,7 +28,7 @@ from tiercel.server.coordinator.transaction.transaction_metadata import (
     TxnTransitMetadata,
 )
 from tiercel.server.metadata.metadata_cache import MetadataCache
-from tiercel.server.replication.broker_client import BrokerClient, Endpoint
+from tiercel.server.replication.broker_client import BrokerClients
 from tiercel.storage.scheduler import Scheduler
 from tiercel.storage.topic_partition import TopicPartition
 
@@ -82,13 +82,14 @@ class TransactionMarkerChannelManager:
         request_timeout_ms: int,
         write_complete: CompleteWriter,
     ) -> None:
-        self._node_id = node_id
         self._cache = cache
         self._scheduler = scheduler
-        self._listener = inter_broker_listener
-        self._timeout_s = request_timeout_ms / 1000
         self._write_complete = write_complete
-        self._clients: dict[int, BrokerClient] = {}
+        self._clients = BrokerClients(
+            lambda broker_id: cache.broker_endpoint(broker_id, inter_broker_listener),
+            f"tiercel-txn-marker-sender-{node_id}",
+            request_timeout_ms / 1000,
+        )
         self._locks: dict[int, asyncio.Lock] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self.markers_sent = 0
@@ -230,7 +231,7 @@ class TransactionMarkerChannelManager:
         lock = self._locks.setdefault(leader, asyncio.Lock())
         try:
             async with lock:  # BrokerClient serves one request at a time
-                _, response = await self._client(leader).request(
+                _, response = await self._clients.get(leader).request(
                     WRITE_TXN_MARKERS_KEY, _WRITE_TXN_MARKERS_VERSIONS, body
                 )
         except (OSError, TimeoutError, KafkaError, EOFError, asyncio.IncompleteReadError) as e:
@@ -238,30 +239,12 @@ class TransactionMarkerChannelManager:
             return set(), False
         return _marked(response, metadata.transactional_id)
 
-    def _client(self, broker_id: int) -> BrokerClient:
-        client = self._clients.get(broker_id)
-        if client is None:
-            client = self._clients[broker_id] = BrokerClient(
-                broker_id,
-                lambda: self._endpoint(broker_id),
-                f"tiercel-txn-marker-sender-{self._node_id}",
-                self._timeout_s,
-            )
-        return client
-
-    def _endpoint(self, broker_id: int) -> Endpoint | None:
-        broker = self._cache.brokers.get(broker_id)
-        endpoint = None if broker is None else broker.endpoint(self._listener)
-        return None if endpoint is None else (endpoint.host, endpoint.port)
-
     async def shutdown(self) -> None:
         tasks = list(self._tasks.values())
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        for client in self._clients.values():
-            client.close()
-        self._clients.clear()
+        self._clients.close()
 
 
 def _marked(response: Any, transactional_id: str) -> tuple[set[TopicPartition], bool]:
