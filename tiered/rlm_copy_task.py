@@ -238,6 +238,8 @@ class RLMCopyTask(RLMTask):
                     segment_id=str(segment_id.id),
                     base_offset=segment.base_offset,
                 )
+                if self.is_cancelled():  # leadership moved just as the upload returned
+                    context.upload_abandoned(metadata, returned)
                 await self._delete_uploaded(metadata)
                 return False
             try:
