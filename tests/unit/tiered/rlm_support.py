@@ -4,6 +4,7 @@ an RLMContext around them: what the RemoteLogManager unit tests build on."""
 from __future__ import annotations
 
 import os
+import threading
 import uuid
 from collections.abc import Callable
 
@@ -140,6 +141,18 @@ class FlakyStorage:
         self.failures = failures
         self.copies = 0
         self.before_copy: Callable[[], None] = lambda: None
+
+    def hold_copies(self) -> tuple[threading.Event, threading.Event]:
+        """Make copies wait in the copier thread: (``started``, set once one waits;
+        ``release``, set by the test to let them go on, for 10 s at most)."""
+        started, release = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            started.set()
+            assert release.wait(10)
+
+        self.before_copy = hold
+        return started, release
 
     def copy_log_segment_data(
         self, metadata: RemoteLogSegmentMetadata, data: LogSegmentData

@@ -5,7 +5,6 @@ data deleted with the topic), and its copy quota."""
 from __future__ import annotations
 
 import asyncio
-import threading
 from pathlib import Path
 
 from rlm_support import (
@@ -132,13 +131,7 @@ async def test_an_upload_cut_short_by_a_leadership_change_leaves_no_metadata(
     await commit(log, scheduler)
     rlmm = InMemoryRemoteLogMetadataManager()
     rsm = FlakyStorage(LocalTieredStorage(str(tmp_path / "remote")))
-    started, release = threading.Event(), threading.Event()
-
-    def block() -> None:
-        started.set()
-        assert release.wait(10)
-
-    rsm.before_copy = block
+    started, release = rsm.hold_copies()
     rlm = RemoteLogManager(rlm_config(), 1, rsm, rlmm)  # type: ignore[arg-type]
     rlm.on_leadership_change({PARTITION: (log, 0)}, {})
     assert await asyncio.to_thread(started.wait, 10)

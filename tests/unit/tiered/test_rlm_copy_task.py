@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
-import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -177,13 +176,7 @@ async def test_a_truncation_during_an_upload_abandons_the_copy(
     await commit(log, scheduler)
     rlmm = InMemoryRemoteLogMetadataManager()
     rsm = FlakyStorage(LocalTieredStorage(str(tmp_path / "remote")))
-    started, release = threading.Event(), threading.Event()
-
-    def block() -> None:
-        started.set()
-        assert release.wait(10)
-
-    rsm.before_copy = block
+    started, release = rsm.hold_copies()
     task = RLMCopyTask(make_context(rsm, rlmm), PARTITION, log, 0)
     # The copy either fails (the truncation removed a file it reads) or finishes its
     # upload; both leave the metadata unfinished.
@@ -294,13 +287,7 @@ async def test_an_upload_cancelled_meanwhile_removes_its_objects(
     await commit(log, scheduler)
     rlmm = InMemoryRemoteLogMetadataManager()
     rsm = FlakyStorage(LocalTieredStorage(str(tmp_path / "remote")))
-    started, release = threading.Event(), threading.Event()
-
-    def block() -> None:
-        started.set()
-        assert release.wait(10)
-
-    rsm.before_copy = block
+    started, release = rsm.hold_copies()
     context = make_context(rsm, rlmm)
     copying = asyncio.create_task(RLMCopyTask(context, PARTITION, log, 0).run_once())
     assert await asyncio.to_thread(started.wait, 10)
