@@ -21,7 +21,7 @@ from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 
 from support.cluster import ClusterProcess, read_offset_checkpoint
 from support.moto_server import S3Bucket
-from support.remote_lineage import bucket_uploads
+from support.remote_lineage import bucket_upload_starts, bucket_uploads
 from support.sequence_producer import (
     ProducerTally,
     SequenceProducer,
@@ -59,21 +59,35 @@ def start_cluster(
 def produce_past_local_retention(
     cluster: ClusterProcess, bucket: S3Bucket, topic: str, leader: int, uploads: int = 6
 ) -> ProducerTally:
-    """Acknowledged values until ``uploads`` segments are remote and the leader's local
-    log starts above 0."""
+    """Acknowledged values until the leader has rolled ``uploads`` + 2 segments (local
+    retention keeps about two), then, with the producer stopped, until ``uploads``
+    segments are remote and the leader's local log starts above 0. Producing stops on
+    the segment count, not on the uploads: copies lag more the busier the machine, and
+    a producer waiting for them would write a tier that grows with the load."""
     producer = SequenceProducer(cluster.bootstrap(), topic, **PRODUCER_CONFIG).start()
     try:
         wait_for(
             lambda: (
-                len(bucket_uploads(bucket, topic, 0)) >= uploads
-                and local_bases(cluster, leader, topic)[0] > 0
+                len(
+                    bucket_upload_starts(bucket, topic, 0)
+                    | set(local_bases(cluster, leader, topic)[:-1])
+                )
+                >= uploads + 2
             ),
             120,
-            f"{uploads} uploads of {topic} and a local trim",
+            f"{uploads + 2} segments of {topic} rolled on broker {leader}",
         )
     finally:
         tally = producer.stop()
     assert tally.fatal is None
+    wait_for(
+        lambda: (
+            len(bucket_upload_starts(bucket, topic, 0)) >= uploads
+            and local_bases(cluster, leader, topic)[0] > 0
+        ),
+        120,
+        f"{uploads} uploads of {topic} and a local trim",
+    )
     return tally
 
 

@@ -21,7 +21,12 @@ from tiercel.storage.checkpoint_file import kafka_str_to_uuid
 from tiercel.storage.topic_partition import TopicPartition
 from tiercel.tiered.rlmm.remote_log_metadata_serde import deserialize
 from tiercel.tiered.rlmm.remote_log_metadata_topic_client import REMOTE_LOG_METADATA_TOPIC_NAME
-from tiercel.tiered.rsm.object_layout import MANIFEST_SUFFIX, decode_manifest, parse_object_key
+from tiercel.tiered.rsm.object_layout import (
+    MANIFEST_SUFFIX,
+    ObjectKey,
+    decode_manifest,
+    parse_object_key,
+)
 from tiercel.tiered.rsm.remote_storage_manager import (
     RemoteLogSegmentMetadata,
     RemoteLogSegmentMetadataUpdate,
@@ -65,13 +70,30 @@ def bucket_uploads(bucket: S3Bucket, topic: str, partition: int) -> list[RemoteL
     return sorted(found, key=lambda m: m.start_offset)
 
 
+def bucket_upload_starts(bucket: S3Bucket, topic: str, partition: int) -> set[int]:
+    """The start offsets of the complete uploads of ``topic``-``partition``, from the
+    keys of their manifests alone (one listing, no object read)."""
+    return {
+        parsed.start_offset
+        for parsed in map(_parse_key, bucket_keys(bucket))
+        if parsed is not None
+        and parsed.topic_partition == TopicPartition(topic, partition)
+        and parsed.suffix == MANIFEST_SUFFIX
+    }
+
+
+def _parse_key(key: str) -> ObjectKey | None:
+    """A bucket key taken apart, under the brokers' prefix or none."""
+    return parse_object_key(key.split("/", 1)[1] if key.count("/") == 3 else key)
+
+
 def bucket_segment_ids(bucket: S3Bucket, topic: str, partition: int) -> set[uuid.UUID]:
     """The segment ids any object of ``topic``-``partition`` in the bucket belongs to,
     complete uploads or not (keys under one prefix directory, object_layout's keys
     below it)."""
     found = set()
     for key in bucket_keys(bucket):
-        parsed = parse_object_key(key.split("/", 1)[1] if key.count("/") == 3 else key)
+        parsed = _parse_key(key)
         if parsed is not None and parsed.topic_partition == TopicPartition(topic, partition):
             found.add(kafka_str_to_uuid(parsed.segment_id))
     return found
