@@ -8,9 +8,14 @@ most ``remote.fetch.max.wait.ms``, or until the partition's leadership moves or 
 broker shuts down. The other partitions keep what their local read gave. When the read
 finishes in time its bytes replace the partition's empty result; when it fails, the
 partition gets the error; when it is late, the partition answers no records and the
-read is left to finish in the pool (its slot stays taken until it does, so the pool's
-bound counts it). A pool with no room (``remote.log.reader.max.pending.tasks``)
-answers the partition an error at once, as Kafka's RejectedExecutionException path.
+read is cancelled (Kafka's onExpiration, ``Future.cancel(false)``): a read still waiting
+for a thread gives its place in the pool back at once, one reading from the store
+finishes that call first (`RemoteStorageThreadPool.run`). Kafka cancels only on
+expiration; here a read whose wait ended because the leadership moved or the broker
+stops is cancelled too, since nothing will use its result. A pool with no room
+(``remote.log.reader.max.pending.tasks``) answers the partition an error at once, as
+Kafka's RejectedExecutionException path: without the cancellation a consumer that
+retries each late fetch would start a read per retry while the late ones ran on.
 
 Event-loop only.
 """
@@ -112,6 +117,7 @@ class DelayedRemoteFetch:
         await self._purgatory.try_complete_else_watch([tp], done_or_moved, self._max_wait_s)
         if not task.done():
             # Late, the leadership moved, or shutdown: this partition answers no records.
+            task.cancel()
             log_event(_log, logging.DEBUG, "remote_fetch_expired", partition=str(tp))
             return self.results
         error = task.exception()

@@ -301,15 +301,13 @@ class RemoteLogReader:
                 f"offset {offset} of leader epoch {epoch} of {tip.topic_partition} "
                 "is not in the remote tier"
             )
-        loop = asyncio.get_running_loop()
         lineage = filtered_leader_epoch_map(epoch_cache.entries)
         while metadata is not None:
             # After an unclean election the segment may go on with another lineage's
             # records: they stop here, and the next read finds this lineage's segment.
             from_offset = max(offset, metadata.start_offset)  # the next segment's start
             end_offset = lineage_end_offset(metadata, lineage, from_offset)
-            found = await loop.run_in_executor(
-                self.pool.executor,
+            found = await self.pool.run(
                 read_from_segment,
                 self.rsm,
                 self.index_cache,
@@ -345,9 +343,7 @@ class RemoteLogReader:
         Nothing read, none listed."""
         if not info.records:
             return FetchDataInfo(info.fetch_offset_metadata, info.records, [])
-        loop = asyncio.get_running_loop()
-        upper = await loop.run_in_executor(
-            self.pool.executor,
+        upper = await self.pool.run(
             fetch_upper_bound_offset,
             self.index_cache,
             metadata,
@@ -363,8 +359,7 @@ class RemoteLogReader:
             # visited. Without that, a read_committed fetch on a tier of hundreds of
             # segments fetched every later segment's indexes (Kafka before KIP-1058).
             if not current.txn_idx_empty:
-                result = await loop.run_in_executor(
-                    self.pool.executor,
+                result = await self.pool.run(
                     collect_aborted_in_segment,
                     self.index_cache,
                     current,
@@ -478,8 +473,7 @@ class RemoteLogReader:
                 end = min(lineage_end_offset(metadata, lineage, start), log_end_offset)
                 if end <= start:
                     continue
-                found = await asyncio.get_running_loop().run_in_executor(
-                    self.pool.executor,
+                found = await self.pool.run(
                     timestamp_in_segment,
                     self.rsm,
                     self.index_cache,

@@ -6,15 +6,28 @@ beyond that fails with RejectedExecutionException, which the fetch answers as an
 for the partition instead of queueing without bound. Here a remote read is a coroutine
 that hops between the event loop (metadata lookups) and the pool (object-store I/O), so
 the bound is taken per read: `try_reserve` admits a read when fewer than ``threads +
-max_pending_tasks`` are in flight, `release` ends it.
+max_pending_tasks`` are in flight, `release` ends it, and `run` runs its calls in the
+pool.
 
-Thread contract: `try_reserve` and `release` are event-loop only; the executor is any
-thread.
+A read cancelled (its fetch stopped waiting, Kafka's DelayedRemoteFetch.onExpiration)
+behaves as Kafka's ``Future.cancel(false)`` on the read's task: a call still queued
+never runs, one running goes on to its end. Such a call keeps a place in the bound
+until it returns, so the bound counts every call that holds or awaits a thread.
+
+Thread contract: `try_reserve`, `release` and `run` are event-loop only; the executor
+is any thread.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 from tiercel.tiered.daemon_thread_pool import DaemonThreadPoolExecutor
+
+T = TypeVar("T")
 
 __all__ = ["RejectedExecutionError", "RemoteStorageThreadPool"]
 
@@ -55,6 +68,20 @@ class RemoteStorageThreadPool:
     def release(self) -> None:
         self.in_flight -= 1
 
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` in the pool, for a read admitted by `try_reserve`. Cancelled
+        while waiting: dropped if it has not started; if it has, it runs on and holds a
+        place of its own until it returns (the read's place goes when the read ends)."""
+        future = self.executor.submit(fn, *args)
+        try:
+            return await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            if not future.cancel():
+                self.in_flight += 1
+                loop = asyncio.get_running_loop()
+                future.add_done_callback(lambda _: _call_soon(loop, self.release))
+            raise
+
     def shutdown(self) -> None:
         """Accept nothing more and drop what is queued; calls running go on."""
         self.executor.shutdown(wait=False, cancel_futures=True)
@@ -63,3 +90,9 @@ class RemoteStorageThreadPool:
         """*Blocking*: wait for the calls running, at most ``timeout`` seconds (Kafka's
         shutdownAndAwaitTermination); whether they all finished."""
         return self.executor.join(timeout)
+
+
+def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> None:
+    """From a pool thread; nothing to release once the loop is closed (shutdown)."""
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(callback)

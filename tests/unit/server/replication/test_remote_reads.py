@@ -45,10 +45,12 @@ class GatedStorage(LocalTieredStorage):
         super().__init__(root)
         self.gate = threading.Event()
         self.gate.set()
+        self.segments_fetched: list[int] = []  # start offsets, as the fetches began
 
     def fetch_log_segment(
         self, metadata: RemoteLogSegmentMetadata, start_position: int, end_position: int | None
     ) -> bytes:
+        self.segments_fetched.append(metadata.start_offset)
         self.gate.wait(10)
         return super().fetch_log_segment(metadata, start_position, end_position)
 
@@ -161,6 +163,40 @@ async def test_a_late_remote_read_answers_no_records_after_remote_fetch_max_wait
     tiered.broker.rm.remote_fetch_max_wait_ms = 10_000  # behind the late read, one thread
     served = await tiered.consumer_fetch(0)
     assert served.read is not None and bytes(served.read.info.records) == tiered.local_reads[0]
+
+
+async def test_a_late_remote_read_not_yet_started_gives_its_place_in_the_pool_back(
+    tiered: Tiered,
+) -> None:
+    """Kafka's DelayedRemoteFetch.onExpiration cancels the read: one queued behind the
+    pool's only thread never runs and leaves the bound at once, so a consumer retrying
+    late fetches does not fill the pool; the running one keeps its place until its call
+    returns."""
+    tiered.broker.rm.remote_fetch_max_wait_ms = 50
+    for segment in tiered.segments[:2]:
+        tiered.reader.index_cache.get_index_entry(segment)  # only the data is slow
+    tiered.rsm.gate.clear()
+    running = await tiered.consumer_fetch(0)
+    queued = await tiered.consumer_fetch(10)
+    for late in (running, queued):
+        assert late.error is None and late.read is not None
+        assert bytes(late.read.info.records) == b""
+    pool = tiered.reader.pool
+    await asyncio.sleep(0.05)  # the cancelled reads end
+    assert pool.in_flight == 1, "the running call's place only"
+    tiered.broker.rm.remote_fetch_max_wait_ms = 10_000
+    again = asyncio.create_task(tiered.consumer_fetch(10))  # admitted: room for it
+    await asyncio.sleep(0.05)
+    assert pool.in_flight == 2
+    tiered.rsm.gate.set()
+    served = await again
+    assert served.read is not None and bytes(served.read.info.records) == tiered.local_reads[10]
+    assert tiered.rsm.segments_fetched == [0, 10], "the queued read never fetched"
+    for _ in range(100):
+        if pool.in_flight == 0:
+            break
+        await asyncio.sleep(0.01)
+    assert pool.in_flight == 0
 
 
 async def list_offset(tiered: Tiered, timestamp: int, version: int) -> tuple[int, int, int]:
