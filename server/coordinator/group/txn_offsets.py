@@ -39,17 +39,30 @@ from tiercel.storage.producer_state_entry import ProducerStateEntry
 from tiercel.storage.topic_partition import TopicPartition
 
 _INT32_MAX: Final = 2**31 - 1
-# Kafka's translation of append errors for TxnOffsetCommit (as for OffsetCommit).
+# How Kafka 4 answers a TxnOffsetCommit whose verification or write failed
+# (CoordinatorOperationExceptionHelper.handleOperationException): a verification that
+# could not reach the transaction coordinator (NETWORK_EXCEPTION, which clients do not
+# retry here; librdkafka aborts the transaction) asks the client to retry as a load in
+# progress. NOT_ENOUGH_REPLICAS_AFTER_APPEND stays retriable as Kafka 3's storeOffsets
+# made it: Kafka 4 passes it on, and librdkafka would abort on it.
 _COMMIT_ERRORS: Final = {
+    ErrorCode.network_exception: ErrorCode.coordinator_load_in_progress,
     ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
     ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
     ErrorCode.not_enough_replicas_after_append: ErrorCode.coordinator_not_available,
+    ErrorCode.request_timed_out: ErrorCode.coordinator_not_available,
     ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
     ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
-    ErrorCode.message_too_large: ErrorCode.invalid_commit_offset_size,
-    ErrorCode.record_list_too_large: ErrorCode.invalid_commit_offset_size,
-    ErrorCode.invalid_fetch_size: ErrorCode.invalid_commit_offset_size,
+    ErrorCode.message_too_large: ErrorCode.unknown_server_error,
+    ErrorCode.record_list_too_large: ErrorCode.unknown_server_error,
+    ErrorCode.invalid_fetch_size: ErrorCode.unknown_server_error,
 }
+
+
+def txn_offset_commit_error(error: ErrorCode) -> ErrorCode:
+    """The TxnOffsetCommit error for a failed verification or write."""
+    return _COMMIT_ERRORS.get(error, error)
+
 
 PendingOffsets = dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]]
 
@@ -150,14 +163,14 @@ async def append_txn_offsets(
         replica_manager, tp, transactional_id, producer_id, producer_epoch, base_sequence
     )
     if verification != ErrorCode.none:
-        return _COMMIT_ERRORS.get(verification, verification), {}
+        return txn_offset_commit_error(verification), {}
     results = await replica_manager.append_records(
         timeout_ms, -1, {tp: batch}, internal_topics_allowed=True, verification_guards={tp: guard}
     )
     result = results[tp]
     if result.error is not None:
         error = result.error.error_code
-        return _COMMIT_ERRORS.get(error, error), {}
+        return txn_offset_commit_error(error), {}
     assert result.info is not None
     first = result.info.first_offset
     return ErrorCode.none, {t: o.at(first + i) for i, (t, o) in enumerate(offsets.items())}

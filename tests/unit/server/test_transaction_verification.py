@@ -2,7 +2,8 @@
 which partitions of a produce need it (batch headers only; one transactional producer
 per request), how a coordinator's AddPartitionsToTxn v4+ answer becomes the unverified
 partitions (Kafka's AddPartitionsToTxnManager mapping), and how those errors reach a
-produce response (Kafka's handleProduceAppend mapping)."""
+produce response (Kafka's handleProduceAppend mapping) and a TxnOffsetCommit response
+(Kafka 4's CoordinatorOperationExceptionHelper)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from tiercel.protocol.errors import (
 )
 from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
 from tiercel.server.add_partitions_to_txn_manager import unverified_partitions
+from tiercel.server.coordinator.group.txn_offsets import txn_offset_commit_error
 from tiercel.server.transaction_verification import (
     produce_verification_error,
     transactional_batches,
@@ -126,6 +128,26 @@ def test_verification_errors_reach_the_produce_response_as_kafka_reports_them() 
     )
     unknown = produce_verification_error(ErrorCode.invalid_producer_id_mapping)
     assert unknown.error_code == ErrorCode.invalid_producer_id_mapping
+
+
+def test_txn_offset_commit_reports_failures_as_kafka_4_does() -> None:
+    """A coordinator out of reach while verifying is a load in progress (retried by
+    every client, where librdkafka aborts the transaction on NETWORK_EXCEPTION); a slow
+    or short ISR is COORDINATOR_NOT_AVAILABLE, a lost leadership NOT_COORDINATOR."""
+    expected = {
+        ErrorCode.network_exception: ErrorCode.coordinator_load_in_progress,
+        ErrorCode.request_timed_out: ErrorCode.coordinator_not_available,
+        ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
+        ErrorCode.not_enough_replicas_after_append: ErrorCode.coordinator_not_available,
+        ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
+        ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
+        ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
+        ErrorCode.record_list_too_large: ErrorCode.unknown_server_error,
+        ErrorCode.invalid_txn_state: ErrorCode.invalid_txn_state,
+        ErrorCode.invalid_producer_epoch: ErrorCode.invalid_producer_epoch,
+        ErrorCode.concurrent_transactions: ErrorCode.concurrent_transactions,
+    }
+    assert {e: txn_offset_commit_error(e) for e in expected} == expected
 
 
 def test_error_for_code_gives_the_named_class_or_one_carrying_the_code() -> None:
