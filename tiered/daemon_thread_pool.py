@@ -7,13 +7,19 @@ had finished; Kafka's remote storage pools are daemon threads (KafkaThread daemo
 shutdown waits for only a bounded time (RemoteLogManager.close, 10 s a pool). This
 executor's threads are daemons, and `join` waits for its calls with a timeout.
 
+A pool of background work (the copier's uploads) may run its threads at a lower CPU
+priority (``nice``, Linux's per-thread nice value): they then take the cores the
+event loop leaves idle rather than share them with it.
+
 Thread-safe; started lazily, up to ``max_workers`` threads.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import os
 import queue
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -30,11 +36,12 @@ class DaemonThreadPoolExecutor(concurrent.futures.Executor):
     """Invariant: ``_unfinished`` counts the calls submitted and neither finished nor
     cancelled; no call is accepted after `shutdown`."""
 
-    def __init__(self, max_workers: int, thread_name_prefix: str) -> None:
+    def __init__(self, max_workers: int, thread_name_prefix: str, nice: int = 0) -> None:
         if max_workers < 1:
             raise ValueError(f"a pool needs threads ({max_workers})")
         self._max_workers = max_workers
         self._prefix = thread_name_prefix
+        self._nice = nice
         self._queue: queue.SimpleQueue[_WorkItem | None] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
@@ -60,6 +67,9 @@ class DaemonThreadPoolExecutor(concurrent.futures.Executor):
         return future
 
     def _work(self) -> None:
+        if self._nice and sys.platform == "linux":
+            # On Linux a thread id names one thread; elsewhere it would be the process.
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), self._nice)
         while (item := self._queue.get()) is not None:
             future, (fn, args, kwargs) = item
             if future.set_running_or_notify_cancel():

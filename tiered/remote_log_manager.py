@@ -50,6 +50,12 @@ _log: Final = logging.getLogger("tiercel.remote_log_manager")
 # here for all of them together, so that a store that does not answer delays a
 # broker's stop by 10 s, not by 10 s a pool).
 CLOSE_TIMEOUT_S: Final = 10.0
+# The copier threads' nice value. An upload is background work, and on a busy machine
+# its thread contended with the event loop for cores and the GIL: producing 600 MB
+# with copies running all along went at 0.65-0.89 of the speed without tiering, and
+# at 0.99-1.08 with the copiers at nice 10 (tests/bench/tiered_produce.py, README
+# "Tiered storage figures"). On an idle core the copier runs at full speed.
+COPIER_NICE: Final = 10
 
 
 @dataclass(slots=True)
@@ -84,7 +90,7 @@ class RemoteLogManager:
             rsm,
             rlmm,
             DaemonThreadPoolExecutor(
-                config.remote_log_manager_copier_thread_pool_size, "rlm-copier"
+                config.remote_log_manager_copier_thread_pool_size, "rlm-copier", COPIER_NICE
             ),
             DaemonThreadPoolExecutor(
                 config.remote_log_manager_expiration_thread_pool_size, "rlm-expiration"

@@ -3,6 +3,8 @@ and a shutdown cancels what is queued without waiting for a stuck call."""
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 
 import pytest
@@ -38,3 +40,20 @@ def test_a_stuck_call_holds_neither_join_nor_shutdown() -> None:
     assert pool.join(5)
     assert stuck.result(5) is True
     assert queued.done()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="per-thread nice values are Linux's")
+def test_a_background_pool_runs_its_threads_at_its_nice_value_and_no_other_thread() -> None:
+    def own_nice() -> int:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    caller = own_nice()
+    background = DaemonThreadPoolExecutor(1, "background", nice=caller + 5)
+    plain = DaemonThreadPoolExecutor(1, "plain")
+    try:
+        assert background.submit(own_nice).result(5) == caller + 5
+        assert plain.submit(own_nice).result(5) == caller
+        assert own_nice() == caller
+    finally:
+        background.shutdown()
+        plain.shutdown()
