@@ -52,9 +52,10 @@ _log: Final = logging.getLogger("tiercel.remote_log_manager")
 CLOSE_TIMEOUT_S: Final = 10.0
 # The copier threads' nice value. An upload is background work, and on a busy machine
 # its thread contended with the event loop for cores and the GIL: producing 600 MB
-# with copies running all along went at 0.65-0.89 of the speed without tiering, and
-# at 0.99-1.08 with the copiers at nice 10 (tests/bench/tiered_produce.py, README
-# "Tiered storage figures"). On an idle core the copier runs at full speed.
+# with copies running all along went at 0.81-0.90 of the speed without tiering with
+# the copiers at nice 0, and at 0.91-1.01 at nice 10, measured one after the other
+# (tests/bench/tiered_produce.py, README "Tiered storage figures"). On an idle core
+# the copier runs at full speed.
 COPIER_NICE: Final = 10
 
 
