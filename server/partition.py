@@ -280,10 +280,13 @@ class Partition(PartitionIsr):
         required_acks: int,
         now_ms: int,
         verification_guard: VerificationGuard = SENTINEL,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> LogAppendInfo:
         self._check_leader()
         self.check_min_isr(required_acks)
-        info = self.log.append_as_leader(validated, self.leader_epoch, now_ms, verification_guard)
+        info = self.log.append_as_leader(
+            validated, self.leader_epoch, now_ms, verification_guard, origin
+        )
         self._maybe_increment_leader_hw(now_ms)
         return info
 

@@ -81,6 +81,7 @@ from tiercel.storage.log_values import (
     FetchIsolation,
     LogAppendInfo,
 )
+from tiercel.storage.producer_append_info import AppendOrigin
 from tiercel.storage.scheduler import Scheduler
 from tiercel.storage.topic_partition import TopicPartition
 from tiercel.storage.verification_guard import SENTINEL, VerificationGuard
@@ -340,7 +341,8 @@ class ReplicaManager:
     ) -> dict[TopicPartition, ProduceResult]:
         """Append to the partitions this broker leads; only coordinators may write to
         internal topics (``internal_topics_allowed``), clients get INVALID_TOPIC_EXCEPTION.
-        A transaction's first write to a partition presents the guard of its
+        A coordinator's appends are AppendOrigin.COORDINATOR (Kafka's coordinators pass
+        both). A transaction's first write to a partition presents the guard of its
         verification (``verification_guards``).
 
         A coordinator's write is validated on the loop so that its appends land in the
@@ -383,7 +385,10 @@ class ReplicaManager:
         else:
             validated = await self._validate(data, config, now, tp)
         partition = self.get_partition_or_error(tp)  # it may have gone meanwhile
-        return partition.append_records_to_leader(validated, required_acks, now, verification_guard)
+        origin = AppendOrigin.COORDINATOR if in_order else AppendOrigin.CLIENT
+        return partition.append_records_to_leader(
+            validated, required_acks, now, verification_guard, origin
+        )
 
     async def append_to_leaders(
         self, timeout_ms: int, required_acks: int, appends: Mapping[TopicPartition, LeaderAppend]

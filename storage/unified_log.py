@@ -325,13 +325,17 @@ class UnifiedLog:
         leader_epoch: int,
         now_ms: int,
         verification_guard: VerificationGuard = SENTINEL,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> LogAppendInfo:
         """Assign offsets from the log end offset and stamp ``leader_epoch`` into the
         validated batches, check them against the producer state (a transaction's first
         write against ``verification_guard``), then append them.
 
         A client's retry of one of a producer's last five batches is not written again:
-        the answer carries the offsets it was first written at (Kafka's duplicate)."""
+        the answer carries the offsets it was first written at (Kafka's duplicate). A
+        coordinator's batch (``AppendOrigin.COORDINATOR``: a TxnOffsetCommit written
+        with sequence 0, as Kafka's coordinator writes them) has its producer epoch
+        checked, not its sequence."""
         batches, offset_of_max_timestamp, log_append_time = assign_offsets(
             validated,
             self.log_end_offset,
@@ -339,9 +343,7 @@ class UnifiedLog:
             self.config.message_timestamp_type,
             now_ms,
         )
-        updates, duplicate = self.producer_state.prepare_append(
-            batches, AppendOrigin.CLIENT, verification_guard
-        )
+        updates, duplicate = self.producer_state.prepare_append(batches, origin, verification_guard)
         if duplicate is not None:
             return duplicate_append_info(duplicate, validated.size, self.log_start_offset)
         self._append_batches(batches)

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Final
 
 from tiercel.protocol.errors import ErrorCode
+from tiercel.protocol.record_batch import NO_SEQUENCE
 from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
 from tiercel.server.coordinator.group.coordinator_records import (
     OffsetCommitKey,
@@ -35,10 +36,8 @@ from tiercel.server.replica_manager import ReplicaManager
 from tiercel.server.transaction_verification import (
     maybe_start_transaction_verification_for_partition,
 )
-from tiercel.storage.producer_state_entry import ProducerStateEntry
 from tiercel.storage.topic_partition import TopicPartition
 
-_INT32_MAX: Final = 2**31 - 1
 # How Kafka 4 answers a TxnOffsetCommit whose verification or write failed
 # (CoordinatorOperationExceptionHelper.handleOperationException): a verification that
 # could not reach the transaction coordinator (NETWORK_EXCEPTION, which clients do not
@@ -149,18 +148,17 @@ async def append_txn_offsets(
         )
         for t, o in offsets.items()
     ]
-    base_sequence = _next_sequence(
-        partition.log.producer_state.last_entry(producer_id), producer_epoch
-    )
+    # Sequence 0, as Kafka's coordinator writes them (CoordinatorRuntime): a
+    # coordinator's append has its epoch checked, not its sequence.
     batch = build_record_batch(
         records,
         producer_id=producer_id,
         producer_epoch=producer_epoch,
-        base_sequence=base_sequence,
+        base_sequence=0,
         is_transactional=True,
     )
     verification, guard = await maybe_start_transaction_verification_for_partition(
-        replica_manager, tp, transactional_id, producer_id, producer_epoch, base_sequence
+        replica_manager, tp, transactional_id, producer_id, producer_epoch, NO_SEQUENCE
     )
     if verification != ErrorCode.none:
         return txn_offset_commit_error(verification), {}
@@ -174,14 +172,6 @@ async def append_txn_offsets(
     assert result.info is not None
     first = result.info.first_offset
     return ErrorCode.none, {t: o.at(first + i) for i, (t, o) in enumerate(offsets.items())}
-
-
-def _next_sequence(entry: ProducerStateEntry | None, producer_epoch: int) -> int:
-    """0 for a producer new to the partition or at a new epoch, else the sequence after
-    its last batch's (wrapping at Int32.MAX as Kafka's sequences do)."""
-    if entry is None or entry.producer_epoch != producer_epoch or entry.last_seq < 0:
-        return 0
-    return 0 if entry.last_seq == _INT32_MAX else entry.last_seq + 1
 
 
 def offsets_partition(partition_for: Callable[[str], int], group_id: str) -> TopicPartition:

@@ -30,6 +30,7 @@ from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
 from tiercel.storage.file_names import producer_snapshot_file
 from tiercel.storage.log_validator import assign_offsets, validate_records
 from tiercel.storage.log_values import LogAppendInfo
+from tiercel.storage.producer_append_info import AppendOrigin
 from tiercel.storage.scheduler import Scheduler
 from tiercel.storage.unified_log import UnifiedLog
 
@@ -144,6 +145,27 @@ async def test_follower_appends_update_the_state_unchecked(
     assert entry is not None and (entry.producer_epoch, entry.last_seq) == (2, 11)
     assert log.producer_state.map_end_offset == 2
     assert offsets(send(log, 4, 2, 10, 2)) == (0, 1)  # now a leader sees it as a retry
+
+
+async def test_a_coordinators_batches_have_their_epoch_checked_not_their_sequence(
+    tmp_path: Path, scheduler: Scheduler
+) -> None:
+    """Kafka's coordinator writes every TxnOffsetCommit with sequence 0 and
+    AppendOrigin.COORDINATOR: each is written, none taken for a retry of the last, and a
+    fenced epoch is still refused."""
+    log = open_log(partition_dir(tmp_path), BIG, scheduler)
+
+    def commit(epoch: int) -> LogAppendInfo:
+        validated = validate_records(batch(7, epoch, 0), log.config, NOW)
+        return log.append_as_leader(validated, 0, NOW, origin=AppendOrigin.COORDINATOR)
+
+    assert [offsets(commit(3)) for _ in range(3)] == [(0, 0), (1, 1), (2, 2)]
+    assert offsets(commit(4)) == (3, 3)
+    with pytest.raises(InvalidProducerEpochError):
+        commit(3)
+    assert [b[1:] for b in stored_batches(log)] == [(3, 0, 0), (3, 0, 1), (3, 0, 2), (4, 0, 3)]
+    # A client's identical batch is a retry of the last one: not written again.
+    assert offsets(send(log, 7, 4, 0)) == (3, 3) and log.log_end_offset == 4
 
 
 # -- snapshots, retention, truncation -------------------------------------------------------
