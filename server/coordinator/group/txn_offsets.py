@@ -9,11 +9,9 @@ The records are written to __consumer_offsets as a transactional batch of the pr
 producer epoch and the marker closes the batch's transaction like any other. A loaded
 partition replays the same: transactional offset records wait for their producer's
 marker in the log. A pending offset makes OffsetFetch with require_stable answer
-UNSTABLE_OFFSET_COMMIT for that partition.
-
-Tiercel writes the batch with the producer's next sequence number in that partition
-(its producer state asks every producer batch for one); Kafka's coordinator writes
-it without sequence checks. The records themselves are the same.
+UNSTABLE_OFFSET_COMMIT for that partition. As Kafka's coordinator, the batch carries
+sequence 0 and is appended as AppendOrigin.COORDINATOR: its producer epoch is checked,
+its sequence is not.
 """
 
 from __future__ import annotations
