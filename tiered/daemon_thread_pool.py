@@ -17,6 +17,7 @@ Thread-safe; started lazily, up to ``max_workers`` threads.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import os
 import queue
 import sys
@@ -69,7 +70,10 @@ class DaemonThreadPoolExecutor(concurrent.futures.Executor):
     def _work(self) -> None:
         if self._nice and sys.platform == "linux":
             # On Linux a thread id names one thread; elsewhere it would be the process.
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), self._nice)
+            # A sandbox that refuses the call costs the priority, not the thread (one
+            # that died here would leave its calls queued for good).
+            with contextlib.suppress(OSError):
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), self._nice)
         while (item := self._queue.get()) is not None:
             future, (fn, args, kwargs) = item
             if future.set_running_or_notify_cancel():

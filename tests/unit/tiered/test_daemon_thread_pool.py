@@ -57,3 +57,17 @@ def test_a_background_pool_runs_its_threads_at_its_nice_value_and_no_other_threa
     finally:
         background.shutdown()
         plain.shutdown()
+
+
+def test_a_refused_priority_change_still_leaves_a_working_pool(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def refuse(*_: object) -> None:
+        raise PermissionError("setpriority refused by the sandbox")
+
+    monkeypatch.setattr(os, "setpriority", refuse)
+    pool = DaemonThreadPoolExecutor(1, "refused", nice=10)
+    try:
+        assert pool.submit(lambda: 42).result(5) == 42
+    finally:
+        pool.shutdown(wait=False)
