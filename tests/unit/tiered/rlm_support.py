@@ -7,6 +7,7 @@ import os
 import threading
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 
 from support.in_memory_rlmm import InMemoryRemoteLogMetadataManager
 from tiercel.config.broker_config import BrokerConfig
@@ -95,6 +96,15 @@ async def commit(log: UnifiedLog, scheduler: Scheduler) -> None:
     snapshots taken at the rolls are written."""
     log.update_high_watermark(log.log_end_offset)
     await scheduler.drain()
+
+
+async def committed_log(tmp_path: Path, scheduler: Scheduler) -> UnifiedLog:
+    """``orders-0`` under ``tmp_path``, tiered, with 20 batches (several rolled
+    segments), all committed."""
+    log = open_log(str(tmp_path / "orders-0"), tiered_config(), scheduler)
+    produce(log, 20)
+    await commit(log, scheduler)
+    return log
 
 
 def rlm_config(**overrides: object) -> RemoteLogManagerConfig:

@@ -11,13 +11,10 @@ from rlm_support import (
     PARTITION,
     STARTED,
     FlakyStorage,
-    commit,
+    committed_log,
     make_context,
-    open_log,
-    produce,
     rlm_config,
     segments,
-    tiered_config,
 )
 
 from support.in_memory_rlmm import InMemoryRemoteLogMetadataManager
@@ -40,9 +37,7 @@ async def eventually(condition: object, timeout: float = 10) -> None:
 async def test_leader_tasks_copy_then_give_way_to_a_follower_task(
     tmp_path: Path, scheduler: Scheduler
 ) -> None:
-    log = open_log(str(tmp_path / "orders-0"), tiered_config(), scheduler)
-    produce(log, 20)
-    await commit(log, scheduler)
+    log = await committed_log(tmp_path, scheduler)
     rlmm = InMemoryRemoteLogMetadataManager()
     rlm = RemoteLogManager(rlm_config(), 1, LocalTieredStorage(str(tmp_path / "remote")), rlmm)
     rlm.on_leadership_change({PARTITION: (log, 0)}, {})
@@ -68,9 +63,7 @@ async def test_leader_tasks_copy_then_give_way_to_a_follower_task(
 async def test_stopping_with_delete_remote_deletes_the_partitions_remote_segments(
     tmp_path: Path, scheduler: Scheduler
 ) -> None:
-    log = open_log(str(tmp_path / "orders-0"), tiered_config(), scheduler)
-    produce(log, 20)
-    await commit(log, scheduler)
+    log = await committed_log(tmp_path, scheduler)
     rlmm = InMemoryRemoteLogMetadataManager()
     remote = tmp_path / "remote"
     rlm = RemoteLogManager(rlm_config(), 1, LocalTieredStorage(str(remote)), rlmm)
@@ -91,9 +84,7 @@ async def test_a_new_leader_takes_the_log_start_offset_of_the_remote_tier(
     start offset (0) lags: on becoming leader it moves to the first remote segment."""
     rlmm = InMemoryRemoteLogMetadataManager()
     rsm = LocalTieredStorage(str(tmp_path / "remote"))
-    log = open_log(str(tmp_path / "orders-0"), tiered_config(), scheduler)
-    produce(log, 20)
-    await commit(log, scheduler)
+    log = await committed_log(tmp_path, scheduler)
     context = make_context(rsm, rlmm)
     await RLMCopyTask(context, PARTITION, log, 0).run_once()
     first, second = segments(rlmm)[:2]
@@ -126,9 +117,7 @@ async def test_an_upload_cut_short_by_a_leadership_change_leaves_no_metadata(
     it wrote, then its COPY_SEGMENT_STARTED metadata goes through the DELETE states
     (the next leader leaves another broker's unfinished upload alone, so it would stay
     for good). A stop of the whole manager leaves it instead (see `stop`)."""
-    log = open_log(str(tmp_path / "orders-0"), tiered_config(), scheduler)
-    produce(log, 20)
-    await commit(log, scheduler)
+    log = await committed_log(tmp_path, scheduler)
     rlmm = InMemoryRemoteLogMetadataManager()
     rsm = FlakyStorage(LocalTieredStorage(str(tmp_path / "remote")))
     started, release = rsm.hold_copies()

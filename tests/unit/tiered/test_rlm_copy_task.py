@@ -16,6 +16,7 @@ from rlm_support import (
     STARTED,
     FlakyStorage,
     commit,
+    committed_log,
     make_context,
     open_log,
     produce,
@@ -138,9 +139,7 @@ async def test_a_new_leader_continues_on_its_own_lineage(
 async def test_a_failed_copy_is_retried_with_backoff_and_leaves_its_started_metadata(
     tmp_path: Path, scheduler: Scheduler
 ) -> None:
-    log = open_log(str(tmp_path / "orders-0"), tiered_config(), scheduler)
-    produce(log, 20)
-    await commit(log, scheduler)
+    log = await committed_log(tmp_path, scheduler)
     rlmm = InMemoryRemoteLogMetadataManager()
     rsm = FlakyStorage(LocalTieredStorage(str(tmp_path / "remote")), failures=2)
     task = RLMCopyTask(make_context(rsm, rlmm), PARTITION, log, 0)
@@ -171,9 +170,7 @@ async def test_a_truncation_during_an_upload_abandons_the_copy(
     """Leadership lost mid-upload: the log is truncated while the copier thread holds
     the segment's files. The upload's metadata stays COPY_SEGMENT_STARTED (to be deleted
     as an orphan), never FINISHED, and the highest remote offset does not move."""
-    log = open_log(str(tmp_path / "orders-0"), tiered_config(), scheduler)
-    produce(log, 20)
-    await commit(log, scheduler)
+    log = await committed_log(tmp_path, scheduler)
     rlmm = InMemoryRemoteLogMetadataManager()
     rsm = FlakyStorage(LocalTieredStorage(str(tmp_path / "remote")))
     started, release = rsm.hold_copies()
@@ -197,9 +194,7 @@ async def test_the_expiration_task_never_takes_a_copy_in_progress_for_an_orphan(
 ) -> None:
     """A topic-based metadata manager shows a new segment before its write returns: an
     expiration round run right then must leave the copy alone."""
-    log = open_log(str(tmp_path / "orders-0"), tiered_config(), scheduler)
-    produce(log, 20)
-    await commit(log, scheduler)
+    log = await committed_log(tmp_path, scheduler)
     rlmm = InMemoryRemoteLogMetadataManager()
     context = make_context(LocalTieredStorage(str(tmp_path / "remote")), rlmm)
     expiration = RLMExpirationTask(context, PARTITION, log)
@@ -223,9 +218,7 @@ async def test_a_copy_waiting_to_record_finished_is_no_orphan(
     then must leave the segment alone, as Kafka keeps it in segmentIdsBeingCopied until
     copyLogSegment returns. Deleting it would leave a hole in the remote tier below the
     highest remote offset the copy then records."""
-    log = open_log(str(tmp_path / "orders-0"), tiered_config(), scheduler)
-    produce(log, 20)
-    await commit(log, scheduler)
+    log = await committed_log(tmp_path, scheduler)
     rlmm = InMemoryRemoteLogMetadataManager()
     context = make_context(LocalTieredStorage(str(tmp_path / "remote")), rlmm)
     expiration = RLMExpirationTask(context, PARTITION, log)
@@ -254,9 +247,7 @@ async def test_an_upload_a_new_leader_deleted_meanwhile_removes_its_objects(
     last objects. COPY_SEGMENT_FINISHED is refused; the objects written after that
     deletion must not stay in the tier for good (a listing would show a complete upload
     no metadata knows)."""
-    log = open_log(str(tmp_path / "orders-0"), tiered_config(), scheduler)
-    produce(log, 20)
-    await commit(log, scheduler)
+    log = await committed_log(tmp_path, scheduler)
     rlmm = InMemoryRemoteLogMetadataManager()
     context = make_context(LocalTieredStorage(str(tmp_path / "remote")), rlmm)
     update = rlmm.update_remote_log_segment_metadata
@@ -282,9 +273,7 @@ async def test_an_upload_cancelled_meanwhile_removes_its_objects(
     """The broker stops (the copy task is cancelled) during an upload, which its thread
     finishes regardless: a new leader may have deleted the COPY_SEGMENT_STARTED orphan
     before the upload wrote its last objects, so the upload removes them itself."""
-    log = open_log(str(tmp_path / "orders-0"), tiered_config(), scheduler)
-    produce(log, 20)
-    await commit(log, scheduler)
+    log = await committed_log(tmp_path, scheduler)
     rlmm = InMemoryRemoteLogMetadataManager()
     rsm = FlakyStorage(LocalTieredStorage(str(tmp_path / "remote")))
     started, release = rsm.hold_copies()
