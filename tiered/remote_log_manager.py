@@ -206,6 +206,10 @@ class RemoteLogManager:
 
     async def _retire(self, metadata: RemoteLogSegmentMetadata, returned: asyncio.Event) -> None:
         await returned.wait()
+        upload = {
+            "partition": str(metadata.topic_id_partition.topic_partition),
+            "segment_id": str(metadata.remote_log_segment_id.id),
+        }
         try:
             await delete_remote_log_segment(self.context, metadata)
         except Exception as e:  # already being deleted, or the partition no longer followed
@@ -213,8 +217,7 @@ class RemoteLogManager:
                 _log,
                 logging.WARNING,
                 "remote_abandoned_upload_not_retired",
-                partition=str(metadata.topic_id_partition.topic_partition),
-                segment_id=str(metadata.remote_log_segment_id.id),
+                **upload,
                 error=repr(e),
             )
         else:
@@ -222,8 +225,7 @@ class RemoteLogManager:
                 _log,
                 logging.INFO,
                 "remote_abandoned_upload_retired",
-                partition=str(metadata.topic_id_partition.topic_partition),
-                segment_id=str(metadata.remote_log_segment_id.id),
+                **upload,
                 base_offset=metadata.start_offset,
             )
 
