@@ -353,6 +353,7 @@ class ReplicaManager:
             return {tp: ProduceResult(error) for tp in entries}
         results = {}
         appends: dict[TopicPartition, LeaderAppend] = {}
+        origin = AppendOrigin.COORDINATOR if internal_topics_allowed else AppendOrigin.CLIENT
         for tp, records in entries.items():
             if tp.topic in INTERNAL_TOPICS and not internal_topics_allowed:
                 results[tp] = ProduceResult(
@@ -362,7 +363,7 @@ class ReplicaManager:
             appends[tp] = functools.partial(
                 self._append_records_to,
                 records or b"",
-                in_order=internal_topics_allowed,
+                origin=origin,
                 verification_guard=(verification_guards or {}).get(tp, SENTINEL),
             )
         results.update(await self.append_to_leaders(timeout_ms, required_acks, appends))
@@ -376,16 +377,15 @@ class ReplicaManager:
         now: int,
         required_acks: int,
         *,
-        in_order: bool,
+        origin: AppendOrigin,
         verification_guard: VerificationGuard,
     ) -> LogAppendInfo:
         config = partition.log.config
-        if in_order:
+        if origin is AppendOrigin.COORDINATOR:  # in order: see append_records
             validated = validate_records(data, config, now, topic_partition=tp)
         else:
             validated = await self._validate(data, config, now, tp)
         partition = self.get_partition_or_error(tp)  # it may have gone meanwhile
-        origin = AppendOrigin.COORDINATOR if in_order else AppendOrigin.CLIENT
         return partition.append_records_to_leader(
             validated, required_acks, now, verification_guard, origin
         )
