@@ -26,7 +26,7 @@ from tiercel.protocol.end_txn_marker import EndTransactionMarker, build_end_txn_
 from tiercel.protocol.record_batch import TimestampType
 from tiercel.storage.local_log import LocalLog
 from tiercel.storage.log_values import AbortedTransaction, AppendBatch, FetchDataInfo
-from tiercel.storage.producer_append_info import ProducerAppendInfo
+from tiercel.storage.producer_append_info import CompletedTxn
 from tiercel.storage.producer_state import ProducerStateManager
 from tiercel.storage.transaction_index import AbortedTxn
 
@@ -58,22 +58,26 @@ def last_stable_offset(
 
 
 def complete_txns(
-    producer_state: ProducerStateManager, updates: Sequence[ProducerAppendInfo], local_log: LocalLog
+    producer_state: ProducerStateManager,
+    completed_txns: Sequence[CompletedTxn],
+    local_log: LocalLog,
 ) -> None:
-    """Close the transactions the markers in ``updates`` (just written, producer state
-    already updated) ended; the markers are in the active segment."""
-    for info in updates:
-        for completed in info.completed_txns:
-            if completed.is_aborted:
-                aborted = AbortedTxn(
-                    completed.producer_id,
-                    completed.first_offset,
-                    completed.last_offset,
-                    producer_state.last_stable_offset(completed),
-                )
-                with local_log.maybe_handle_io_exception("Error while updating a txn index"):
-                    local_log.active_segment.update_txn_index(aborted)
-            producer_state.complete_txn(completed)
+    """Close the transactions the markers just written ended (producer state already
+    updated; the markers are in the active segment), in the order of the markers: an
+    aborted one is indexed with the LSO it leaves, and the index takes entries only in
+    the order of their last offsets (Kafka's UnifiedLog.append, which completes the
+    transactions analyzeAndValidateProducerState listed batch by batch)."""
+    for completed in completed_txns:
+        if completed.is_aborted:
+            aborted = AbortedTxn(
+                completed.producer_id,
+                completed.first_offset,
+                completed.last_offset,
+                producer_state.last_stable_offset(completed),
+            )
+            with local_log.maybe_handle_io_exception("Error while updating a txn index"):
+                local_log.active_segment.update_txn_index(aborted)
+        producer_state.complete_txn(completed)
 
 
 def with_aborted_transactions(

@@ -86,7 +86,6 @@ class ProducerAppendInfo:
         "_topic_partition",
         "_updated",
         "_verification",
-        "completed_txns",
         "producer_id",
         "started_txns",
         "wrote_transactional",
@@ -106,10 +105,9 @@ class ProducerAppendInfo:
         self._origin = origin
         self._verification = verification
         self._updated = current.without_batches()
-        # First offsets of the transactions these batches open, and what their markers
-        # closed, in order: the manager tracks them once the batches are written.
+        # First offsets of the transactions these batches open, in order: the manager
+        # tracks them once the batches are written.
         self.started_txns: list[int] = []
-        self.completed_txns: list[CompletedTxn] = []
         # A transactional batch or a marker: the transaction has started (or ended),
         # so its verification state is done with (Kafka's updateProducers).
         self.wrote_transactional = False
@@ -156,7 +154,6 @@ class ProducerAppendInfo:
         completed = None
         if first is not None:
             completed = CompletedTxn(self.producer_id, first, offset, marker.is_abort)
-            self.completed_txns.append(completed)
         updated.maybe_update_producer_epoch(epoch)
         updated.current_txn_first_offset = None
         updated.coordinator_epoch = marker.coordinator_epoch

@@ -42,6 +42,7 @@ import functools
 import logging
 import types
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Final
 
 from tiercel.config.logging_setup import log_event
@@ -68,7 +69,12 @@ from tiercel.storage.verification_guard import (
     VerificationStateEntry,
 )
 
-__all__ = ["DEFAULT_PRODUCER_ID_EXPIRATION_MS", "ProducerStateManager", "TxnMetadata"]
+__all__ = [
+    "DEFAULT_PRODUCER_ID_EXPIRATION_MS",
+    "AnalyzedAppend",
+    "ProducerStateManager",
+    "TxnMetadata",
+]
 
 _log: Final = logging.getLogger("tiercel.producer_state")
 
@@ -88,6 +94,22 @@ class TxnMetadata:
 
     def __repr__(self) -> str:
         return f"TxnMetadata({self.producer_id}, {self.first_offset}, {self.last_offset})"
+
+
+@dataclass(frozen=True, slots=True)
+class AnalyzedAppend:
+    """What `ProducerStateManager.prepare_append` found in the batches of one append
+    (Kafka's UnifiedLog.analyzeAndValidateProducerState): each producer's update, the
+    transactions the markers complete, in the order of the markers in the append (the
+    transaction index takes them only in that order), or the batch a client's retry
+    duplicates (then nothing is written)."""
+
+    updates: Sequence[ProducerAppendInfo]
+    completed_txns: Sequence[CompletedTxn]
+    duplicate: BatchMetadata | None = None
+
+
+_NO_APPEND: Final = AnalyzedAppend((), ())
 
 
 class ProducerStateManager:
@@ -277,14 +299,16 @@ class ProducerStateManager:
         batches: Sequence[AppendBatch],
         origin: AppendOrigin,
         verification_guard: VerificationGuard = SENTINEL,
-    ) -> tuple[list[ProducerAppendInfo], BatchMetadata | None]:
+    ) -> AnalyzedAppend:
         """Check ``batches`` (offsets assigned, not yet written) against the state and
-        return what `update` must apply once they are written, or the batch a client
-        retry duplicates (then nothing must be written). Raises the producer's error
-        (INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_TXN_STATE) and
-        changes nothing if a batch is not acceptable. ``verification_guard`` is the
-        guard of the verification a leader's first transactional write waited for."""
+        return what must be applied once they are written (`update` each producer's
+        info, then complete the transactions in order), or the batch a client retry
+        duplicates. Raises the producer's error (INVALID_PRODUCER_EPOCH,
+        OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_TXN_STATE) and changes nothing if a batch
+        is not acceptable. ``verification_guard`` is the guard of the verification a
+        leader's first transactional write waited for."""
         updates: dict[int, ProducerAppendInfo] = {}
+        completed: list[CompletedTxn] = []
         for batch in batches:
             producer_id = batch.producer_id
             if producer_id < 0:
@@ -298,7 +322,7 @@ class ProducerStateManager:
                         batch.producer_epoch, batch.base_sequence, last_seq
                     )
                     if duplicate is not None:
-                        return [], duplicate
+                        return AnalyzedAppend((), (), duplicate)
             if origin is not AppendOrigin.REPLICATION:
                 self._check_verified(batch, verification_guard)
             info = updates.get(producer_id)
@@ -306,12 +330,14 @@ class ProducerStateManager:
                 info = updates[producer_id] = self.prepare_update(producer_id, origin)
             if batch.is_control:
                 if batch.end_txn_marker is not None:
-                    info.append_end_txn_marker(
+                    txn = info.append_end_txn_marker(
                         batch.end_txn_marker,
                         batch.producer_epoch,
                         batch.base_offset,
                         batch.max_timestamp,
                     )
+                    if txn is not None:
+                        completed.append(txn)
                 continue
             info.append_data_batch(
                 batch.producer_epoch,
@@ -322,7 +348,9 @@ class ProducerStateManager:
                 batch.last_offset,
                 batch.is_transactional,
             )
-        return list(updates.values()), None
+        if not updates:
+            return _NO_APPEND
+        return AnalyzedAppend(list(updates.values()), completed)
 
     def replay_batch(
         self,

@@ -53,12 +53,8 @@ from tiercel.storage.log_values import (
     LogOffsetMetadata,
     TimestampAndOffset,
 )
-from tiercel.storage.producer_append_info import (
-    AppendOrigin,
-    ProducerAppendInfo,
-    duplicate_append_info,
-)
-from tiercel.storage.producer_state import ProducerStateManager
+from tiercel.storage.producer_append_info import AppendOrigin, duplicate_append_info
+from tiercel.storage.producer_state import AnalyzedAppend, ProducerStateManager
 from tiercel.storage.replicated_records import (
     UnexpectedAppendOffsetError,
     follower_append_info,
@@ -265,9 +261,9 @@ class UnifiedLog:
         state checks ``origin`` calls for (none for REPLICATION)."""
         if not batches:
             return
-        updates, _ = self.producer_state.prepare_append(batches, origin)
+        analyzed = self.producer_state.prepare_append(batches, origin)
         self._append_batches(batches)
-        self._update_producer_state(updates, batches[-1].last_offset + 1)
+        self._update_producer_state(analyzed, batches[-1].last_offset + 1)
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo | None:
         """Append what the leader sent, as it is: its offsets (gaps allowed, where the
@@ -343,11 +339,11 @@ class UnifiedLog:
             self.config.message_timestamp_type,
             now_ms,
         )
-        updates, duplicate = self.producer_state.prepare_append(batches, origin, verification_guard)
-        if duplicate is not None:
-            return duplicate_append_info(duplicate, validated.size, self.log_start_offset)
+        analyzed = self.producer_state.prepare_append(batches, origin, verification_guard)
+        if analyzed.duplicate is not None:
+            return duplicate_append_info(analyzed.duplicate, validated.size, self.log_start_offset)
         self._append_batches(batches)
-        self._update_producer_state(updates, batches[-1].last_offset + 1)
+        self._update_producer_state(analyzed, batches[-1].last_offset + 1)
         return LogAppendInfo(
             first_offset=batches[0].base_offset,
             last_offset=batches[-1].last_offset,
@@ -359,10 +355,10 @@ class UnifiedLog:
             valid_bytes=sum(batch.size for batch in batches),
         )
 
-    def _update_producer_state(self, updates: Sequence[ProducerAppendInfo], end: int) -> None:
-        for info in updates:
+    def _update_producer_state(self, analyzed: AnalyzedAppend, end: int) -> None:
+        for info in analyzed.updates:
             self.producer_state.update(info)
-        complete_txns(self.producer_state, updates, self.local_log)
+        complete_txns(self.producer_state, analyzed.completed_txns, self.local_log)
         # Also without producers: a snapshot must say which offset it reflects.
         self.producer_state.update_map_end_offset(end)
 

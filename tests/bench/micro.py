@@ -70,9 +70,9 @@ def producer_check(batches: int) -> tuple[float, str]:
                 max_timestamp=0, partition_leader_epoch=0, producer_id=1000,
                 producer_epoch=0, base_sequence=base,
             )  # fmt: skip
-            updates, duplicate = state.prepare_append([batch], AppendOrigin.CLIENT)
-            assert duplicate is None
-            for info in updates:
+            analyzed = state.prepare_append([batch], AppendOrigin.CLIENT)
+            assert analyzed.duplicate is None
+            for info in analyzed.updates:
                 state.update(info)
             state.update_map_end_offset(base + per_batch)
         seconds = time.perf_counter() - start

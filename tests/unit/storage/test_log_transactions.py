@@ -266,3 +266,34 @@ async def test_a_follower_replays_markers_and_indexes_aborts(
     assert index_entries(follower) == index_entries(leader) == [AbortedTxn(7, 0, 3, 2)]
     replicate(follower)
     assert follower.last_stable_offset == 2
+
+
+async def test_a_follower_completes_transactions_in_batch_order(
+    tmp_path: Path, scheduler: Scheduler
+) -> None:
+    """One fetch bringing A's data, B's data, B's ABORT, then A's ABORT: the aborts are
+    indexed in the order of their markers, B's (ending at 3) before A's (ending at 4),
+    as Kafka's UnifiedLog.analyzeAndValidateProducerState completes them batch by batch.
+    Completing them producer by producer wrote A's entry first, and the index refused
+    B's after the batches were already in the log."""
+    leader = open_log(partition_dir(tmp_path, "leader"), BIG, scheduler)
+    follower = open_log(partition_dir(tmp_path, "follower"), BIG, scheduler)
+    p = Producers()
+    p.send(leader, 7)  # A at 0
+    p.send(leader, 8, 2)  # B at 1-2
+    end_txn(leader, 8, ABORT)  # 3
+    end_txn(leader, 7, ABORT)  # 4
+    data = leader.read(0, 1 << 20, FetchIsolation.LOG_END, True).records
+    follower.append_as_follower(data)
+    expected = [AbortedTxn(8, 1, 3, 0), AbortedTxn(7, 0, 4, 5)]
+    assert index_entries(follower) == index_entries(leader) == expected
+    replicate(follower)
+    assert follower.last_stable_offset == follower.log_end_offset == 5
+    # read_committed gets every record with both aborts, so the consumer drops them all.
+    both = [AbortedTransaction(8, 1), AbortedTransaction(7, 0)]
+    assert committed_read(follower, 0) == ([0, 1, 2], both)
+    # A restart keeps both aborts.
+    follower = await reopen(follower, scheduler, BIG, clean=True)
+    replicate(follower)
+    assert index_entries(follower) == expected
+    assert committed_read(follower, 0) == ([0, 1, 2], both)

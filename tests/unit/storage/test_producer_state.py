@@ -64,10 +64,10 @@ class Partition:
             seq,
             transactional,
         )
-        updates, duplicate = self.manager.prepare_append([batch], origin)
-        if duplicate is not None:
-            return duplicate.first_offset, duplicate.last_offset
-        for info in updates:
+        analyzed = self.manager.prepare_append([batch], origin)
+        if analyzed.duplicate is not None:
+            return analyzed.duplicate.first_offset, analyzed.duplicate.last_offset
+        for info in analyzed.updates:
             self.manager.update(info)
         self.written.append((producer_id, epoch, seq, self.end))
         self.end += count
@@ -191,11 +191,9 @@ def test_a_failed_batch_in_a_multi_batch_append_changes_nothing() -> None:
     with pytest.raises(OutOfOrderSequenceNumberError):
         p.manager.prepare_append([good, gap], CLIENT)
     assert p.manager.last_entry(1).last_seq == 0  # type: ignore[union-attr]
-    updates, duplicate = p.manager.prepare_append(
-        [good, AppendBatch((), 0, 2, 3, NOW, 0, 1, 0, 2)], CLIENT
-    )
-    assert duplicate is None and len(updates) == 1
-    p.manager.update(updates[0])
+    analyzed = p.manager.prepare_append([good, AppendBatch((), 0, 2, 3, NOW, 0, 1, 0, 2)], CLIENT)
+    assert analyzed.duplicate is None and len(analyzed.updates) == 1
+    p.manager.update(analyzed.updates[0])
     assert p.manager.last_entry(1).last_seq == 3  # type: ignore[union-attr]
 
 
