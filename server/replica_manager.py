@@ -262,6 +262,10 @@ class ReplicaManager:
         if current.leader < 0:
             self.fetcher_manager.remove_fetcher_for_partitions((tp,))
             return None
+        if not changed and tp in self.fetcher_manager.failed_partitions:
+            # Kafka's applyLocalFollowersDelta restarts a fetcher only for a new leader
+            # epoch: a partition marked failed stays out until then (or a restart).
+            return None
         following = self.fetcher_manager.fetch_state(tp)
         if (
             not changed

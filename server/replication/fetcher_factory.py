@@ -11,6 +11,7 @@ from tiercel.config.broker_config import BrokerConfig
 from tiercel.server.metadata.metadata_cache import MetadataCache
 from tiercel.server.remote_log_reads import RemoteLogReads
 from tiercel.server.replication.broker_client import BrokerClient
+from tiercel.server.replication.failed_partitions import FailedPartitions
 from tiercel.server.replication.remote_leader_end_point import FetcherConfig, RemoteLeaderEndPoint
 from tiercel.server.replication.replica_fetcher import FollowerPartitions, ReplicaFetcher
 from tiercel.server.replication.replica_fetcher_manager import FetcherFactory
@@ -23,7 +24,7 @@ def replica_fetcher_factory(
     partitions: FollowerPartitions,
     remote_log_manager: Callable[[], RemoteLogReads | None] = lambda: None,
 ) -> FetcherFactory:
-    def make_fetcher(leader_id: int) -> ReplicaFetcher:
+    def make_fetcher(leader_id: int, failed_partitions: FailedPartitions) -> ReplicaFetcher:
         client = BrokerClient(
             leader_id,
             lambda: cache.broker_endpoint(leader_id, config.inter_broker_listener_name),
@@ -46,6 +47,7 @@ def replica_fetcher_factory(
             config.replica_fetch_max_bytes,
             config.replica_fetch_backoff_ms,
             remote_log_manager,
+            failed_partitions,
         )
 
     return make_fetcher

@@ -16,7 +16,9 @@ one fetcher per source broker). Each partition goes through two phases (`FetchPh
   the leader's local start with the state the remote tier holds below it (KIP-405,
   `replica_fetcher_tier_state_machine`). Any other error holds the partition back for
   replica.fetch.backoff.ms, as does a failed request (the connection is reopened by the
-  next one): the fetcher never spins and never stops on an error.
+  next one): the fetcher never spins and never stops on an error. An unexpected error
+  while applying one partition's data (a bug, or a fetch position that is not the log
+  end) marks that partition failed (`failed_partitions`) and leaves the others going.
 
 A partition's `PartitionFetchState` is replaced, never changed in place, and an answer is
 applied only while the state it was asked for is still the current one: a partition
@@ -37,6 +39,7 @@ from tiercel.config.logging_setup import log_event
 from tiercel.protocol.errors import ErrorCode, KafkaError
 from tiercel.server.partition import Partition
 from tiercel.server.remote_log_reads import RemoteLogReads
+from tiercel.server.replication.failed_partitions import FailedPartitions
 from tiercel.server.replication.fetch_state import (
     EpochEndOffset,
     FetchPartition,
@@ -94,9 +97,14 @@ class ReplicaFetcher:
         partition_max_bytes: int,
         backoff_ms: int,
         remote_log_manager: Callable[[], RemoteLogReads | None] = lambda: None,
+        failed_partitions: FailedPartitions | None = None,
     ) -> None:
-        """``remote_log_manager``: the broker's, once tiering is on (KIP-405)."""
+        """``remote_log_manager``: the broker's, once tiering is on (KIP-405);
+        ``failed_partitions``: the manager's, shared by its fetchers."""
         self._leader = leader
+        self.failed_partitions = (
+            FailedPartitions() if failed_partitions is None else failed_partitions
+        )
         self._remote_log_manager = remote_log_manager
         self._partitions = partitions
         self._partition_max_bytes = partition_max_bytes
@@ -306,8 +314,12 @@ class ReplicaFetcher:
         for tp, data in responses.items():
             asked = ready.get(tp)
             partition = None if asked is None else self._current(tp, asked)
-            if asked is not None and partition is not None:
+            if asked is None or partition is None:
+                continue
+            try:
                 await self._process_partition_data(tp, asked, partition, data)
+            except Exception as e:
+                self._mark_partition_failed(tp, asked, e)
 
     async def _process_partition_data(
         self,
@@ -337,15 +349,25 @@ class ReplicaFetcher:
         partition: Partition,
         data: FetchPartitionData,
     ) -> None:
+        log = partition.log
+        if state.fetch_offset != log.log_end_offset:
+            # Kafka's ReplicaFetcherThread.processPartitionData: data fetched from
+            # anywhere but the log end cannot be appended; asking again from the same
+            # position would fail the same way for ever.
+            raise UnexpectedAppendOffsetError(
+                f"fetched {tp} at {state.fetch_offset}, its log end offset is {log.log_end_offset}",
+                state.fetch_offset,
+                state.fetch_offset,
+            )
         try:
             info = partition.append_records_to_follower(data.records)
-        except (KafkaError, UnexpectedAppendOffsetError) as e:
-            # Corrupt or misplaced batches: fetch them again after a pause, as Kafka does.
+        except KafkaError as e:
+            # Corrupt batches: fetch them again after a pause, as Kafka does (a torn or
+            # changing leader log heals by the next fetch).
             self._partition_failed(tp, state, "append", repr(e))
             return
         partition.update_follower_high_watermark(data.high_watermark, data.log_start_offset)
         if info is not None:
-            log = partition.log
             # Moved to the end (Kafka's updateAndMoveToEnd): the response's byte budget
             # goes first to the partitions that got nothing this time, so none starves
             # and a partition handed only part of a large batch gets it whole next time.
@@ -461,6 +483,27 @@ class ReplicaFetcher:
         self, tp: TopicPartition, state: PartitionFetchState, request: str, reason: str
     ) -> None:
         self._hold_back(tp, state, request, reason, logging.WARNING)
+
+    def _mark_partition_failed(
+        self, tp: TopicPartition, state: PartitionFetchState, error: Exception
+    ) -> None:
+        """Kafka's markPartitionFailed: stop fetching ``tp`` until it is added again
+        (`FailedPartitions`). Whatever the failed append wrote stays; fetching on from
+        a position the log may already have passed would fail for ever."""
+        log_event(
+            _log,
+            logging.ERROR,
+            "replica_partition_failed",
+            partition=str(tp),
+            leader=self.leader_id,
+            leader_epoch=state.current_leader_epoch,
+            fetch_offset=state.fetch_offset,
+            reason=repr(error),
+        )
+        _log.debug("traceback", exc_info=error)
+        if self._states.get(tp) is state:
+            del self._states[tp]
+        self.failed_partitions.add(tp)
 
     def _hold_back(
         self, tp: TopicPartition, state: PartitionFetchState, request: str, reason: str, level: int

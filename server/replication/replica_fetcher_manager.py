@@ -4,7 +4,8 @@ Kafka's ReplicaFetcherManager (AbstractFetcherManager) with num.replica.fetchers
 `ReplicaFetcher` per source broker, created when the first partition led by that broker
 becomes a follower here and stopped when its last partition goes (Kafka's
 shutdownIdleFetcherThreads). A partition whose leader changes moves from the old
-leader's fetcher to the new one's.
+leader's fetcher to the new one's. A partition a fetcher marked failed
+(`FailedPartitions`) stays out of every fetcher until it is added again.
 """
 
 from __future__ import annotations
@@ -16,14 +17,16 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Final
 
 from tiercel.config.logging_setup import log_event
+from tiercel.server.replication.failed_partitions import FailedPartitions
 from tiercel.server.replication.fetch_state import InitialFetchState, PartitionFetchState
 from tiercel.server.replication.replica_fetcher import ReplicaFetcher
 from tiercel.storage.topic_partition import TopicPartition
 
 _log: Final = logging.getLogger("tiercel.replica_fetcher")
 
-# Builds the (not yet started) fetcher for a source broker id.
-FetcherFactory = Callable[[int], ReplicaFetcher]
+# Builds the (not yet started) fetcher for a source broker id, sharing the manager's
+# failed partitions.
+FetcherFactory = Callable[[int, FailedPartitions], ReplicaFetcher]
 
 
 class ReplicaFetcherManager:
@@ -34,6 +37,7 @@ class ReplicaFetcherManager:
     def __init__(self, make_fetcher: FetcherFactory) -> None:
         self._make_fetcher = make_fetcher
         self._fetchers: dict[int, ReplicaFetcher] = {}
+        self.failed_partitions = FailedPartitions()
         self._stopping: set[asyncio.Task[None]] = set()
 
     def fetcher(self, leader_id: int) -> ReplicaFetcher | None:
@@ -50,7 +54,9 @@ class ReplicaFetcherManager:
     def add_fetcher_for_partitions(
         self, initial: Mapping[TopicPartition, InitialFetchState]
     ) -> None:
-        """Follow each partition from its leader, starting over (truncation first)."""
+        """Follow each partition from its leader, starting over (truncation first); a
+        failed one is failed no more (Kafka's addFetcherForPartitions)."""
+        self.failed_partitions.remove_all(initial)
         by_leader: dict[int, dict[TopicPartition, InitialFetchState]] = defaultdict(dict)
         for tp, state in initial.items():
             by_leader[state.leader_id][tp] = state
@@ -60,7 +66,8 @@ class ReplicaFetcherManager:
                     other.remove_partitions(states)
             fetcher = self._fetchers.get(leader_id)
             if fetcher is None:
-                fetcher = self._fetchers[leader_id] = self._make_fetcher(leader_id)
+                fetcher = self._make_fetcher(leader_id, self.failed_partitions)
+                self._fetchers[leader_id] = fetcher
                 fetcher.start()
             fetcher.add_partitions(states)
             log_event(
@@ -77,6 +84,7 @@ class ReplicaFetcherManager:
 
     def remove_fetcher_for_partitions(self, tps: Iterable[TopicPartition]) -> None:
         doomed = list(tps)
+        self.failed_partitions.remove_all(doomed)
         for fetcher in self._fetchers.values():
             fetcher.remove_partitions(doomed)
         self.shutdown_idle_fetchers()

@@ -32,10 +32,13 @@ _STARTED = re.compile(r"event=broker_started .*listeners=\S*PLAINTEXT://([^:,\s]
 # Printed only on a bug: server/error_mapping.py's unexpected_error (an exception that is
 # neither a Kafka error nor an OSError), KafkaApis' request_failed with
 # UNKNOWN_SERVER_ERROR (a handler raised), the connection's request_processing_failed,
-# the scheduler's background_task_failed; any traceback (the log formatter renders
-# exc_info inline); and asyncio's reports of exceptions no one handled.
+# the scheduler's background_task_failed; a replica fetcher's replica_fetcher_error (its
+# round raised) and replica_partition_failed (a partition's data could not be applied);
+# any traceback (the log formatter renders exc_info inline); and asyncio's reports of
+# exceptions no one handled.
 _SIGNS_OF_A_BUG: Final = re.compile(
-    r"event=(?:unexpected_error|request_processing_failed|background_task_failed)\b"
+    r"event=(?:unexpected_error|request_processing_failed|background_task_failed"
+    r"|replica_fetcher_error|replica_partition_failed)\b"
     r"|event=request_failed\b.*\berror=unknown_server_error\b"
     r"|Traceback \(most recent call last\)"
     r"|exception was never retrieved"

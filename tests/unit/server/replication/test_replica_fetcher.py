@@ -5,9 +5,11 @@ out-of-range positions, and errors that hold partitions back without spinning.""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 
+import pytest
 from replication_support import (
     TOPIC_ID,
     TP,
@@ -333,3 +335,62 @@ async def test_an_answer_for_a_partition_removed_meanwhile_is_ignored(
     await round_trip
     assert c[2].log.log_end_offset == 10
     assert fetcher.partition_count == 0
+
+
+async def test_an_unexpected_error_in_an_append_marks_the_partition_failed(
+    make_cluster: MakeCluster, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Kafka's AbstractFetcherThread.processFetchRequest: an error that is neither a
+    corrupt batch nor a leader's answer, met while applying one partition's data after
+    the batches were written, marks that partition failed (markPartitionFailed). Before,
+    it escaped the round (and the rest of the response with it) and the partition was
+    asked again from where it had been, below its log end, failing for ever."""
+    c = make_cluster()
+    c.elect(leader=1, leader_epoch=0)
+    c.produce(1, values(10))
+    endpoint = c.endpoint(2)
+    fetcher = c.fetcher(2, endpoint)
+    await fetcher.run_once()  # truncation, then the first fetch: caught up
+    assert c[2].log.log_end_offset == 10
+    c.produce(1, values(5, "more"))
+
+    def bug(offset: int) -> None:
+        raise RuntimeError("a bug after the write")
+
+    monkeypatch.setattr(c[2].log.producer_state, "update_map_end_offset", bug)
+    with caplog.at_level(logging.ERROR, "tiercel.replica_fetcher"):
+        assert await fetcher.run_once()
+    assert "event=replica_partition_failed" in caplog.text
+    assert "RuntimeError('a bug after the write')" in caplog.text
+    assert c[2].log.log_end_offset == 15  # what the failed append wrote stays
+    assert fetcher.fetch_state(TP) is None and TP in fetcher.failed_partitions
+    sent = len(endpoint.requests)
+    assert not await fetcher.run_once()  # nothing left to fetch, nothing asked again
+    assert len(endpoint.requests) == sent
+    monkeypatch.undo()
+
+    # A new leader epoch adds the partition again: it resumes at its log end.
+    c.elect(leader=1, leader_epoch=1)
+    fetcher.add_partitions({TP: InitialFetchState(TOPIC_ID, 1, 1, c[2].initial_fetch_offset())})
+    c.produce(1, values(5, "after"))
+    await c.catch_up(fetcher, 2)
+    assert_identical(c, 1, 2)
+
+
+async def test_a_fetch_position_that_is_not_the_log_end_marks_the_partition_failed(
+    make_cluster: MakeCluster,
+) -> None:
+    """Kafka's ReplicaFetcherThread.processPartitionData refuses data fetched from
+    anywhere but the log end (an IllegalStateException: the partition is marked failed);
+    backing off and asking again from the same place never ends."""
+    c = make_cluster()
+    c.elect(leader=1, leader_epoch=0)
+    c.produce(1, values(10))
+    fetcher = c.fetcher(2)
+    await c.catch_up(fetcher, 2)
+    c.produce(1, values(5, "more"))
+    # Something other than the fetcher moved the log end meanwhile.
+    c[2].log.append_as_follower(c[1].log.read(10, 1 << 20, FetchIsolation.LOG_END, True).records)
+    assert await fetcher.run_once()
+    assert fetcher.fetch_state(TP) is None and TP in fetcher.failed_partitions
+    assert_identical(c, 1, 2)

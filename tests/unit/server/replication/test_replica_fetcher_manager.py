@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from replication_support import TOPIC_ID
 
 from tiercel.protocol.errors import ErrorCode
+from tiercel.server.replication.failed_partitions import FailedPartitions
 from tiercel.server.replication.fetch_state import (
     EpochEndOffset,
     FetchPartition,
@@ -58,9 +59,11 @@ def initial(leader: int, epoch: int) -> InitialFetchState:
 async def test_partitions_follow_their_leaders_fetcher() -> None:
     endpoints: dict[int, Unanswered] = {}
 
-    def make(leader_id: int) -> ReplicaFetcher:
+    def make(leader_id: int, failed: FailedPartitions) -> ReplicaFetcher:
         endpoints[leader_id] = Unanswered(leader_id)
-        return ReplicaFetcher(endpoints[leader_id], lambda tp: None, 1024, 10)
+        return ReplicaFetcher(
+            endpoints[leader_id], lambda tp: None, 1024, 10, failed_partitions=failed
+        )
 
     manager = ReplicaFetcherManager(make)
     manager.add_fetcher_for_partitions({A0: initial(2, 0), A1: initial(2, 0), B0: initial(3, 0)})

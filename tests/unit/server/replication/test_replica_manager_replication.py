@@ -101,3 +101,26 @@ async def test_a_replica_reassigned_away_is_deleted(broker: Broker) -> None:
     assert TP not in broker.rm.partitions
     assert broker.rm.fetcher_manager.fetch_state(TP) is None
     assert not Path(log_dir).exists()
+
+
+async def test_a_failed_partition_is_fetched_again_only_for_a_new_leader_epoch(
+    broker: Broker,
+) -> None:
+    """Kafka's applyLocalFollowersDelta restarts a follower's fetcher for a new leader
+    epoch only, so a partition its fetcher marked failed stays out through an ISR
+    change (which its own failure brings about) and is fetched again from the next
+    epoch on."""
+    rm = broker.rm
+    await broker.apply(2, 3, (2, 1), (2, 1))
+    fetcher = rm.fetcher_manager.fetcher(2)
+    assert fetcher is not None
+    # What the fetcher does on an unexpected error (markPartitionFailed).
+    fetcher.remove_partitions([TP])
+    fetcher.failed_partitions.add(TP)
+    assert TP in rm.fetcher_manager.failed_partitions
+    await broker.apply(2, 3, (2,), (2, 1))
+    assert rm.fetcher_manager.fetch_state(TP) is None
+    await broker.apply(2, 4, (2,), (2, 1))
+    following = rm.fetcher_manager.fetch_state(TP)
+    assert following is not None and following[1].current_leader_epoch == 4
+    assert TP not in rm.fetcher_manager.failed_partitions
