@@ -7,8 +7,10 @@ offset the log keeps back under the new log end offset: the log start and local 
 start offsets, the recovery point, the high watermark; the leader-epoch cache loses the
 epochs starting at or above it (and its checkpoint is rewritten); the producer state
 loses the snapshots of removed segments and is rebuilt from what is left, as Kafka's
-rebuildProducerState after a truncation. The `UnifiedLog.truncation_listener` is then
-told (the LogManager checkpoints the lowered recovery point).
+rebuildProducerState after a truncation, before the high watermark is set (the HW
+update retires the replayed transactions it has passed, so the LSO never falls back).
+The `UnifiedLog.truncation_listener` is then told (the LogManager checkpoints the
+lowered recovery point).
 
 A tiered log (KIP-405) truncated exactly at its local start keeps its log start offset
 and the epochs below it: the records under the local start are remote, not gone.
@@ -67,7 +69,6 @@ def truncate_to(log: UnifiedLog, offset: int, now_ms: int) -> bool:
     cache.truncate_from_end(log.log_end_offset)
     log.request_epoch_checkpoint()
     log.recovery_point = min(log.recovery_point, log.log_end_offset)
-    log.update_high_watermark(min(log.high_watermark, log.log_end_offset))
     for segment in truncation.deleted_segments:
         log.producer_state.delete_snapshot(segment.base_offset)
     # On the loop, as Kafka does under its log lock: one small snapshot read and a
@@ -80,6 +81,10 @@ def truncate_to(log: UnifiedLog, offset: int, now_ms: int) -> bool:
         False,
         now_ms,
     )
+    # After the rebuild, as Kafka's truncateTo: the replay brings back transactions
+    # whose markers the HW passed long ago as not yet replicated, and the HW update is
+    # what lets them go; before it, the LSO would fall back to the oldest of them.
+    log.update_high_watermark(min(log.high_watermark, log.log_end_offset))
     log_event(
         _log,
         logging.INFO,

@@ -297,3 +297,28 @@ async def test_a_follower_completes_transactions_in_batch_order(
     replicate(follower)
     assert index_entries(follower) == expected
     assert committed_read(follower, 0) == ([0, 1, 2], both)
+
+
+async def test_truncation_above_the_hw_keeps_the_lso_where_it_was(
+    tmp_path: Path, scheduler: Scheduler
+) -> None:
+    """Kafka's UnifiedLog.truncateTo rebuilds the producer state first, then updates the
+    high watermark: the rebuild replays long-finished transactions as completed but not
+    yet replicated, and only the HW update lets them go. Updating the HW first left them
+    there, so the LSO fell back to a committed transaction's first offset (read_committed
+    reads and ListOffsets LATEST answered 0) until the HW next moved."""
+    log = open_log(partition_dir(tmp_path), BIG, scheduler)
+    p = Producers()
+    p.send(log, 7, 2)
+    end_txn(log, 7, COMMIT)
+    p.send(log, 1, transactional=False)
+    replicate(log)
+    assert log.high_watermark == log.last_stable_offset == 4
+    p.send(log, 1, 2, transactional=False)  # 4-5, never replicated
+    p.send(log, 1, transactional=False)  # 6
+    assert log.truncate_to(6)
+    assert (log.log_end_offset, log.high_watermark, log.last_stable_offset) == (6, 4, 4)
+    assert committed_read(log, 0) == ([0, 1, 3], [])
+    # Truncated below the HW too: the HW follows the log end, and so does the LSO.
+    assert log.truncate_to(3)
+    assert (log.log_end_offset, log.high_watermark, log.last_stable_offset) == (3, 3, 3)
