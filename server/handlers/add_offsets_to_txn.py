@@ -1,19 +1,22 @@
 """AddOffsetsToTxn (25): a producer adds a group's offsets to its transaction
 (``send_offsets_to_transaction``): the group's __consumer_offsets partition joins the
 transaction, so that its TxnOffsetCommit records get the COMMIT/ABORT marker too
-(Kafka's ``KafkaApis.handleAddOffsetsToTxnRequest``)."""
+(Kafka's ``KafkaApis.handleAddOffsetsToTxnRequest``). Before v2, PRODUCER_FENCED is
+answered as INVALID_PRODUCER_EPOCH, as there: those clients predate the code."""
 
 from __future__ import annotations
 
 from typing import Any, Final
 
 from tiercel.server.coordinator.group.group_config import GROUP_METADATA_TOPIC_NAME
+from tiercel.server.error_mapping import producer_fenced_for_version
 from tiercel.server.request_context import RequestContext
 from tiercel.storage.topic_partition import TopicPartition
 
 API_KEY: Final = 25
 MIN_VERSION: Final = 0
 MAX_VERSION: Final = 4
+_FIRST_PRODUCER_FENCED_VERSION: Final = 2
 
 
 async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
@@ -26,4 +29,9 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
         request.producer_epoch,
         [offsets_partition],
     )
-    return {"throttle_time": 0, "error_code": error}
+    return {
+        "throttle_time": 0,
+        "error_code": producer_fenced_for_version(
+            error, ctx.api_version, _FIRST_PRODUCER_FENCED_VERSION
+        ),
+    }

@@ -8,7 +8,9 @@ the producer's open transaction (INVALID_TXN_STATE if not). As Kafka's
 the whole transaction, its unknown partitions with UNKNOWN_TOPIC_OR_PARTITION and the
 others with OPERATION_NOT_ATTEMPTED; otherwise every partition carries the
 coordinator's answer. A v4+ batch with a transaction added for a client would be a v3
-request in disguise: Kafka refuses v4+ from clients, Tiercel serves both forms.
+request in disguise: Kafka refuses v4+ from clients, Tiercel serves both forms. Before
+v2, PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH, as Kafka does: those
+clients predate the code.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any, Final
 
 from tiercel.protocol.errors import ErrorCode
 from tiercel.server.coordinator.transaction.transaction_coordinator import TransactionCoordinator
+from tiercel.server.error_mapping import producer_fenced_for_version
 from tiercel.server.metadata.metadata_cache import MetadataCache
 from tiercel.server.request_context import RequestContext
 from tiercel.storage.topic_partition import TopicPartition
@@ -28,6 +31,7 @@ MIN_VERSION: Final = 0
 MAX_VERSION: Final = 5
 
 _FIRST_BATCHED_VERSION: Final = 4
+_FIRST_PRODUCER_FENCED_VERSION: Final = 2
 
 
 async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
@@ -40,6 +44,10 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
             False,
             request.v3_and_below_topics,
         )
+        results = {
+            tp: producer_fenced_for_version(error, ctx.api_version, _FIRST_PRODUCER_FENCED_VERSION)
+            for tp, error in results.items()
+        }
         return {"throttle_time": 0, "results_by_topic_v3_and_below": _topics(results)}
     transactions = []
     for txn in request.transactions:

@@ -7,7 +7,9 @@ a transactional id every request gets a fresh id at epoch 0 (an idempotent produ
 bumps its epoch itself); an empty transactional id is INVALID_REQUEST. With a
 transactional id the transaction coordinator answers: the id's producer id at a new
 epoch, which fences every older instance of the producer (KIP-98), or with v3+ and the
-id and epoch a producer already holds, a KIP-360 bump that lets it recover.
+id and epoch a producer already holds, a KIP-360 bump that lets it recover. Before v4,
+PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH (Kafka's
+handleInitProducerIdRequest): those clients predate the code.
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ from typing import Any, Final
 
 from tiercel.protocol.errors import ErrorCode, InvalidRequestError, KafkaError
 from tiercel.protocol.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
+from tiercel.server.error_mapping import producer_fenced_for_version
 from tiercel.server.request_context import RequestContext
 
 API_KEY: Final = 22
 MIN_VERSION: Final = 0
 MAX_VERSION: Final = 6
+_FIRST_PRODUCER_FENCED_VERSION: Final = 4
 
 
 async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
@@ -41,7 +45,10 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
     result = await ctx.broker.transaction_coordinator.handle_init_producer_id(
         transactional_id, timeout_ms, expected
     )
-    return _response(result.error, result.producer_id, result.producer_epoch)
+    error = producer_fenced_for_version(
+        result.error, ctx.api_version, _FIRST_PRODUCER_FENCED_VERSION
+    )
+    return _response(error, result.producer_id, result.producer_epoch)
 
 
 def _response(error_code: ErrorCode, producer_id: int, producer_epoch: int) -> dict[str, Any]:

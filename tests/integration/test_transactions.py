@@ -15,7 +15,9 @@ transactional producer (librdkafka):
 - aiokafka's and kafka-python's transactional producers (older request versions:
   AddPartitionsToTxn v0-3, EndTxn v0-3, TxnOffsetCommit v0-3) commit and abort too;
 - InitProducerId's refusals: a timeout above transaction.max.timeout.ms, an unknown id
-  in AddPartitionsToTxn / EndTxn.
+  in AddPartitionsToTxn / EndTxn;
+- a fenced producer on request versions older than PRODUCER_FENCED gets
+  INVALID_PRODUCER_EPOCH.
 """
 
 from __future__ import annotations
@@ -313,8 +315,10 @@ def test_offsets_sent_to_a_transaction_count_only_when_it_commits(
     )
 
 
-def _init(bootstrap: str, transactional_id: str, producer_id: int = -1, epoch: int = -1) -> Any:
-    """InitProducerId v4, retried while the coordinator loads."""
+def _init(
+    bootstrap: str, transactional_id: str, producer_id: int = -1, epoch: int = -1, version: int = 4
+) -> Any:
+    """InitProducerId (v4 unless told), retried while the coordinator loads."""
     values = {
         "transactional_id": transactional_id,
         "transaction_timeout": 60000,
@@ -322,7 +326,7 @@ def _init(bootstrap: str, transactional_id: str, producer_id: int = -1, epoch: i
         "producer_epoch": epoch,
     }
     for _ in range(100):
-        response = request(bootstrap, 22, 4, values)
+        response = request(bootstrap, 22, version, values)
         if response.error_code not in (
             ErrorCode.coordinator_load_in_progress,
             ErrorCode.not_coordinator,
@@ -333,11 +337,13 @@ def _init(bootstrap: str, transactional_id: str, producer_id: int = -1, epoch: i
     raise AssertionError(f"InitProducerId kept failing: {response.error_code}")
 
 
-def _add(bootstrap: str, tid: str, pid: int, epoch: int, topic: str, *parts: int) -> ErrorCode:
+def _add(
+    bootstrap: str, tid: str, pid: int, epoch: int, topic: str, *parts: int, version: int = 3
+) -> ErrorCode:
     response = request(
         bootstrap,
         24,
-        3,
+        version,
         {
             "v3_and_below_transactional_id": tid,
             "v3_and_below_producer_id": pid,
@@ -351,11 +357,13 @@ def _add(bootstrap: str, tid: str, pid: int, epoch: int, topic: str, *parts: int
     return ErrorCode(codes.pop())
 
 
-def _end(bootstrap: str, tid: str, pid: int, epoch: int, commit: bool) -> ErrorCode:
+def _end(
+    bootstrap: str, tid: str, pid: int, epoch: int, commit: bool, version: int = 3
+) -> ErrorCode:
     response = request(
         bootstrap,
         26,
-        3,
+        version,
         {"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch, "committed": commit},
     )
     return ErrorCode(response.error_code)
@@ -448,6 +456,52 @@ def test_the_wire_protocol_errors_clients_rely_on(broker: BrokerProcess) -> None
     # A new instance (no id) fences everyone: epoch 2.
     assert _init(bootstrap, "wire-id").producer_epoch == 2
     assert _add(bootstrap, "wire-id", pid, 1, "wire", 0) == ErrorCode.producer_fenced
+
+
+def test_old_request_versions_get_invalid_producer_epoch_for_a_fenced_producer(
+    broker: BrokerProcess,
+) -> None:
+    """PRODUCER_FENCED (KIP-588) is unknown to clients of InitProducerId v0-3 and of
+    AddPartitionsToTxn, AddOffsetsToTxn and EndTxn v0-1: they get INVALID_PRODUCER_EPOCH,
+    as from Kafka's KafkaApis."""
+    bootstrap = broker.bootstrap
+    create_topic(bootstrap, "old-clients", 1)
+    request(bootstrap, 10, 3, {"key": "old-client-id", "key_type": 1})
+    zombie = _init(bootstrap, "old-client-id")
+    pid, stale = zombie.producer_id, zombie.producer_epoch
+    assert _init(bootstrap, "old-client-id").producer_epoch == stale + 1  # a new instance
+
+    def add_offsets(version: int) -> ErrorCode:
+        values = {
+            "transactional_id": "old-client-id",
+            "producer_id": pid,
+            "producer_epoch": stale,
+            "group_id": "old-clients-group",
+        }
+        return ErrorCode(request(bootstrap, 25, version, values).error_code)
+
+    for old, new in ((1, 2), (0, 3)):
+        assert _add(bootstrap, "old-client-id", pid, stale, "old-clients", 0, version=old) == (
+            ErrorCode.invalid_producer_epoch
+        )
+        assert _add(bootstrap, "old-client-id", pid, stale, "old-clients", 0, version=new) == (
+            ErrorCode.producer_fenced
+        )
+        assert add_offsets(old) == ErrorCode.invalid_producer_epoch
+        assert add_offsets(new) == ErrorCode.producer_fenced
+        assert _end(bootstrap, "old-client-id", pid, stale, True, version=old) == (
+            ErrorCode.invalid_producer_epoch
+        )
+        assert _end(bootstrap, "old-client-id", pid, stale, True, version=new) == (
+            ErrorCode.producer_fenced
+        )
+    # KIP-360's InitProducerId with a stale epoch: v3 predates PRODUCER_FENCED, v4 has it.
+    assert _init(bootstrap, "old-client-id", pid, 7, version=3).error_code == (
+        ErrorCode.invalid_producer_epoch
+    )
+    assert _init(bootstrap, "old-client-id", pid, 7, version=4).error_code == (
+        ErrorCode.producer_fenced
+    )
 
 
 async def _aiokafka_transactions(bootstrap: str, topic: str) -> None:
