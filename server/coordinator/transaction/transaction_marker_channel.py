@@ -5,8 +5,9 @@ Once PrepareCommit or PrepareAbort is written, the COMMIT or ABORT marker must r
 every partition of the transaction: one WriteTxnMarkers (27, v1) request per partition
 leader (found in this broker's metadata cache), carrying the producer id and epoch and
 the coordinator epoch. A partition whose leader is unknown, moved, or not yet caught up
-is retried after a backoff until its leader has the marker; a partition whose topic was
-deleted is dropped (Kafka's behaviour). A leader that refuses with
+is retried after a backoff until its leader has the marker, as is one whose request
+failed in any way (the sender never dies); a partition whose topic was deleted is
+dropped (Kafka's behaviour). A leader that refuses with
 TRANSACTION_COORDINATOR_FENCED has seen a newer coordinator: this one stops. When every
 partition has its marker, CompleteCommit/CompleteAbort is written (retried while the
 write fails with a retriable error and this broker still owns the id).
@@ -57,6 +58,9 @@ _RETRIABLE: Final = frozenset(
 _ABANDON: Final = frozenset(
     {ErrorCode.invalid_producer_epoch, ErrorCode.transaction_coordinator_fenced}
 )
+
+# A leader that is down, unknown or slow: expected, retried quietly.
+_UNREACHABLE: Final = (OSError, TimeoutError, KafkaError, EOFError, asyncio.IncompleteReadError)
 
 # A failed CompleteCommit/CompleteAbort write that may succeed later on this broker.
 _RETRIABLE_COMPLETE_ERRORS: Final = frozenset(
@@ -234,10 +238,17 @@ class TransactionMarkerChannelManager:
                 _, response = await self._clients.get(leader).request(
                     WRITE_TXN_MARKERS_KEY, _WRITE_TXN_MARKERS_VERSIONS, body
                 )
-        except (OSError, TimeoutError, KafkaError, EOFError, asyncio.IncompleteReadError) as e:
+            return _marked(response, metadata.transactional_id)
+        except _UNREACHABLE as e:
             log_event(_log, logging.DEBUG, "txn_marker_send_failed", leader=leader, reason=repr(e))
-            return set(), False
-        return _marked(response, metadata.transactional_id)
+        except Exception as e:
+            # A response that does not decode (FrameError: a bad size, a correlation id
+            # mismatch) or a bug: the sender must not die of it, or the transaction stays
+            # in Prepare* until its partition is reloaded. Retried like a disconnection,
+            # whose markers Kafka's TransactionMarkerRequestCompletionHandler re-enqueues.
+            log_event(_log, logging.ERROR, "txn_marker_send_failed", leader=leader, reason=repr(e))
+            _log.debug("traceback", exc_info=e)
+        return set(), False
 
     async def shutdown(self) -> None:
         tasks = list(self._tasks.values())
