@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import types
-from typing import Any, cast
 
 import pytest
-from group_support import FakePartition, FakeReplicaManager
+from txn_support import coordinator, loaded, txn_replicas, txn_tp
 
 from tiercel.protocol.errors import (
     CoordinatorLoadInProgressError,
@@ -17,82 +16,11 @@ from tiercel.protocol.errors import (
     NotCoordinatorError,
     NotEnoughReplicasError,
 )
-from tiercel.server.coordinator.transaction.transaction_config import (
-    TRANSACTION_STATE_TOPIC_NAME,
-    TransactionConfig,
-)
-from tiercel.server.coordinator.transaction.transaction_coordinator import (
-    TransactionCoordinator,
-)
-from tiercel.server.coordinator.transaction.transaction_marker_channel import (
-    TransactionMarkerChannelManager,
-)
-from tiercel.server.coordinator.transaction.transaction_metadata import (
-    TransactionMetadata,
-    TransactionState,
-    TxnTransitMetadata,
-)
-from tiercel.server.coordinator.transaction.transaction_state_manager import (
-    TransactionStateManager,
-)
-from tiercel.server.metadata.metadata_cache import MetadataCache
-from tiercel.server.replica_manager import ReplicaManager
+from tiercel.server.coordinator.transaction.transaction_metadata import TransactionState
 from tiercel.storage.scheduler import Scheduler
 from tiercel.storage.topic_partition import TopicPartition
 
-PARTITIONS = 4
 TP = TopicPartition("data", 0)
-
-
-class Markers:
-    """Records what the coordinator asks to send; `finish` plays the channel's part."""
-
-    def __init__(self) -> None:
-        self.sent: list[tuple[int, TransactionMetadata, TxnTransitMetadata]] = []
-
-    def add_txn_markers_to_send(
-        self, epoch: int, metadata: TransactionMetadata, transit: TxnTransitMetadata, _: Any
-    ) -> None:
-        self.sent.append((epoch, metadata, transit))
-
-    async def shutdown(self) -> None:
-        return None
-
-
-class Ids:
-    def __init__(self) -> None:
-        self.next = 1000
-
-    async def __call__(self) -> int:
-        self.next += 1
-        return self.next
-
-
-def txn_replicas() -> FakeReplicaManager:
-    replicas = FakeReplicaManager()
-    replicas.partitions = {
-        TopicPartition(TRANSACTION_STATE_TOPIC_NAME, p): FakePartition() for p in range(PARTITIONS)
-    }
-    return replicas
-
-
-async def coordinator(
-    replicas: FakeReplicaManager, scheduler: Scheduler, epoch: int = 0
-) -> tuple[TransactionCoordinator, Markers]:
-    config = TransactionConfig(transaction_state_log_num_partitions=PARTITIONS)
-    manager = TransactionStateManager(
-        config, cast(ReplicaManager, replicas), MetadataCache(1, "c"), scheduler
-    )
-    markers = Markers()
-    coord = TransactionCoordinator(
-        manager, cast(TransactionMarkerChannelManager, markers), Ids(), scheduler
-    )
-    coord.startup()
-    for tp in replicas.partitions:
-        coord.on_leadership_change(tp, epoch)
-    while manager.is_loading:
-        await asyncio.sleep(0.001)
-    return coord, markers
 
 
 @pytest.fixture
@@ -100,24 +28,19 @@ async def scheduler() -> Scheduler:
     return Scheduler(asyncio.get_running_loop(), 2)
 
 
-def txn_tp(coord: TransactionCoordinator, transactional_id: str) -> TopicPartition:
-    return TopicPartition(TRANSACTION_STATE_TOPIC_NAME, coord.partition_for(transactional_id))
-
-
 async def test_leadership_loads_and_unloads(scheduler: Scheduler) -> None:
     replicas = txn_replicas()
     coord, _ = await coordinator(replicas, scheduler)
     manager = coord.manager
     assert manager.get_transaction_state("a") is None
-    tp = txn_tp(coord, "a")
+    tp = txn_tp("a")
     coord.on_leadership_change(tp, None)
     with pytest.raises(NotCoordinatorError):
         manager.get_transaction_state("a")
     coord.on_leadership_change(tp, 3)
     with pytest.raises(CoordinatorLoadInProgressError):
         manager.get_transaction_state("a")
-    while manager.is_loading:
-        await asyncio.sleep(0.001)
+    await loaded(manager)
     assert manager.owned_coordinator_epoch(tp.partition) == 3
     # A leadership change older than the one already seen is ignored.
     coord.on_leadership_change(tp, 2)
@@ -142,7 +65,7 @@ async def test_a_failed_write_changes_nothing(scheduler: Scheduler) -> None:
         ErrorCode.none
     )
     # The partition's leadership moves away: its writes answer NOT_COORDINATOR.
-    replicas.partitions[txn_tp(coord, "a")].is_leader = False
+    replicas.partitions[txn_tp("a")].is_leader = False
     assert await coord.handle_end_transaction("a", init.producer_id, 0, True) == (
         ErrorCode.not_coordinator
     )
