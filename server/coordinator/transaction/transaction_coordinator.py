@@ -229,8 +229,18 @@ class TransactionCoordinator:
             expected is None or expected[1] == metadata.producer_epoch
         ):
             new_id = await self._generate_producer_id()
-            # The await let other requests in: the checks above must still hold.
-            if metadata.pending_transition_in_progress or metadata.state not in COMPLETED_STATES:
+            # The await let other requests in, and the partition may have been unloaded
+            # and loaded again: this coordinator epoch and metadata must still be the
+            # cache's (Kafka allocates under the id's lock, so nothing can change there).
+            current = self._state(transactional_id)
+            if current is not None and current.coordinator_epoch != existing.coordinator_epoch:
+                raise _Refused(ErrorCode.not_coordinator)
+            if (
+                current is None
+                or current.transaction_metadata is not metadata
+                or metadata.pending_transition_in_progress
+                or metadata.state not in COMPLETED_STATES
+            ):
                 raise _Refused(ErrorCode.concurrent_transactions)
             transit = metadata.prepare_producer_id_rotation(
                 new_id, timeout_ms, now, expected is not None

@@ -25,6 +25,7 @@ from tiercel.protocol.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
     ErrorCode,
+    KafkaError,
     NotCoordinatorError,
 )
 from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
@@ -69,6 +70,17 @@ _APPEND_ERRORS: Final = {
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _log_write_failed(transactional_id: str, transit: TxnTransitMetadata, error: ErrorCode) -> None:
+    log_event(
+        _log,
+        logging.WARNING,
+        "transaction_state_write_failed",
+        transactional_id=transactional_id,
+        state=transit.txn_state.kafka_name,
+        error=error.name,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,51 +191,53 @@ class TransactionStateManager:
         self, transactional_id: str, coordinator_epoch: int, transit: TxnTransitMetadata
     ) -> ErrorCode:
         """Write ``transit`` and, once written and while this coordinator still owns the
-        id at ``coordinator_epoch``, install it. Dead is written as a tombstone and drops
-        the id. NONE, or the error to answer."""
-        partition = self.partition_for(transactional_id)
-        tp = TopicPartition(TRANSACTION_STATE_TOPIC_NAME, partition)
-        now = self.clock()
-        value = None if transit.txn_state == TransactionState.DEAD else value_from_transit(transit)
-        record = SimpleRecord(
-            encode_key(transactional_id),
-            None if value is None else encode_value(value),
-            timestamp=now,
-        )
-        replica = self._replica_manager.partitions.get(tp)
-        if replica is None or not replica.is_leader:
-            error = ErrorCode.not_coordinator
-        else:
-            batch = build_record_batch([record], compression=CompressionType.NONE)
-            results = await self._replica_manager.append_records(
-                self.config.request_timeout_ms, -1, {tp: batch}, internal_topics_allowed=True
-            )
-            result_error = results[tp].error
-            error = (
-                ErrorCode.none
-                if result_error is None
-                else _APPEND_ERRORS.get(result_error.error_code, result_error.error_code)
-            )
-        entry = self._owned.get(partition)
+        id at ``coordinator_epoch``, install it. NONE, or the error to answer."""
+        error = await self._append(transactional_id, coordinator_epoch, transit)
+        entry = self._owned.get(self.partition_for(transactional_id))
         metadata = None if entry is None else entry.metadata.get(transactional_id)
         if entry is None or entry.coordinator_epoch != coordinator_epoch or metadata is None:
             # The partition moved (or was reloaded) meanwhile: the new owner has it.
             return ErrorCode.not_coordinator
         if error != ErrorCode.none:
             metadata.abort_pending()
-            log_event(
-                _log,
-                logging.WARNING,
-                "transaction_state_write_failed",
-                transactional_id=transactional_id,
-                state=transit.txn_state.kafka_name,
-                error=error.name,
-            )
+            _log_write_failed(transactional_id, transit, error)
             return error
         metadata.complete_transition_to(transit)
-        if transit.txn_state == TransactionState.DEAD:
-            entry.metadata.pop(transactional_id, None)
         return ErrorCode.none
+
+    async def _append(
+        self, transactional_id: str, coordinator_epoch: int, transit: TxnTransitMetadata
+    ) -> ErrorCode:
+        """Write ``transit`` (Dead as a tombstone) with acks=-1 if this coordinator still
+        owns the id at ``coordinator_epoch``; NONE, or the error to answer. Nothing awaits
+        between the check and the leader's local append: as Kafka's
+        appendTransactionToLog holds its state lock across both, a record prepared
+        before the partition was unloaded (and maybe loaded again) never lands after the
+        new owner's records."""
+        try:
+            current = self.get_transaction_state(transactional_id)
+        except KafkaError as e:
+            return e.error_code
+        if current is None or current.coordinator_epoch != coordinator_epoch:
+            return ErrorCode.not_coordinator
+        tp = TopicPartition(TRANSACTION_STATE_TOPIC_NAME, self.partition_for(transactional_id))
+        replica = self._replica_manager.partitions.get(tp)
+        if replica is None or not replica.is_leader:
+            return ErrorCode.not_coordinator
+        value = None if transit.txn_state == TransactionState.DEAD else value_from_transit(transit)
+        record = SimpleRecord(
+            encode_key(transactional_id),
+            None if value is None else encode_value(value),
+            timestamp=self.clock(),
+        )
+        batch = build_record_batch([record], compression=CompressionType.NONE)
+        results = await self._replica_manager.append_records(
+            self.config.request_timeout_ms, -1, {tp: batch}, internal_topics_allowed=True
+        )
+        result_error = results[tp].error
+        if result_error is None:
+            return ErrorCode.none
+        return _APPEND_ERRORS.get(result_error.error_code, result_error.error_code)
 
     # -- expiration ---------------------------------------------------------------------
 
@@ -246,26 +260,81 @@ class TransactionStateManager:
 
     async def remove_expired_transactional_ids(self) -> int:
         """Write tombstones for ids with no open transaction and no update for
-        ``transactional.id.expiration.ms``; the number removed."""
+        ``transactional.id.expiration.ms``; the number removed.
+
+        Each id is looked up and checked again right before its tombstone is written,
+        as Kafka's removeExpiredTransactionalIds checks and marks each id under its lock:
+        the writes before it let the id's producer come back meanwhile (InitProducerId),
+        or its partition be reloaded."""
         now = self.clock()
-        expiry = self.config.transactional_id_expiration_ms
-        expired = [
-            (entry.coordinator_epoch, metadata)
-            for entry in self._owned.values()
-            for metadata in entry.metadata.values()
-            if metadata.state in COMPLETED_STATES
-            and not metadata.pending_transition_in_progress
-            and metadata.txn_last_update_timestamp <= now - expiry
+        candidates = [
+            metadata.transactional_id
+            for metadata in self.all_transactions()
+            if self._should_expire(metadata, now)
         ]
         removed = 0
-        for epoch, metadata in expired:
-            transit = metadata.prepare_dead()
-            error = await self.append_transaction_to_log(metadata.transactional_id, epoch, transit)
-            if error == ErrorCode.none:
+        for transactional_id in candidates:
+            prepared = self._prepare_expiration(transactional_id)
+            if prepared is not None and await self._write_tombstone(transactional_id, *prepared):
                 removed += 1
         if removed:
             log_event(_log, logging.INFO, "transactional_ids_expired", count=removed)
         return removed
+
+    def _should_expire(self, metadata: TransactionMetadata, now: int) -> bool:
+        """Kafka's shouldExpire, with the pending check its caller makes."""
+        return (
+            metadata.state in COMPLETED_STATES
+            and not metadata.pending_transition_in_progress
+            and metadata.txn_last_update_timestamp
+            <= now - self.config.transactional_id_expiration_ms
+        )
+
+    def _prepare_expiration(self, transactional_id: str) -> tuple[int, TxnTransitMetadata] | None:
+        """(coordinator epoch, the Dead transit) if the id is still this coordinator's
+        and still expired now; None otherwise."""
+        try:
+            current = self.get_transaction_state(transactional_id)
+        except KafkaError:
+            return None  # unloaded or loading: its next owner expires it
+        if current is None or not self._should_expire(current.transaction_metadata, self.clock()):
+            return None
+        return current.coordinator_epoch, current.transaction_metadata.prepare_dead()
+
+    async def _write_tombstone(
+        self, transactional_id: str, coordinator_epoch: int, transit: TxnTransitMetadata
+    ) -> bool:
+        """Write the id's tombstone and drop it from the cache; whether it was dropped.
+        As Kafka's writeTombstonesForExpiredTransactionalIds, only an id still pending
+        Dead at the tombstone's coordinator and producer epochs is dropped."""
+        error = await self._append(transactional_id, coordinator_epoch, transit)
+        entry = self._owned.get(self.partition_for(transactional_id))
+        metadata = None if entry is None else entry.metadata.get(transactional_id)
+        if (
+            entry is None
+            or entry.coordinator_epoch != coordinator_epoch
+            or metadata is None
+            or metadata.pending_state != TransactionState.DEAD
+            or metadata.producer_epoch != transit.producer_epoch
+        ):
+            # Its partition moved or was reloaded: the metadata prepared is not the
+            # cache's any more, and whatever the new owner has stays.
+            log_event(
+                _log,
+                logging.WARNING,
+                "expired_transactional_id_kept",
+                transactional_id=transactional_id,
+                coordinator_epoch=coordinator_epoch,
+                error=error.name,
+            )
+            return False
+        if error != ErrorCode.none:
+            metadata.abort_pending()
+            _log_write_failed(transactional_id, transit, error)
+            return False
+        metadata.complete_transition_to(transit)
+        del entry.metadata[transactional_id]
+        return True
 
     # -- loading and unloading ----------------------------------------------------------
 
