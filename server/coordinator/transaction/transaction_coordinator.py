@@ -42,6 +42,7 @@ from tiercel.server.coordinator.transaction.transaction_metadata import (
 from tiercel.server.coordinator.transaction.transaction_state_manager import (
     CoordinatorEpochAndTxnMetadata,
     TransactionStateManager,
+    is_timed_out,
 )
 from tiercel.storage.scheduler import Scheduler
 from tiercel.storage.topic_partition import TopicPartition
@@ -417,16 +418,9 @@ class TransactionCoordinator:
         for transactional_id, producer_id, _ in self.manager.timed_out_transactions(
             self.manager.clock()
         ):
-            try:
-                existing = self.manager.get_transaction_state(transactional_id)
-            except KafkaError:
+            fence = self._prepare_timed_out_abort(transactional_id, producer_id)
+            if fence is None:
                 continue
-            if existing is None:
-                continue
-            metadata = existing.transaction_metadata
-            if metadata.producer_id != producer_id or metadata.pending_transition_in_progress:
-                continue
-            fence = metadata.prepare_fence_producer_epoch()
             error = await self._end_transaction(
                 transactional_id, fence.producer_id, fence.producer_epoch, False, False
             )
@@ -442,6 +436,26 @@ class TransactionCoordinator:
             if error == ErrorCode.none:
                 aborted += 1
         return aborted
+
+    def _prepare_timed_out_abort(
+        self, transactional_id: str, producer_id: int
+    ) -> TxnTransitMetadata | None:
+        """The epoch fence of the id's transaction if it is still open and past its
+        timeout now. The aborts before it in the pass awaited their writes: meanwhile
+        the producer may have ended that transaction, and begun another, which must not
+        be fenced. Kafka's abortTimedOutTransactions checks the producer id and the
+        pending state under the id's lock; the state and the start time are checked
+        again here because the list is older than that."""
+        try:
+            existing = self.manager.get_transaction_state(transactional_id)
+        except KafkaError:
+            return None
+        if existing is None:
+            return None
+        metadata = existing.transaction_metadata
+        if metadata.producer_id != producer_id or not is_timed_out(metadata, self.manager.clock()):
+            return None
+        return metadata.prepare_fence_producer_epoch()
 
     # -- admin --------------------------------------------------------------------------
 

@@ -72,6 +72,16 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def is_timed_out(metadata: TransactionMetadata, now: int) -> bool:
+    """An open transaction past its timeout with no transition pending (Kafka's
+    timedOutTransactions: Ongoing only; PrepareEpochFence is never a resting state)."""
+    return (
+        metadata.state == TransactionState.ONGOING
+        and not metadata.pending_transition_in_progress
+        and metadata.txn_start_timestamp + metadata.txn_timeout_ms < now
+    )
+
+
 def _log_write_failed(transactional_id: str, transit: TxnTransitMetadata, error: ErrorCode) -> None:
     log_event(
         _log,
@@ -244,19 +254,11 @@ class TransactionStateManager:
     def timed_out_transactions(self, now: int) -> list[tuple[str, int, int]]:
         """(id, producer id, epoch) of open transactions past their timeout with no
         transition pending (Kafka's timedOutTransactions)."""
-        timed_out = []
-        for entry in self._owned.values():
-            for metadata in entry.metadata.values():
-                if (
-                    metadata.state
-                    in (TransactionState.ONGOING, TransactionState.PREPARE_EPOCH_FENCE)
-                    and not metadata.pending_transition_in_progress
-                    and metadata.txn_start_timestamp + metadata.txn_timeout_ms < now
-                ):
-                    timed_out.append(
-                        (metadata.transactional_id, metadata.producer_id, metadata.producer_epoch)
-                    )
-        return timed_out
+        return [
+            (metadata.transactional_id, metadata.producer_id, metadata.producer_epoch)
+            for metadata in self.all_transactions()
+            if is_timed_out(metadata, now)
+        ]
 
     async def remove_expired_transactional_ids(self) -> int:
         """Write tombstones for ids with no open transaction and no update for

@@ -1,14 +1,15 @@
-"""The transaction coordinator's background passes (the transactional id expiration)
-and InitProducerId interleaved with other requests: each test holds one write of the
-pass (`HeldAppends`, a write waiting for its followers) or the producer id allocation
-(`Ids.hold`), runs what a producer or a leadership change does meanwhile, and releases
-it.
+"""The transaction coordinator's background passes (the timed-out transaction aborts,
+the transactional id expiration) and InitProducerId interleaved with other requests:
+each test holds one write of the pass (`HeldAppends`, a write waiting for its
+followers) or the producer id allocation (`Ids.hold`), runs what a producer or a
+leadership change does meanwhile, and releases it.
 
-The expiration pass used to decide everything up front: an id initialized meanwhile was
-tombstoned (its producer then got INVALID_PRODUCER_ID_MAPPING), and a partition
-reloaded meanwhile got a stale tombstone after the id's PrepareCommit (its markers were
-never sent after the next load). Writes prepared at a coordinator epoch that has passed
-must not reach the log at all.
+The passes used to decide everything up front: an id initialized meanwhile was
+tombstoned (its producer then got INVALID_PRODUCER_ID_MAPPING), a partition reloaded
+meanwhile got a stale tombstone after the id's PrepareCommit (its markers were never
+sent after the next load), a producer that had committed and begun a new transaction
+was fenced, and one found in CompleteCommit ended the whole pass. Writes prepared at a
+coordinator epoch that has passed must not reach the log at all.
 """
 
 from __future__ import annotations
@@ -208,3 +209,57 @@ async def test_init_producer_id_across_a_reload_writes_nothing(start: Started) -
     again = await coord.handle_init_producer_id(transactional_id, 1000, None)
     assert (again.error, again.producer_epoch) == (ErrorCode.none, 0)
     assert again.producer_id != exhausted.producer_id
+
+
+# -- timed-out transactions --------------------------------------------------------------
+
+
+async def test_a_producer_that_committed_and_began_again_during_the_pass_is_not_fenced(
+    start: Started,
+) -> None:
+    replicas = txn_replicas()
+    coord, markers, clock = await start(replicas)
+    slow, healthy = ids_in_one_partition(2)
+    await open_transaction(coord, slow)
+    pid = await open_transaction(coord, healthy)
+    clock.now += TIMEOUT_MS + 1  # both past their timeout
+
+    async def commit_and_begin_again() -> None:
+        # While the pass waits on the first abort, the second producer commits after
+        # all, and begins its next transaction.
+        assert await coord.handle_end_transaction(healthy, pid, 0, True) == ErrorCode.none
+        await markers.finish(coord.manager)
+        assert state_of(coord, healthy) == TransactionState.COMPLETE_COMMIT
+        added = await coord.handle_add_partitions_to_transaction(healthy, pid, 0, [TP])
+        assert added == ErrorCode.none
+
+    aborted = await while_held(replicas, coord.abort_timed_out_transactions, commit_and_begin_again)
+
+    assert aborted == 1
+    assert state_of(coord, slow) == TransactionState.PREPARE_ABORT
+    assert await coord.handle_end_transaction(healthy, pid, 0, True) == ErrorCode.none
+
+
+async def test_a_transaction_completed_during_the_pass_does_not_end_it(
+    start: Started,
+) -> None:
+    replicas = txn_replicas()
+    coord, markers, clock = await start(replicas)
+    slow, healthy, late = ids_in_one_partition(3)
+    pids = {i: await open_transaction(coord, i) for i in (slow, healthy, late)}
+    clock.now += TIMEOUT_MS + 1
+
+    async def commit() -> None:
+        assert await coord.handle_end_transaction(healthy, pids[healthy], 0, True) == (
+            ErrorCode.none
+        )
+        await markers.finish(coord.manager)
+
+    aborted = await while_held(replicas, coord.abort_timed_out_transactions, commit)
+
+    assert aborted == 2
+    assert [state_of(coord, i) for i in (slow, healthy, late)] == [
+        TransactionState.PREPARE_ABORT,
+        TransactionState.COMPLETE_COMMIT,
+        TransactionState.PREPARE_ABORT,
+    ]
