@@ -100,6 +100,10 @@ class FakePartition:
 
 
 class FakeReplicaManager:
+    """Appends to the in-memory logs. `hold` makes the next append wait, once its batch
+    is in the log, until the returned event is set (a write waiting for its followers);
+    `held` tells that it waits."""
+
     def __init__(self) -> None:
         self.partitions = {
             TopicPartition(GROUP_METADATA_TOPIC_NAME, p): FakePartition() for p in range(PARTITIONS)
@@ -109,6 +113,12 @@ class FakeReplicaManager:
         self.required_acks: list[int] = []
         # No transaction.partition.verification here: the coordinator's own checks.
         self.transaction_verifier = None
+        self.held = asyncio.Event()
+        self._gate: asyncio.Event | None = None
+
+    def hold(self) -> asyncio.Event:
+        self._gate = release = asyncio.Event()
+        return release
 
     async def append_records(
         self,
@@ -130,6 +140,10 @@ class FakeReplicaManager:
             first = self.partitions[tp].log.append(batch)
             info = types.SimpleNamespace(first_offset=first)
             results[tp] = ProduceResult(info=cast(Any, info))
+        gate, self._gate = self._gate, None
+        if gate is not None:
+            self.held.set()
+            await gate.wait()
         return results
 
     def log_for(self, group_id: str, manager: GroupMetadataManager) -> FakeLog:

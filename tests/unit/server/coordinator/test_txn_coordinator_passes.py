@@ -1,6 +1,6 @@
 """The transaction coordinator's background passes (the timed-out transaction aborts,
 the transactional id expiration) and InitProducerId interleaved with other requests:
-each test holds one write of the pass (`HeldAppends`, a write waiting for its
+each test holds one write of the pass (`FakeReplicaManager.hold`, a write waiting for its
 followers) or the producer id allocation (`Ids.hold`), runs what a producer or a
 leadership change does meanwhile, and releases it.
 
@@ -19,8 +19,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
 import pytest
+from group_support import FakeReplicaManager
 from txn_support import (
-    HeldAppends,
     Ids,
     Markers,
     coordinator,
@@ -66,7 +66,7 @@ async def start(scheduler: Scheduler) -> AsyncIterator[Started]:
     coordinators: list[TransactionCoordinator] = []
 
     async def make(
-        replicas: HeldAppends, ids: Ids | None = None
+        replicas: FakeReplicaManager, ids: Ids | None = None
     ) -> tuple[TransactionCoordinator, Markers, Clock]:
         coord, markers = await coordinator(replicas, scheduler, ids=ids)
         coordinators.append(coord)
@@ -80,7 +80,7 @@ async def start(scheduler: Scheduler) -> AsyncIterator[Started]:
 
 
 async def while_held(
-    replicas: HeldAppends,
+    replicas: FakeReplicaManager,
     action: Callable[[], Awaitable[T]],
     meanwhile: Callable[[], Awaitable[None]],
 ) -> T:

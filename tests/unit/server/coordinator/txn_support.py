@@ -3,9 +3,10 @@ unit tests: the real TransactionCoordinator and TransactionStateManager over
 `FakeReplicaManager`, with the marker channel and the producer id allocator played by
 the test.
 
-`HeldAppends` holds a write's answer after the leader's local append, the way an
-acks=-1 write waits for its followers, so a test can run other requests while a
-coordinator pass waits on one of its writes.
+`FakeReplicaManager.hold` holds a write's answer after the leader's local append, the
+way an acks=-1 write waits for its followers, so a test can run other requests while a
+coordinator pass waits on one of its writes; `Ids.hold` does the same for a producer
+id allocation.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from tiercel.server.coordinator.transaction.transaction_state_manager import (
     TransactionStateManager,
 )
 from tiercel.server.metadata.metadata_cache import MetadataCache
-from tiercel.server.replica_manager import ProduceResult, ReplicaManager
+from tiercel.server.replica_manager import ReplicaManager
 from tiercel.storage.scheduler import Scheduler
 from tiercel.storage.topic_partition import TopicPartition
 
@@ -91,43 +92,13 @@ class Ids:
         return self.next
 
 
-class HeldAppends(FakeReplicaManager):
-    """`hold` makes the next append wait, once its batch is in the log, until the
-    returned event is set; `held` tells that it waits."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.partitions = {
-            TopicPartition(TRANSACTION_STATE_TOPIC_NAME, p): FakePartition()
-            for p in range(PARTITIONS)
-        }
-        self.held = asyncio.Event()
-        self._gate: asyncio.Event | None = None
-
-    def hold(self) -> asyncio.Event:
-        self._gate = release = asyncio.Event()
-        return release
-
-    async def append_records(
-        self,
-        timeout_ms: int,
-        required_acks: int,
-        entries: dict[TopicPartition, bytes | None],
-        internal_topics_allowed: bool = False,
-        verification_guards: object = None,
-    ) -> dict[TopicPartition, ProduceResult]:
-        results = await super().append_records(
-            timeout_ms, required_acks, entries, internal_topics_allowed, verification_guards
-        )
-        gate, self._gate = self._gate, None
-        if gate is not None:
-            self.held.set()
-            await gate.wait()
-        return results
-
-
-def txn_replicas() -> HeldAppends:
-    return HeldAppends()
+def txn_replicas() -> FakeReplicaManager:
+    """Leader of every __transaction_state partition (and of nothing else)."""
+    replicas = FakeReplicaManager()
+    replicas.partitions = {
+        TopicPartition(TRANSACTION_STATE_TOPIC_NAME, p): FakePartition() for p in range(PARTITIONS)
+    }
+    return replicas
 
 
 def txn_tp(transactional_id: str) -> TopicPartition:
