@@ -321,8 +321,9 @@ class GroupCoordinator:
         }
         valid = {tp: offset for tp, offset in offsets.items() if tp not in results}
         if valid:
-            error, written = await append_txn_offsets(
+            error = await append_txn_offsets(
                 self.manager.replica_manager,
+                self.manager.txn_offsets,
                 self.config.offsets_commit_timeout_ms,
                 offsets_partition(self.partition_for, group_id),
                 transactional_id,
@@ -331,7 +332,6 @@ class GroupCoordinator:
                 producer_epoch,
                 valid,
             )
-            self.manager.txn_offsets.add(producer_id, group_id, written)
             results.update(dict.fromkeys(valid, error))
         return results
 

@@ -12,13 +12,21 @@ marker in the log. A pending offset makes OffsetFetch with require_stable answer
 UNSTABLE_OFFSET_COMMIT for that partition. As Kafka's coordinator, the batch carries
 sequence 0 and is appended as AppendOrigin.COORDINATOR: its producer epoch is checked,
 its sequence is not.
+
+The commits are pending from the moment their records are appended, before the write
+is acknowledged (Kafka's GroupMetadata.prepareTxnOffsetCommit): an ABORT marker appended
+after them may complete first, in the same high watermark advance, and must find them
+to drop them. The write's answer then only updates an entry still pending
+(onTxnOffsetCommitAppend), or drops it if the write failed (failPendingTxnOffsetCommit).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Final
 
+from tiercel.config.logging_setup import log_event
 from tiercel.protocol.errors import ErrorCode
 from tiercel.protocol.record_batch import NO_SEQUENCE
 from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
@@ -35,6 +43,8 @@ from tiercel.server.transaction_verification import (
     maybe_start_transaction_verification_for_partition,
 )
 from tiercel.storage.topic_partition import TopicPartition
+
+_log: Final = logging.getLogger("tiercel.group_coordinator")
 
 # How Kafka 4 answers a TxnOffsetCommit whose verification or write failed
 # (CoordinatorOperationExceptionHelper.handleOperationException): a verification that
@@ -65,23 +75,51 @@ PendingOffsets = dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]]
 
 
 class PendingTxnOffsets:
-    """Invariants: no producer maps to an empty dict, no group to an empty dict.
+    """Invariants: no producer maps to an empty dict, no group to an empty dict; an
+    entry whose write is not yet answered has record offset -1.
     Event-loop only."""
 
     def __init__(self) -> None:
         self._pending: PendingOffsets = {}
 
-    def add(
+    def prepare(
         self, producer_id: int, group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata]
     ) -> None:
+        """The commits' records are being appended (Kafka's prepareTxnOffsetCommit)."""
         if offsets:
             self._pending.setdefault(producer_id, {}).setdefault(group_id, {}).update(offsets)
+
+    def on_append(
+        self,
+        producer_id: int,
+        group_id: str,
+        prepared: Mapping[TopicPartition, OffsetAndMetadata],
+        written: Mapping[TopicPartition, OffsetAndMetadata] | None,
+    ) -> None:
+        """The write of ``prepared`` was answered: each entry still the one prepared
+        takes its record offset from ``written``, or goes if the write failed (None).
+        One a marker completed meanwhile, or a later commit replaced, stays as it is."""
+        groups = self._pending.get(producer_id)
+        pending = None if groups is None else groups.get(group_id)
+        if groups is None or pending is None:
+            return
+        for tp, offset in prepared.items():
+            if pending.get(tp) is not offset:
+                continue
+            if written is None:
+                del pending[tp]
+            else:
+                pending[tp] = written[tp]
+        if not pending:
+            del groups[group_id]
+        if not groups:
+            del self._pending[producer_id]
 
     def load(self, pending: PendingOffsets) -> None:
         """Install what a partition load left pending (no marker yet)."""
         for producer_id, groups in pending.items():
             for group_id, offsets in groups.items():
-                self.add(producer_id, group_id, offsets)
+                self.prepare(producer_id, group_id, offsets)
 
     def is_pending(self, group_id: str, tp: TopicPartition) -> bool:
         return any(tp in groups.get(group_id, {}) for groups in self._pending.values())
@@ -107,6 +145,19 @@ class PendingTxnOffsets:
             pending = groups.pop(group_id)
             if committed:
                 for tp, offset in pending.items():
+                    if offset.record_offset < 0:
+                        # Kafka's completePendingTxnOffsetCommit refuses this
+                        # (IllegalStateException): the producer ended its transaction
+                        # before its TxnOffsetCommit was answered.
+                        log_event(
+                            _log,
+                            logging.ERROR,
+                            "txn_offset_committed_before_written",
+                            producer_id=producer_id,
+                            group=group_id,
+                            partition=str(tp),
+                        )
+                        continue
                     offsets.put(group_id, tp, offset)
                     moved += 1
         if not groups:
@@ -123,6 +174,7 @@ class PendingTxnOffsets:
 
 async def append_txn_offsets(
     replica_manager: ReplicaManager,
+    pending: PendingTxnOffsets,
     timeout_ms: int,
     tp: TopicPartition,
     transactional_id: str,
@@ -130,14 +182,14 @@ async def append_txn_offsets(
     producer_id: int,
     producer_epoch: int,
     offsets: Mapping[TopicPartition, OffsetAndMetadata],
-) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata]]:
-    """Write the commits as one transactional batch of the producer; (error, the
-    offsets with the log offsets of their records). The producer's first write to the
-    partition in a transaction is verified with its coordinator first (KIP-890 part 1;
-    Kafka's coordinator maps those errors as any failed write)."""
+) -> ErrorCode:
+    """Write the commits as one transactional batch of the producer, pending in
+    ``pending`` from its append on. The producer's first write to the partition in a
+    transaction is verified with its coordinator first (KIP-890 part 1; Kafka's
+    coordinator maps those errors as any failed write)."""
     partition = replica_manager.partitions.get(tp)
     if partition is None or not partition.is_leader:
-        return ErrorCode.not_coordinator, {}
+        return ErrorCode.not_coordinator
     records = [
         SimpleRecord(
             encode_key(OffsetCommitKey(group_id, t.topic, t.partition)),
@@ -159,17 +211,21 @@ async def append_txn_offsets(
         replica_manager, tp, transactional_id, producer_id, producer_epoch, NO_SEQUENCE
     )
     if verification != ErrorCode.none:
-        return txn_offset_commit_error(verification), {}
+        return txn_offset_commit_error(verification)
+    # Nothing awaits from here to the leader's local append of the batch.
+    pending.prepare(producer_id, group_id, offsets)
     results = await replica_manager.append_records(
         timeout_ms, -1, {tp: batch}, internal_topics_allowed=True, verification_guards={tp: guard}
     )
     result = results[tp]
     if result.error is not None:
-        error = result.error.error_code
-        return txn_offset_commit_error(error), {}
+        pending.on_append(producer_id, group_id, offsets, None)
+        return txn_offset_commit_error(result.error.error_code)
     assert result.info is not None
     first = result.info.first_offset
-    return ErrorCode.none, {t: o.at(first + i) for i, (t, o) in enumerate(offsets.items())}
+    written = {t: o.at(first + i) for i, (t, o) in enumerate(offsets.items())}
+    pending.on_append(producer_id, group_id, offsets, written)
+    return ErrorCode.none
 
 
 def offsets_partition(partition_for: Callable[[str], int], group_id: str) -> TopicPartition:
