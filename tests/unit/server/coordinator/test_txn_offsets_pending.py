@@ -1,7 +1,8 @@
 """A TxnOffsetCommit's offsets are pending from the moment their records are appended,
 not from the write's answer (Kafka's GroupMetadata.prepareTxnOffsetCommit): the
 producer's ABORT marker, appended after them, can complete first (the same high
-watermark advance acknowledges both writes), and must find them to drop them.
+watermark advance acknowledges both writes), and must find them to drop them. A COMMIT
+that comes first commits nothing, as Kafka refuses it; a failed write leaves nothing.
 
 Before, they were registered only once the acks=-1 write returned: an ABORT that
 completed first found nothing, and the offsets stayed pending until the producer's
@@ -90,3 +91,23 @@ async def test_a_failed_write_leaves_nothing_pending(
     replicas.fail_with = None
     transaction_ended(c, committed=True)
     assert committed(c) is None
+
+
+async def test_a_commit_before_the_write_is_answered_commits_nothing(
+    make_coordinator: MakeCoordinator, replicas: FakeReplicaManager
+) -> None:
+    """Only a client that ends its transaction without waiting for its TxnOffsetCommit
+    does this; Kafka's GroupMetadata.completePendingTxnOffsetCommit refuses it
+    (IllegalStateException) and the offsets are not committed."""
+    c = await make_coordinator()
+    release = replicas.hold()
+    commit = asyncio.ensure_future(txn_commit(c, 20))
+    try:
+        async with asyncio.timeout(10):
+            await replicas.held.wait()
+        transaction_ended(c, committed=True)
+    finally:
+        release.set()
+    assert await commit == ErrorCode.none
+    assert committed(c) is None
+    assert not c.manager.txn_offsets.is_pending(GROUP, INPUT)
