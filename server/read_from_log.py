@@ -1,11 +1,14 @@
 """One pass of a Fetch over its partitions (Kafka's ReplicaManager.readFromLog).
 
 The response's byte budget is shared in order and the first partition with data may
-exceed it by one batch (KIP-74). A read below the local log start of a log whose older
-records are remote (``log_start_offset <= offset < local_log_start_offset``, KIP-405) is
-not out of range: a consumer's becomes a `RemoteStorageFetchInfo` for the remote tier
-(served by `DelayedRemoteFetch`), a follower's is OFFSET_MOVED_TO_TIERED_STORAGE, which
-sends it to rebuild its state from the remote tier. Event-loop only.
+exceed it by one batch (KIP-74); a later partition whose first batch does not fit in
+what is left answers no records, never a fragment of that batch (Kafka's
+checkFetchDataInfo; `LogSegment.read` and the remote read return no bytes then). A
+read below the local log start of a log whose older records are remote
+(``log_start_offset <= offset < local_log_start_offset``, KIP-405) is not out of range:
+a consumer's becomes a `RemoteStorageFetchInfo` for the remote tier (served by
+`DelayedRemoteFetch`), a follower's is OFFSET_MOVED_TO_TIERED_STORAGE, which sends it
+to rebuild its state from the remote tier. Event-loop only.
 """
 
 from __future__ import annotations

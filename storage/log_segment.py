@@ -270,11 +270,19 @@ class LogSegment:
     ) -> tuple[LogOffsetMetadata, bytes] | None:
         """Bytes from the batch holding ``start_offset``, at most ``max_size`` of them
         (but the whole first batch when ``min_one_message``, KIP-74) and never past
-        ``max_position``. None when the offset lies beyond this segment."""
+        ``max_position``; none when that first batch is larger than ``max_size`` and
+        not ``min_one_message``. None when the offset lies beyond this segment."""
         batch = self.translate_offset(start_offset)
         if batch is None:
             return None
         metadata = LogOffsetMetadata(start_offset, self.base_offset, batch.position)
+        if not min_one_message and max_size < batch.size:
+            # A fragment of the first batch holds no record a client can use (the Java
+            # consumer and kafka-python fail the poll: "no complete records were
+            # found"). Kafka's LogSegment.read flags such a read firstEntryIncomplete
+            # and ReplicaManager.readFromLog (checkFetchDataInfo) answers it with no
+            # records for every Fetch from v3 on; Tiercel serves only v4 and later.
+            return metadata, b""
         limit = max(max_size, batch.size) if min_one_message else max_size
         fetch_size = min(max_position - batch.position, limit)
         if fetch_size <= 0:

@@ -1,5 +1,7 @@
 """Fetch long polling: a fetch waiting for min_bytes is completed by an append, not by
-its max_wait, and the byte limits of the response and of each partition hold."""
+its max_wait, and the byte limits of the response and of each partition hold; a
+partition whose first batch does not fit in what an earlier one left answers no
+records, never a fragment of the batch (Kafka's ReplicaManager.readFromLog)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import kafka
 import pytest
 from confluent_kafka import Producer
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
@@ -26,6 +29,11 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     with running_broker(Path(tmp_path_factory.mktemp("longpoll"))) as broker:
         create_topic(broker.bootstrap, "waiting", 1)
         create_topic(broker.bootstrap, "limits", 2)
+        create_topic(broker.bootstrap, "cut", 2)
+        # Partition 0: three batches of about 10 KB; partition 1: one of about 100 KB,
+        # larger than what a 50,000-byte response has left once partition 0 is read.
+        _produce(broker.bootstrap, "cut", [bytes(10_000)] * 3, partition=0)
+        _produce(broker.bootstrap, "cut", [bytes(100_000)], partition=1)
         yield broker
 
 
@@ -102,3 +110,42 @@ def test_response_and_partition_byte_limits(broker: BrokerProcess) -> None:
         header for _, header in iter_batches(tiny.responses[0].partitions[0].records)
     ]
     assert record_batch.base_offset == 3
+
+
+def test_a_first_batch_that_does_not_fit_what_is_left_answers_no_records(
+    broker: BrokerProcess,
+) -> None:
+    """Before, partition 1 answered the ~20 KB left of the response: a fragment of its
+    100 KB batch with no complete record in it."""
+    with WireClient(broker.bootstrap) as client:
+        both = client.request(_fetch("cut", {0: 0, 1: 0}, 0, max_bytes=50_000))
+        alone = client.request(_fetch("cut", {1: 0}, 0, max_bytes=50_000))
+    first, second = both.responses[0].partitions
+    assert [h.base_offset for _, h in iter_batches(first.records)] == [0, 1, 2]
+    assert second.error_code == 0 and second.high_watermark == 1
+    assert second.records in (b"", None)
+    # First in its response, the batch comes whole (KIP-74).
+    (batch,) = [h for _, h in iter_batches(alone.responses[0].partitions[0].records)]
+    assert batch.size_in_bytes > 100_000
+
+
+def test_kafka_python_reads_a_batch_larger_than_what_is_left(broker: BrokerProcess) -> None:
+    """kafka-python fails a poll on a non-empty partition without a complete batch
+    ("no complete records were found"), as the Java consumer does."""
+    consumer = kafka.KafkaConsumer(
+        bootstrap_servers=broker.bootstrap,
+        enable_auto_commit=False,
+        fetch_max_bytes=50_000,
+        fetch_max_wait_ms=100,
+    )
+    got: list[tuple[int, int]] = []
+    try:
+        consumer.assign([kafka.TopicPartition("cut", 0), kafka.TopicPartition("cut", 1)])
+        consumer.seek_to_beginning()
+        deadline = time.monotonic() + 20
+        while len(got) < 4 and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=200).values():
+                got.extend((r.partition, r.offset) for r in records)
+    finally:
+        consumer.close()
+    assert sorted(got) == [(0, 0), (0, 1), (0, 2), (1, 0)]

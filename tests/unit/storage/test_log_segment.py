@@ -218,8 +218,13 @@ def test_read_max_size_and_min_one_message(tmp_path: Path) -> None:
     segment = new_segment(tmp_path)
     fill(segment, 5, count=4)
     batch_size = segment.translate_offset(0).size  # type: ignore[union-attr]
-    _, small = segment.read(0, 10, segment.size, False)  # type: ignore[misc]
-    assert len(small) == 10
+    # Without min_one_message a first batch larger than max_size is not cut: no bytes
+    # (Kafka's firstEntryIncomplete read, answered empty by ReplicaManager.readFromLog).
+    for max_size in (10, batch_size - 1):
+        _, none = segment.read(0, max_size, segment.size, False)  # type: ignore[misc]
+        assert none == b"", max_size
+    _, exact = segment.read(0, batch_size, segment.size, False)  # type: ignore[misc]
+    assert len(exact) == batch_size
     _, whole = segment.read(0, 10, segment.size, True)  # type: ignore[misc]
     assert len(whole) == batch_size
     _, two = segment.read(0, 2 * batch_size, segment.size, True)  # type: ignore[misc]
