@@ -6,9 +6,10 @@ offset's leader epoch, asks the remote offset index (`RemoteIndexCache`) where t
 fetches only the byte range it needs and drops the whole batches before the offset: the
 answer is the bytes a local read of the same segment would have given — the batch holding
 the offset, then whole batches up to the size limit (the last one possibly cut, as Kafka
-returns it; the whole first batch when ``min_one_message``, KIP-74). An offset the segment
-does not reach (compacted away) continues in the next segment of the lineage, as Kafka's
-findNextSegmentMetadata.
+returns it; the whole first batch when ``min_one_message``, KIP-74, and nothing when
+that batch does not fit without it, as Kafka's RemoteLogManager.read). An offset the
+segment does not reach (compacted away) continues in the next segment of the lineage, as
+Kafka's findNextSegmentMetadata.
 
 A read_committed read (``FetchIsolation.TXN_COMMITTED``) also carries the aborted
 transactions overlapping the bytes returned, as a local read does (Kafka's
@@ -126,10 +127,14 @@ def read_from_segment(
         header = read_header(segment.data, position)
         batch_size = header.batch_length + LOG_OVERHEAD
         if header.last_offset >= offset:
-            limit = max(max_bytes, batch_size) if min_one_message else max_bytes
-            segment.ensure(position + limit)
             first = segment.start + position
             found = LogOffsetMetadata(offset, metadata.start_offset, first)
+            if not min_one_message and batch_size > max_bytes:
+                # No fragment of the first batch: Kafka's RemoteLogManager.read answers
+                # an empty read when that batch exceeds the bytes left (Fetch v3+).
+                return found, b""
+            limit = max(max_bytes, batch_size) if min_one_message else max_bytes
+            segment.ensure(position + limit)
             data = bytes(segment.data[position : position + limit])
             return found, data if end_offset is None else _cut_at(data, end_offset)
         position += batch_size

@@ -3,7 +3,8 @@ topic whose local retention has removed every copied segment is still consumed f
 offset 0, every record once and in order, by librdkafka, kafka-python and aiokafka
 (the records below the local start come from the remote tier through the reader pool);
 ListOffsets answers EARLIEST 0, EARLIEST_LOCAL the local start, LATEST_TIERED the last
-remote offset, and a timestamp lookup finds a remote record.
+remote offset, and a timestamp lookup finds a remote record. A remote first batch larger
+than what a local partition left of the response answers no records, as a local one.
 
 Skipped until the broker runs a RemoteLogManager (branch rlm's
 ``server/remote_log_wiring.py``), which must then hand the ReplicaManager its reads
@@ -15,15 +16,21 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Final
 
 import aiokafka
 import kafka
 import pytest
 from confluent_kafka import Consumer, TopicPartition
+from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+from kio.schema.types import TopicName
+from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from support.broker import BrokerProcess
 from support.clients import Outgoing, create_topic, now_ms, produce, running_broker, wait_until
+from support.wire import WireClient
+from tiercel.protocol.record_batch import iter_batches
 
 BROKER_OVERRIDES: Final = {
     "remote.log.storage.system.enable": "true",
@@ -58,10 +65,10 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         yield broker
 
 
-def list_offset(broker: BrokerProcess, spec: int) -> tuple[int, int | None]:
+def list_offset(broker: BrokerProcess, spec: int, topic: str = TOPIC) -> tuple[int, int | None]:
     admin = kafka.KafkaAdminClient(bootstrap_servers=broker.bootstrap)
     try:
-        tp = kafka.TopicPartition(TOPIC, 0)
+        tp = kafka.TopicPartition(topic, 0)
         found = admin.list_partition_offsets({tp: spec})[tp]
         return found.offset, found.leader_epoch
     finally:
@@ -149,3 +156,52 @@ def test_aiokafka_reads_every_record_from_offset_0(broker: BrokerProcess) -> Non
         return got
 
     assert asyncio.run(consume()) == [(i, value(i)) for i in range(COUNT)]
+
+
+def fetch_from_0(topics: list[str], max_bytes: int) -> FetchRequest:
+    """A consumer's Fetch v12 of partition 0 of each topic, in order, from offset 0."""
+    return FetchRequest(
+        replica_id=i32(-1),
+        max_wait=i32Timedelta.parse(timedelta(milliseconds=0)),
+        min_bytes=i32(1), max_bytes=i32(max_bytes), isolation_level=i8(0),
+        session_id=i32(0), session_epoch=i32(-1),
+        topics=tuple(
+            FetchTopic(topic=TopicName(topic), partitions=(
+                FetchPartition(partition=i32(0), current_leader_epoch=i32(-1),
+                               fetch_offset=i64(0), last_fetched_epoch=i32(-1),
+                               log_start_offset=i64(-1), partition_max_bytes=i32(1 << 20)),
+            ))
+            for topic in topics
+        ),
+        forgotten_topics_data=(), rack_id="",
+    )  # fmt: skip
+
+
+def test_a_remote_first_batch_that_does_not_fit_what_is_left_answers_no_records(
+    broker: BrokerProcess,
+) -> None:
+    """Before, the remote read returned the ~20 KB a local partition left of a 50,000-byte
+    response: a fragment of the remote 100 KB batch, no complete record in it."""
+    local, remote = "cut-local", "cut-remote"
+    create_topic(broker.bootstrap, local)
+    tiered = {
+        "remote.storage.enable": "true",
+        "segment.bytes": "110000",
+        "local.retention.bytes": "1",
+        "file.delete.delay.ms": "300",
+    }
+    create_topic(broker.bootstrap, remote, config=tiered)
+    produce("confluent", broker.bootstrap, local, [Outgoing(0, bytes(10_000))] * 3)
+    # The big batch fills a segment of its own: the next one does not fit beside it.
+    for value in (bytes(100_000), bytes(20_000)):
+        produce("confluent", broker.bootstrap, remote, [Outgoing(0, value)])
+    assert wait_until(lambda: list_offset(broker, -4, remote)[0] == 1, 30)  # remote only
+    with WireClient(broker.bootstrap, timeout=30) as client:
+        both = client.request(fetch_from_0([local, remote], 50_000))
+        alone = client.request(fetch_from_0([remote], 50_000))
+    answers = {str(t.topic): t.partitions[0] for t in both.responses}
+    assert sum(h.records_count for _, h in iter_batches(answers[local].records)) == 3
+    assert answers[remote].error_code == 0 and answers[remote].records in (b"", None)
+    # First in its response, the remote batch comes whole (KIP-74).
+    (batch,) = [h for _, h in iter_batches(alone.responses[0].partitions[0].records)]
+    assert batch.base_offset == 0 and batch.size_in_bytes > 100_000

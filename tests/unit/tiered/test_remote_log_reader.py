@@ -107,18 +107,29 @@ async def test_every_remote_offset_reads_as_the_local_log_does(
         assert remote.fetch_offset_metadata == local.fetch_offset_metadata, offset
 
 
-async def test_min_one_message_returns_the_whole_batch_larger_than_max_bytes(
+async def test_a_first_batch_larger_than_max_bytes_comes_whole_or_not_at_all(
     tiered: Tiered,
 ) -> None:
+    """With min_one_message the whole batch (KIP-74); without it no records, never a
+    fragment of the batch (Kafka's RemoteLogManager.read): a client cannot use one."""
     segment = tiered.segments[0]
     remote = await tiered.reader.read(
         tiered.fetch_info(segment.start_offset, 10, True), tiered.log.leader_epoch_cache
     )
-    assert len(remote.records) > 10
-    without = await tiered.reader.read(
-        tiered.fetch_info(segment.start_offset, 10, False), tiered.log.leader_epoch_cache
+    (first,) = [header for _, header in iter_batches(remote.records)]
+    assert len(remote.records) == first.size_in_bytes > 10
+    for max_bytes in (10, first.size_in_bytes - 1):
+        without = await tiered.reader.read(
+            tiered.fetch_info(segment.start_offset, max_bytes, False),
+            tiered.log.leader_epoch_cache,
+        )
+        assert without.records == b"", max_bytes
+        assert without.fetch_offset_metadata.message_offset == segment.start_offset
+    fits = await tiered.reader.read(
+        tiered.fetch_info(segment.start_offset, first.size_in_bytes, False),
+        tiered.log.leader_epoch_cache,
     )
-    assert without.records == remote.records[:10]
+    assert fits.records == remote.records
 
 
 async def test_epochs_change_inside_a_segment(tiered: Tiered) -> None:
