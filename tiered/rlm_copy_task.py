@@ -122,10 +122,13 @@ class RLMCopyTask(RLMTask):
 
     def _update_log_start_offset_on_becoming_leader(self) -> None:
         """Kafka's maybeUpdateLogStartOffsetOnBecomingLeader: the remote tier may start
-        above this log's start (the old leader's retention deleted segments)."""
+        above this log's start (the old leader's retention deleted segments). A start
+        past this leader's high watermark is refused (OffsetOutOfRangeError, Kafka's
+        maybeIncrementLogStartOffset): the round copies nothing and the next one tries
+        again, rather than leave the log start below the remote tier's first offset."""
         log = self.log
         start = find_log_start_offset(self.context.rlmm, self.partition, log)
-        if log.maybe_increment_log_start_offset(min(start, log.high_watermark)):
+        if log.maybe_increment_log_start_offset(start):
             log_event(
                 _log,
                 logging.INFO,

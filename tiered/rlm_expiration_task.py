@@ -28,8 +28,9 @@ the pass, as in Kafka.
 The pass over the lineage stops at the first segment that is valid and within retention.
 Before deleting, the log start offset moves past the segments retention takes, so that
 followers learn it from fetch responses and no reader is sent to a segment being
-deleted. Each deletion is DELETE_SEGMENT_STARTED, the storage manager's delete in the
-expiration pool, then DELETE_SEGMENT_FINISHED.
+deleted; when that offset is past the high watermark the round deletes nothing. Each
+deletion is DELETE_SEGMENT_STARTED, the storage manager's delete in the expiration
+pool, then DELETE_SEGMENT_FINISHED.
 
 Event-loop only, but for the deletions themselves.
 """
@@ -40,7 +41,6 @@ import logging
 from typing import Final
 
 from tiercel.config.logging_setup import log_event
-from tiercel.protocol.errors import OffsetOutOfRangeError
 from tiercel.tiered.leader_epoch_lineage import (
     filtered_leader_epoch_map,
     is_remote_segment_within_leader_epochs,
@@ -286,17 +286,18 @@ class RLMExpirationTask(RLMTask):
         return _RetentionHandler(cleanup_until, breached)
 
     def _advance_log_start_offset(self, offset: int) -> None:
-        """Kafka's updateLogStartOffsetFromRemoteTier."""
+        """Kafka's updateLogStartOffsetFromRemoteTier. Past the high watermark (a new
+        leader's, not caught up yet) ``maybe_increment_log_start_offset`` refuses it
+        with OffsetOutOfRangeError, as Kafka's maybeIncrementLogStartOffset does: the
+        round fails before deleting anything and is retried. A log start clamped to the
+        high watermark instead would stay inside the segments the round deletes."""
         log = self.log
-        try:
-            if log.maybe_increment_log_start_offset(min(offset, log.high_watermark)):
-                log_event(
-                    _log,
-                    logging.INFO,
-                    "log_start_offset_incremented",
-                    partition=str(log.topic_partition),
-                    log_start_offset=log.log_start_offset,
-                    reason="remote retention",
-                )
-        except OffsetOutOfRangeError:
-            pass  # the high watermark moved back meanwhile: the next round retries
+        if log.maybe_increment_log_start_offset(offset):
+            log_event(
+                _log,
+                logging.INFO,
+                "log_start_offset_incremented",
+                partition=str(log.topic_partition),
+                log_start_offset=log.log_start_offset,
+                reason="remote retention",
+            )

@@ -33,7 +33,7 @@ from tiercel.storage.producer_append_info import AppendOrigin
 from tiercel.storage.scheduler import Scheduler
 from tiercel.storage.unified_log import UnifiedLog
 from tiercel.tiered.rlm_copy_task import RLMCopyTask
-from tiercel.tiered.rlm_expiration_task import RLMExpirationTask
+from tiercel.tiered.rlm_expiration_task import RLMExpirationTask, delete_remote_log_segment
 from tiercel.tiered.rlm_task import RetryBackoff
 from tiercel.tiered.rsm.local_tiered_storage import LocalTieredStorage
 from tiercel.tiered.rsm.object_layout import MANIFEST_SUFFIX
@@ -132,6 +132,39 @@ async def test_a_new_leader_continues_on_its_own_lineage(
     # The old leader's shared uploads were not redone.
     assert all(m.start_offset > by_old[2].start_offset for m in mine)
     assert new.highest_offset_in_remote_storage == mine[-1].end_offset
+    await old.close()
+    await new.close()
+
+
+async def test_a_new_leader_refuses_a_remote_log_start_past_its_high_watermark(
+    tmp_path: Path, scheduler: Scheduler
+) -> None:
+    """The old leader's retention deleted the first remote segments; the new leader's
+    HW is below the remote tier's first offset. Kafka's maybeIncrementLogStartOffset
+    refuses the move: the round copies nothing and retries until the HW passes it.
+    Before, the log start was clamped to the HW, below the remote tier's start."""
+    rlmm = InMemoryRemoteLogMetadataManager()
+    rsm = LocalTieredStorage(str(tmp_path / "remote"))
+    old = open_log(str(tmp_path / "a" / "orders-0"), tiered_config(), scheduler)
+    produce(old, 40)
+    await commit(old, scheduler)
+    await RLMCopyTask(make_context(rsm, rlmm, broker_id=1), PARTITION, old, 0).run_once()
+    by_old = segments(rlmm)
+    context = make_context(rsm, rlmm, broker_id=2)
+    for metadata in by_old[:3]:
+        await delete_remote_log_segment(context, metadata)
+    remote_start = by_old[3].start_offset
+    new = open_log(str(tmp_path / "b" / "orders-0"), tiered_config(), scheduler)
+    produce(new, 40)
+    new.update_high_watermark(remote_start - 1)
+    await scheduler.drain()
+    task = RLMCopyTask(context, PARTITION, new, 1)
+    assert not await task.run_guarded()
+    assert (new.log_start_offset, task.copied_offset) == (0, None)
+    await commit(new, scheduler)
+    assert await task.run_guarded()
+    assert new.log_start_offset == remote_start
+    assert task.copied_offset == by_old[-1].end_offset
     await old.close()
     await new.close()
 

@@ -122,6 +122,26 @@ async def test_total_retention_by_size_deletes_remote_segments_and_advances_the_
     await log.close()
 
 
+async def test_retention_past_the_high_watermark_deletes_nothing_until_it_moves(
+    tmp_path: Path, scheduler: Scheduler
+) -> None:
+    """Kafka's maybeIncrementLogStartOffset refuses a log start past the HW (a new
+    leader's, not caught up yet): the round deletes nothing and is retried. Before, the
+    log start was clamped to the HW and every expired segment deleted, leaving the log
+    start inside the deleted range."""
+    log, rlmm, context = await tiered_log(tmp_path, scheduler)
+    copied = segments(rlmm)
+    log.update_config(tiered_config(retention_ms=60_000))  # every remote segment expires
+    log.update_high_watermark(copied[2].start_offset)
+    task = RLMExpirationTask(context, PARTITION, log)
+    assert not await task.run_guarded()
+    assert segments(rlmm) == copied and log.log_start_offset == 0
+    await commit(log, scheduler)
+    assert await task.run_guarded()
+    assert segments(rlmm) == [] and log.log_start_offset == copied[-1].end_offset + 1
+    await log.close()
+
+
 async def test_total_retention_by_time_uses_the_segments_max_timestamp(
     tmp_path: Path, scheduler: Scheduler
 ) -> None:
