@@ -10,7 +10,8 @@ its log start at the leader's; the leader-epoch entries below that offset; the p
 snapshot there. It then fetches normally from that offset. A segment that goes on past
 the leader's local start with records the leader does not have (an old leader's, after
 an unclean election) restarts the log at the leader's local start instead, without a
-producer snapshot. When the segment is not known yet (this broker's remote metadata
+producer snapshot. The leader-epoch checkpoint is written and synced before the
+follower fetches on. When the segment is not known yet (this broker's remote metadata
 still loading) it retries after replica.fetch.backoff.ms, as Kafka does.
 
 Event-loop only; the object-store reads run in the executor the fetcher passes, its own
@@ -147,11 +148,17 @@ async def build_remote_log_aux_state(
     if not still_following():
         raise TierStateMachineError("no longer following this leader: nothing installed")
     _install(partition, state, log_start)
+    # Durable before the fetcher goes on (Kafka writes the checkpoint synchronously:
+    # LeaderEpochFileCache.clearAndFlush when truncating fully, then assign(List)). Left
+    # to the log's lazy write, a crash in between loaded a cache without the remote
+    # epochs. The write and its fsync run in the log's executor, off the loop.
+    await partition.log.flush_epoch_checkpoint()
     return state.next_offset
 
 
 def _install(partition: Partition, state: RemoteLogAuxState, leader_log_start: int) -> None:
-    """Kafka's order: truncate fully, then the epochs, then the producer state."""
+    """Kafka's order: truncate fully, then the epochs, then the producer state. All in
+    memory, on the loop, in one go: nothing else sees the log half rebuilt."""
     log_start = min(leader_log_start, state.next_offset)
     partition.truncate_fully_and_start_at(state.next_offset, log_start)
     log = partition.log

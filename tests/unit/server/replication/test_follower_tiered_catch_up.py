@@ -7,8 +7,9 @@ it, then fetches normally; while that segment is unknown here it backs off and r
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,10 @@ from support.in_memory_rlmm import InMemoryRemoteLogMetadataManager
 from support.tiering import drop_local_segments_below, tier_rolled_segments
 from tiercel.server.replication.fetch_state import FetchPhase, InitialFetchState
 from tiercel.server.replication.replica_fetcher import ReplicaFetcher
+from tiercel.server.replication.replica_fetcher_tier_state_machine import (
+    build_remote_log_aux_state,
+)
+from tiercel.storage.epoch_entry import EpochEntry
 from tiercel.storage.producer_snapshot import encode_snapshot
 from tiercel.storage.topic_partition import TopicIdPartition
 from tiercel.tiered.remote_index_cache import RemoteIndexCache
@@ -205,3 +210,52 @@ async def test_a_rebuild_does_not_wait_behind_consumer_reads_in_the_reader_pool(
         stopped = fetcher.stop()
         if stopped is not None:
             await asyncio.gather(stopped, return_exceptions=True)
+
+
+async def test_the_rebuilt_epochs_are_on_disk_before_the_rebuild_returns(
+    make_cluster: MakeCluster,
+    tmp_path: Path,
+    pool: RemoteStorageThreadPool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Kafka writes the leader-epoch checkpoint synchronously when it rebuilds from the
+    tier (LeaderEpochFileCache.clearAndFlush, assign): the follower fetches on only once
+    the remote epochs are durable. The checkpoint write is held here; before, the
+    rebuild returned with the write still pending, and a crash then loaded a cache
+    without the remote epochs."""
+    c = leader_with_tiered_prefix(make_cluster)
+    rsm = LocalTieredStorage(str(tmp_path / "remote"))
+    rlmm = InMemoryRemoteLogMetadataManager()
+    await tier(c, rsm, rlmm)
+    reader = RemoteLogReader(rsm, rlmm, RemoteIndexCache(rsm, str(tmp_path / "cache")), pool)
+    follower = c[2]
+    checkpoint = follower.log.leader_epoch_cache.checkpoint
+    assert checkpoint is not None
+    await c.scheduler.drain()
+    entered, gate = threading.Event(), threading.Event()
+    write = checkpoint.write_if_dir_exists
+
+    def held_write(entries: Sequence[EpochEntry]) -> bool:
+        entered.set()
+        gate.wait(10)
+        return write(entries)
+
+    monkeypatch.setattr(checkpoint, "write_if_dir_exists", held_write)
+    on_disk_at_return: list[list[EpochEntry]] = []
+    with concurrent.futures.ThreadPoolExecutor(1) as executor:
+        rebuild = asyncio.create_task(
+            build_remote_log_aux_state(
+                c.endpoint(2), reader, TP, follower.state.leader_epoch, follower, executor
+            )
+        )
+        rebuild.add_done_callback(lambda _: on_disk_at_return.append(checkpoint.read()))
+        try:
+            assert await asyncio.to_thread(entered.wait, 10)
+            # Long enough for a rebuild that does not wait for the write to return.
+            await asyncio.wait({rebuild}, timeout=0.5)
+        finally:
+            gate.set()
+        assert await asyncio.wait_for(rebuild, 10) == LOCAL_START
+    rebuilt = [EpochEntry(0, 0), EpochEntry(2, 15)]
+    assert list(follower.log.leader_epoch_cache.entries) == rebuilt
+    assert on_disk_at_return == [rebuilt]
