@@ -66,8 +66,12 @@ class RemotePartitionMetadataStore:
     def handle_remote_partition_delete_metadata(
         self, metadata: RemotePartitionDeleteMetadata
     ) -> None:
-        """Kafka's handleRemotePartitionDeleteMetadata: once FINISHED, the partition's
-        view is dropped."""
+        """Kafka's handleRemotePartitionDeleteMetadata, but for what FINISHED leaves: the
+        partition's view emptied, where Kafka drops it. Kafka never writes these markers
+        (its RemoteLogManager deletes a partition's segments through the DELETE_SEGMENT
+        states only); earlier Tiercel versions did when remote storage was turned off,
+        and a topic tiered again under the same id reads them back from the metadata
+        topic before its new segments: a dropped view refused those for good."""
         partition = metadata.topic_id_partition
         current = self._deletes.get(partition)
         if current is not None and not current.state.is_valid_transition(metadata.state):
@@ -76,7 +80,9 @@ class RemotePartitionMetadataStore:
                 f"to {metadata.state.name}"
             )
         if metadata.state == RemotePartitionDeleteState.DELETE_PARTITION_FINISHED:
-            self.drop_partition(partition)
+            self._deletes.pop(partition, None)
+            if partition in self._caches:
+                self._caches[partition] = RemoteLogMetadataCache()
         else:
             self._deletes[partition] = metadata
 

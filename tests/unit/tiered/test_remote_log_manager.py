@@ -70,8 +70,10 @@ async def test_stopping_with_delete_remote_deletes_the_partitions_remote_segment
     rlm.on_leadership_change({PARTITION: (log, 0)}, {})
     await eventually(lambda: len(segments(rlmm)) == len(log.segments) - 1)
     rlm.stop_partitions({PARTITION}, delete_remote=True)
-    # DELETE_PARTITION_FINISHED drops the partition's view.
-    await eventually(lambda: PARTITION not in rlmm.store.partitions())
+    # DELETE_PARTITION_FINISHED empties the partition's view.
+    await eventually(
+        lambda: rlmm.store.partition_delete_state(PARTITION) is None and segments(rlmm, None) == []
+    )
     assert not [p for p in remote.rglob("*") if p.is_file()]
     await rlm.close()
     await log.close()

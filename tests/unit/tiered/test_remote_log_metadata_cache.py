@@ -154,7 +154,9 @@ def test_an_update_cannot_start_a_copy() -> None:
         update(segment(0, 9, {0: 0}), S.COPY_SEGMENT_STARTED)
 
 
-def test_the_store_drops_a_partition_once_its_deletion_finishes() -> None:
+def test_the_store_empties_a_partitions_view_once_its_deletion_finishes() -> None:
+    """Kafka drops the view; here it stays, empty, for a partition tiered again under
+    the same topic id (see `handle_remote_partition_delete_metadata`)."""
     store = RemotePartitionMetadataStore()
     with pytest.raises(RemoteResourceNotFoundError):
         store.cache(TIP)
@@ -173,7 +175,11 @@ def test_the_store_drops_a_partition_once_its_deletion_finishes() -> None:
     store.handle_remote_partition_delete_metadata(
         RemotePartitionDeleteMetadata(TIP, P.DELETE_PARTITION_FINISHED, 0, 1)
     )
-    assert store.partitions() == [] and store.partition_delete_state(TIP) is None
+    assert len(store.cache(TIP)) == 0 and store.partition_delete_state(TIP) is None
+    store.handle_remote_log_segment_metadata(segment(10, 19, {0: 10}))
+    assert len(store.cache(TIP)) == 1
+    store.drop_partition(TIP)  # no longer followed here
+    assert store.partitions() == []
 
 
 def test_next_segment_with_txn_index_passes_over_segments_known_empty() -> None:

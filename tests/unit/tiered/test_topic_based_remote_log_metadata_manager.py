@@ -293,8 +293,37 @@ async def test_partition_delete_states(new_manager: ManagerFactory) -> None:
     await manager.put_remote_partition_delete_metadata(
         delete(RemotePartitionDeleteState.DELETE_PARTITION_FINISHED)
     )
-    with pytest.raises(RemoteResourceNotFoundError):
-        manager.list_remote_log_segments(TP)
+    assert manager.list_remote_log_segments(TP) == []
+
+
+async def test_partition_delete_markers_read_back_leave_the_partition_tierable(
+    topic: InProcessMetadataTopic, new_manager: ManagerFactory
+) -> None:
+    """A topic whose remote storage earlier Tiercel versions turned off has its segments'
+    deletions and the partition delete markers in the metadata topic; tiered again under
+    the same id, it reads them back at assignment. Before, DELETE_PARTITION_FINISHED
+    dropped the partition's view, and every lookup and new copy of it failed for good
+    with RemoteResourceNotFoundError."""
+    topic.created = True
+    old = _segment(TP, 0, 9)
+    P, S = RemotePartitionDeleteState, RemoteLogSegmentState
+    for record in (
+        old,
+        _finished(old),
+        RemotePartitionDeleteMetadata(TP, P.DELETE_PARTITION_MARKED, 6, 1),
+        RemotePartitionDeleteMetadata(TP, P.DELETE_PARTITION_STARTED, 7, 1),
+        RemoteLogSegmentMetadataUpdate(old.remote_log_segment_id, 8, S.DELETE_SEGMENT_STARTED, 1),
+        RemoteLogSegmentMetadataUpdate(old.remote_log_segment_id, 9, S.DELETE_SEGMENT_FINISHED, 1),
+        RemotePartitionDeleteMetadata(TP, P.DELETE_PARTITION_FINISHED, 10, 1),
+    ):
+        topic.append(MP, serialize(record))
+    manager = await _leader(new_manager, TP)
+    assert manager.list_remote_log_segments(TP) == []
+    assert manager.highest_offset_for_epoch(TP, 0) is None
+    new = _segment(TP, 10, 19)
+    await manager.add_remote_log_segment_metadata(new)
+    await manager.update_remote_log_segment_metadata(_finished(new))
+    assert manager.highest_offset_for_epoch(TP, 0) == 19
 
 
 async def test_a_poison_record_is_skipped(
