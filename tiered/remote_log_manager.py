@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
@@ -100,6 +101,8 @@ class RemoteLogManager:
         )
         self._partitions: dict[TopicIdPartition, _Running] = {}
         self._deletions: set[asyncio.Task[None]] = set()
+        # The partitions whose remote data is being deleted (`_delete_partition`).
+        self._deleting: dict[TopicIdPartition, asyncio.Task[None]] = {}
         self.context.upload_abandoned = self._retire_abandoned_upload
         self._closed = False
 
@@ -109,18 +112,23 @@ class RemoteLogManager:
         followers: Mapping[TopicIdPartition, UnifiedLog],
     ) -> None:
         """Lead ``leaders`` (partition -> its log and leader epoch) and follow
-        ``followers`` from now on (Kafka's onLeadershipChange)."""
+        ``followers`` from now on (Kafka's onLeadershipChange). A partition whose remote
+        data is still being deleted starts at the first call after the deletion: in
+        Kafka the config change that turned tiering off deletes it before the one that
+        turns tiering on again is applied (ConfigHandler, one change at a time); tasks
+        started meanwhile would copy beside the deletion, and lose the metadata
+        manager's assignment of the partition when it ends."""
         if self._closed:
             return
         new_followers = {
             partition: log
             for partition, log in followers.items()
-            if not self._runs(partition, log, None)
+            if partition not in self._deleting and not self._runs(partition, log, None)
         }
         new_leaders = {
             partition: (log, epoch)
             for partition, (log, epoch) in leaders.items()
-            if not self._runs(partition, log, epoch)
+            if partition not in self._deleting and not self._runs(partition, log, epoch)
         }
         if not new_leaders and not new_followers:
             return
@@ -181,8 +189,14 @@ class RemoteLogManager:
                 self._delete_partition(partition, log), name=f"remote delete {partition}"
             )
             self._deletions.add(task)
-            task.add_done_callback(self._deletions.discard)
+            self._deleting[partition] = task
+            task.add_done_callback(functools.partial(self._deletion_done, partition))
         self.context.rlmm.on_stop_partitions(set(partitions) - deleting.keys())
+
+    def _deletion_done(self, partition: TopicIdPartition, task: asyncio.Task[None]) -> None:
+        self._deletions.discard(task)
+        if self._deleting.get(partition) is task:
+            del self._deleting[partition]
 
     def _retire_abandoned_upload(
         self, metadata: RemoteLogSegmentMetadata, returned: asyncio.Event

@@ -142,6 +142,19 @@ def segments(
     ]
 
 
+class _Hold:
+    """Where storage calls wait: ``started`` is set once one waits, and they go on once
+    the test sets ``release`` (after 10 s at most, failing)."""
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self) -> None:
+        self.started.set()
+        assert self.release.wait(10)
+
+
 class FlakyStorage:
     """A RemoteStorageManager double around a real one: the first ``failures`` copies
     raise RemoteStorageError; ``before_copy`` runs in the copier thread first."""
@@ -151,18 +164,20 @@ class FlakyStorage:
         self.failures = failures
         self.copies = 0
         self.before_copy: Callable[[], None] = lambda: None
+        self.before_delete: Callable[[], None] = lambda: None
 
     def hold_copies(self) -> tuple[threading.Event, threading.Event]:
         """Make copies wait in the copier thread: (``started``, set once one waits;
         ``release``, set by the test to let them go on, for 10 s at most)."""
-        started, release = threading.Event(), threading.Event()
-
-        def hold() -> None:
-            started.set()
-            assert release.wait(10)
-
+        hold = _Hold()
         self.before_copy = hold
-        return started, release
+        return hold.started, hold.release
+
+    def hold_deletes(self) -> tuple[threading.Event, threading.Event]:
+        """Likewise for deletions, in the expiration thread."""
+        hold = _Hold()
+        self.before_delete = hold
+        return hold.started, hold.release
 
     def copy_log_segment_data(
         self, metadata: RemoteLogSegmentMetadata, data: LogSegmentData
@@ -182,6 +197,7 @@ class FlakyStorage:
         return self.inner.fetch_index(metadata, index_type)  # type: ignore[arg-type]
 
     def delete_log_segment_data(self, metadata: RemoteLogSegmentMetadata) -> None:
+        self.before_delete()
         self.inner.delete_log_segment_data(metadata)
 
     def close(self) -> None:

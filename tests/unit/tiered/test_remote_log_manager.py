@@ -79,6 +79,38 @@ async def test_stopping_with_delete_remote_deletes_the_partitions_remote_segment
     await log.close()
 
 
+async def test_a_partition_tiered_again_during_its_remote_deletion_starts_after_it(
+    tmp_path: Path, scheduler: Scheduler
+) -> None:
+    """Kafka deletes a partition's remote data within the config change that turned
+    tiering off, before it applies the next one. Tasks started meanwhile here would copy
+    beside the deletion, and the deletion's end would take the partition from the
+    metadata manager under them."""
+    log = await committed_log(tmp_path, scheduler)
+    rlmm = InMemoryRemoteLogMetadataManager()
+    rsm = FlakyStorage(LocalTieredStorage(str(tmp_path / "remote")))
+    rlm = RemoteLogManager(rlm_config(), 1, rsm, rlmm)  # type: ignore[arg-type]
+    rlm.on_leadership_change({PARTITION: (log, 0)}, {})
+    rolled = len(log.segments) - 1
+    await eventually(lambda: len(segments(rlmm)) == rolled)
+    started, release = rsm.hold_deletes()
+    rlm.stop_partitions({PARTITION}, delete_remote=True)
+    assert await asyncio.to_thread(started.wait, 10)
+    rlm.on_leadership_change({PARTITION: (log, 0)}, {})  # tiering turned on again
+    assert rlm.partitions == set()
+    rsm.before_delete = lambda: None
+    release.set()
+
+    def reconcile() -> bool:  # the broker's periodic pass, until the deletion has ended
+        rlm.on_leadership_change({PARTITION: (log, 0)}, {})
+        return rlm.partitions == {PARTITION}
+
+    await eventually(reconcile)
+    await eventually(lambda: len(segments(rlmm)) == rolled)
+    await rlm.close()
+    await log.close()
+
+
 async def test_a_new_leader_takes_the_log_start_offset_of_the_remote_tier(
     tmp_path: Path, scheduler: Scheduler
 ) -> None:
