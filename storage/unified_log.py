@@ -175,6 +175,11 @@ class UnifiedLog:
         if self._remote_log_enabled and offset > self._highest_offset_in_remote_storage:
             self._highest_offset_in_remote_storage = offset
 
+    def reset_highest_offset_in_remote_storage(self) -> None:
+        """Nothing is remote any more: the remote data was deleted with remote storage
+        turned off (KIP-950)."""
+        self._highest_offset_in_remote_storage = -1
+
     @property
     def local_log_start_offset(self) -> int:
         """The first offset on local disk (ListOffsets -4, EARLIEST_LOCAL_TIMESTAMP);

@@ -34,11 +34,7 @@ from tiercel.tiered.rlm_expiration_task import RLMExpirationTask, delete_remote_
 from tiercel.tiered.rlm_follower_task import RLMFollowerTask
 from tiercel.tiered.rlm_quota import RLMQuota
 from tiercel.tiered.rlm_task import RLMContext, RLMTask
-from tiercel.tiered.rlmm.remote_log_metadata_manager import (
-    RemoteLogMetadataManager,
-    RemotePartitionDeleteMetadata,
-    RemotePartitionDeleteState,
-)
+from tiercel.tiered.rlmm.remote_log_metadata_manager import RemoteLogMetadataManager
 from tiercel.tiered.rsm.remote_storage_manager import (
     RemoteLogSegmentMetadata,
     RemoteStorageManager,
@@ -244,38 +240,29 @@ class RemoteLogManager:
             )
 
     async def _delete_partition(self, partition: TopicIdPartition, log: UnifiedLog) -> None:
-        """Kafka's partition deletion: DELETE_PARTITION_MARKED, _STARTED, each segment
-        deleted, then _FINISHED; a log still here (remote storage turned off) then
-        starts at its local start."""
+        """Kafka's deleteRemoteLogPartition: each remote segment through
+        DELETE_SEGMENT_STARTED and _FINISHED, and no partition-delete markers. Read back
+        from ``__remote_log_metadata``, a DELETE_PARTITION_FINISHED would end the view
+        of a partition that is tiered again under the same topic id (KIP-950's disable,
+        then enable). A log still here (remote storage turned off) then starts at its
+        local start, with nothing in the remote tier any more (Kafka's
+        ConfigHandler.maybeUpdateRemoteLogComponents)."""
         context = self.context
         # An upload cancelled with the tasks may still be running: its objects must not
         # land after the deletion.
         while any(i.topic_id_partition == partition for i in context.segment_ids_being_copied):
             await asyncio.sleep(0.05)
         try:
-            for state in (
-                RemotePartitionDeleteState.DELETE_PARTITION_MARKED,
-                RemotePartitionDeleteState.DELETE_PARTITION_STARTED,
-            ):
-                await context.rlmm.put_remote_partition_delete_metadata(
-                    RemotePartitionDeleteMetadata(
-                        partition, state, context.clock_ms(), context.broker_id
-                    )
-                )
             for metadata in context.rlmm.list_remote_log_segments(partition):
                 await delete_remote_log_segment(context, metadata)
-            await context.rlmm.put_remote_partition_delete_metadata(
-                RemotePartitionDeleteMetadata(
-                    partition,
-                    RemotePartitionDeleteState.DELETE_PARTITION_FINISHED,
-                    context.clock_ms(),
-                    context.broker_id,
-                )
-            )
             if not log.deleted:
                 log.maybe_increment_log_start_offset(
                     min(log.local_log_start_offset, log.high_watermark)
                 )
+                # Else LATEST_TIERED kept the offset copied before, and local retention
+                # would delete segments up to it once tiering is on again, before any
+                # copy of them.
+                log.reset_highest_offset_in_remote_storage()
         except Exception as e:
             log_event(
                 _log,

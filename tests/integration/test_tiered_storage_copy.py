@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
+import kafka
 import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
@@ -41,12 +42,14 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         yield broker
 
 
-def _fill(bootstrap: str, topic: str) -> None:
-    records = [Outgoing(0, b"%05d:" % i + b"r" * 80, None, (), None) for i in range(COUNT)]
+def _fill(bootstrap: str, topic: str, first: int = 0) -> None:
+    """COUNT records at offsets ``first`` on, two to a batch."""
+    numbers = range(first, first + COUNT)
+    records = [Outgoing(0, b"%05d:" % i + b"r" * 80, None, (), None) for i in numbers]
     delivered = produce(
         "confluent", bootstrap, topic, records, {"batch.num.messages": 2, "linger.ms": 5}
     )
-    assert [d.offset for d in delivered] == list(range(COUNT))
+    assert [d.offset for d in delivered] == list(numbers)
 
 
 def _remote_segments(broker: BrokerProcess, topic: str) -> dict[int, int]:
@@ -54,7 +57,10 @@ def _remote_segments(broker: BrokerProcess, topic: str) -> dict[int, int]:
     root = broker.log_dir / "remote-storage"
     found = {}
     for path in root.glob(f"{topic}-*/0/*.{MANIFEST_SUFFIX}"):
-        metadata = decode_manifest(path.read_bytes()).metadata
+        try:
+            metadata = decode_manifest(path.read_bytes()).metadata
+        except FileNotFoundError:
+            continue  # deleted since the listing
         found[metadata.start_offset] = metadata.end_offset
     return found
 
@@ -181,6 +187,70 @@ def test_turning_tiering_off_with_delete_on_disable_deletes_the_remote_data(
     first_local = _local_bases(broker, "untiered")[0]
     assert first_local > 0
     assert wait_until(lambda: watermarks(broker.bootstrap, "untiered") == (first_local, COUNT), 10)
+
+
+def _set(broker: BrokerProcess, topic: str, configs: dict[str, str]) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    resource = ConfigResource(
+        ConfigResource.Type.TOPIC,
+        topic,
+        incremental_configs=[
+            ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+            for name, value in configs.items()
+        ],
+    )
+    admin.incremental_alter_configs([resource])[resource].result(15)
+
+
+def _latest_tiered(broker: BrokerProcess, topic: str) -> int:
+    """ListOffsets LATEST_TIERED (-5): the highest offset in the remote tier, or -1."""
+    admin = kafka.KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        tp = kafka.TopicPartition(topic, 0)
+        return int(admin.list_partition_offsets({tp: kafka.OffsetSpec.LATEST_TIERED})[tp].offset)
+    finally:
+        admin.close()
+
+
+def _tiers_again_from(broker: BrokerProcess, topic: str, first: int) -> None:
+    """COUNT records from ``first`` are produced, and every rolled segment reaches the
+    tier and leaves the local disk (local.retention.bytes=1): LATEST_TIERED is the
+    offset before the active segment."""
+    _fill(broker.bootstrap, topic, first)
+
+    def tiered() -> bool:
+        local = _local_bases(broker, topic)
+        highest = max(_remote_segments(broker, topic).values(), default=-1)
+        return (
+            len(local) == 1
+            and highest == local[0] - 1 > first
+            and _latest_tiered(broker, topic) == highest
+        )
+
+    assert wait_until(tiered, 30), (_remote_segments(broker, topic), _latest_tiered(broker, topic))
+
+
+def test_tiering_turned_back_on_after_delete_on_disable_copies_again(tmp_path: Path) -> None:
+    """KIP-950: turned off with remote.log.delete.on.disable, then on again, a topic tiers
+    its new segments, also after a restart. Before, the disable wrote the partition
+    delete markers (DELETE_PARTITION_FINISHED); replayed from __remote_log_metadata on
+    re-enable it dropped the partition's new metadata cache, so nothing was copied any
+    more and LATEST_TIERED kept answering the offset copied before the disable."""
+    topic = "retiered"
+    with running_broker(tmp_path / "broker", BROKER_OVERRIDES) as broker:
+        create_topic(broker.bootstrap, topic, config={**TIERED, "local.retention.bytes": "1"})
+        _tiers_again_from(broker, topic, 0)
+        _set(
+            broker,
+            topic,
+            {"remote.storage.enable": "false", "remote.log.delete.on.disable": "true"},
+        )
+        assert wait_until(lambda: not _remote_segments(broker, topic), 30)
+        _set(broker, topic, {"remote.storage.enable": "true"})
+        assert _latest_tiered(broker, topic) == -1  # the remote data is gone
+        _tiers_again_from(broker, topic, COUNT)
+        broker.restart()
+        _tiers_again_from(broker, topic, 2 * COUNT)
 
 
 def test_the_make_run_configuration_tiers_a_topic_that_asks(tmp_path: Path) -> None:

@@ -24,6 +24,10 @@ from tiercel.tiered.rlm_copy_task import RLMCopyTask
 from tiercel.tiered.rlm_expiration_task import delete_remote_log_segment
 from tiercel.tiered.rlm_follower_task import RLMFollowerTask
 from tiercel.tiered.rlm_quota import RLMQuota
+from tiercel.tiered.rlmm.remote_log_metadata_manager import (
+    RemotePartitionDeleteMetadata,
+    RemotePartitionDeleteState,
+)
 from tiercel.tiered.rsm.local_tiered_storage import LocalTieredStorage
 
 
@@ -60,21 +64,43 @@ async def test_leader_tasks_copy_then_give_way_to_a_follower_task(
     await log.close()
 
 
+class PartitionDeletesRecorded(InMemoryRemoteLogMetadataManager):
+    """The in-memory manager, recording the partition delete markers written to it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.partition_deletes: list[RemotePartitionDeleteState] = []
+
+    async def put_remote_partition_delete_metadata(
+        self, metadata: RemotePartitionDeleteMetadata
+    ) -> None:
+        self.partition_deletes.append(metadata.state)
+        await super().put_remote_partition_delete_metadata(metadata)
+
+
 async def test_stopping_with_delete_remote_deletes_the_partitions_remote_segments(
     tmp_path: Path, scheduler: Scheduler
 ) -> None:
+    """As Kafka's deleteRemoteLogPartition: every segment through the DELETE_SEGMENT
+    states and no partition delete markers, whose DELETE_PARTITION_FINISHED would end
+    the partition's metadata for good when its topic is tiered again (KIP-950's
+    disable, then enable). The log, still here, has nothing remote any more; tiered
+    again, it copies from scratch."""
     log = await committed_log(tmp_path, scheduler)
-    rlmm = InMemoryRemoteLogMetadataManager()
+    rlmm = PartitionDeletesRecorded()
     remote = tmp_path / "remote"
     rlm = RemoteLogManager(rlm_config(), 1, LocalTieredStorage(str(remote)), rlmm)
     rlm.on_leadership_change({PARTITION: (log, 0)}, {})
-    await eventually(lambda: len(segments(rlmm)) == len(log.segments) - 1)
+    rolled = len(log.segments) - 1
+    await eventually(lambda: len(segments(rlmm)) == rolled)
+    copied = log.highest_offset_in_remote_storage
     rlm.stop_partitions({PARTITION}, delete_remote=True)
-    # DELETE_PARTITION_FINISHED empties the partition's view.
-    await eventually(
-        lambda: rlmm.store.partition_delete_state(PARTITION) is None and segments(rlmm, None) == []
-    )
+    await eventually(lambda: log.highest_offset_in_remote_storage == -1)
+    assert segments(rlmm, None) == [] and rlmm.partition_deletes == []
     assert not [p for p in remote.rglob("*") if p.is_file()]
+    rlm.on_leadership_change({PARTITION: (log, 0)}, {})
+    await eventually(lambda: len(segments(rlmm)) == rolled)
+    assert log.highest_offset_in_remote_storage == copied
     await rlm.close()
     await log.close()
 
