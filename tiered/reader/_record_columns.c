@@ -7,6 +7,8 @@
  * and appends each record within the [first, last] offset clip to growable C buffers:
  * offsets and timestamps (int64), timestamp types (int32), keys and values as Arrow
  * binary columns (int32 offsets, data, validity bitmap), and headers when asked.
+ * Every record is checked as readFrom checks it, those outside the clip too: its fields
+ * must end exactly where its length says.
  * Columns.take hands the buffers over as read-only buffer objects that pyarrow wraps
  * without copying (pa.py_buffer), so no Python object is made per record.
  *
@@ -319,12 +321,13 @@ read_varlong(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *p, int64_t *o
             ERR("more than 2 GiB of key, value or header bytes in one Arrow batch");      \
     } while (0)
 
-/* The headers of one record at p, which end at or before record_end; the new position,
- * or -1 with err set. Varints are read up to the section's end and their values checked
- * against the record's, as the Python loop does. */
+/* The headers of one record at p, which end at or before record_end: checked, and
+ * appended to the row just appended when `append`. The new position, or -1 with err set.
+ * Varints are read up to the section's end and their values checked against the
+ * record's, as the Python loop does. */
 static Py_ssize_t
-append_headers(Columns *self, const unsigned char *buf, Py_ssize_t end, Py_ssize_t p,
-               Py_ssize_t record_end, char *err_out, size_t err_size, int *oom_out)
+walk_headers(Columns *self, const unsigned char *buf, Py_ssize_t end, Py_ssize_t p,
+             Py_ssize_t record_end, int append, char *err_out, size_t err_size, int *oom_out)
 {
     char err[160];
     const char *msg;
@@ -337,16 +340,18 @@ append_headers(Columns *self, const unsigned char *buf, Py_ssize_t end, Py_ssize
         VARINT(size);
         if (size < 0 || p + size > record_end)
             ERR("invalid header key size %d", size);
-        APPEND_BINARY(&self->header_keys, (const char *)buf + p, size);
+        if (append)
+            APPEND_BINARY(&self->header_keys, (const char *)buf + p, size);
         p += size;
         VARINT(size);
         if (size < -1 || p + size > record_end)
             ERR("invalid header value size %d", size);
-        APPEND_BINARY(&self->header_values, (const char *)buf + p, size);
+        if (append)
+            APPEND_BINARY(&self->header_values, (const char *)buf + p, size);
         if (size > 0)
             p += size;
     }
-    if (buf_put_i32(&self->header_offsets, (int32_t)self->header_keys.rows) < 0)
+    if (append && buf_put_i32(&self->header_offsets, (int32_t)self->header_keys.rows) < 0)
         OOM();
     return p;
 fail:
@@ -388,48 +393,46 @@ append_section(Columns *self, const Section *s, char *err_out, size_t err_size, 
         if ((msg = read_varlong(buf, end, &p, &timestamp_delta)) != NULL)
             ERR("%s", msg);
         VARINT(offset_delta);
-        if (__builtin_add_overflow(s->base_offset, (int64_t)offset_delta, &offset) ||
-            offset < s->first_offset || offset > s->last_offset) {
-            p = record_end;
-            continue;
+        int wanted = !__builtin_add_overflow(s->base_offset, (int64_t)offset_delta, &offset) &&
+                     offset >= s->first_offset && offset <= s->last_offset;
+        if (wanted) {
+            if (s->log_append)
+                timestamp = s->log_append_time;
+            else if (__builtin_add_overflow(s->base_timestamp, timestamp_delta, &timestamp))
+                ERR("record timestamp out of range at %zd", p);
+            if (buf_put_i64(&self->offsets, offset) < 0 ||
+                buf_put_i64(&self->timestamps, timestamp) < 0 ||
+                buf_put_i32(&self->timestamp_types, type) < 0)
+                OOM();
+            self->rows++;
         }
-        if (s->log_append)
-            timestamp = s->log_append_time;
-        else if (__builtin_add_overflow(s->base_timestamp, timestamp_delta, &timestamp))
-            ERR("record timestamp out of range at %zd", p);
-        if (buf_put_i64(&self->offsets, offset) < 0 ||
-            buf_put_i64(&self->timestamps, timestamp) < 0 ||
-            buf_put_i32(&self->timestamp_types, type) < 0)
-            OOM();
-        self->rows++;
-        VARINT(size);
-        if (size < -1)
-            ERR("invalid key size %d at %zd", size, p);
-        if (size > record_end - p)
-            ERR("key or value past the record's end at %zd", p + size);
-        APPEND_BINARY(&self->keys, (const char *)buf + p, size);
-        if (size > 0)
-            p += size;
-        VARINT(size);
-        if (size < -1)
-            ERR("invalid value size %d at %zd", size, p);
-        if (size > record_end - p)
-            ERR("key or value past the record's end at %zd", p + size);
-        APPEND_BINARY(&self->values, (const char *)buf + p, size);
-        if (size > 0) {
-            p += size;
-            appended += size;
-        }
-        if (self->include_headers) {
-            int hoom = 0;
-            p = append_headers(self, buf, end, p, record_end, err, sizeof err, &hoom);
-            if (p < 0) {
-                if (hoom)
-                    OOM();
-                goto fail;
+        for (int field = 0; field < 2; field++) { /* the key, then the value */
+            VARINT(size);
+            if (size < -1)
+                ERR("invalid %s size %d at %zd", field ? "value" : "key", size, p);
+            if (size > record_end - p)
+                ERR("key or value past the record's end at %zd", p + size);
+            if (wanted)
+                APPEND_BINARY(field ? &self->values : &self->keys, (const char *)buf + p, size);
+            if (size > 0) {
+                p += size;
+                if (wanted && field)
+                    appended += size;
             }
         }
-        p = record_end;
+        int hoom = 0;
+        p = walk_headers(self, buf, end, p, record_end, wanted && self->include_headers, err,
+                         sizeof err, &hoom);
+        if (p < 0) {
+            if (hoom)
+                OOM();
+            goto fail;
+        }
+        if (p != record_end)
+            /* Kafka's DefaultRecord.readFrom: the fields must fill the record exactly. */
+            ERR("invalid record size: expected to read %d bytes in record payload, but "
+                "instead read %zd",
+                length, p - (record_end - length));
     }
     if (p != end)
         ERR("%zd bytes after the batch's %lld records", end - p, s->count);

@@ -19,7 +19,8 @@ the same results and the same InvalidRecordError for broken framing:
 `new_record_columns` picks the native one unless `pure_python` is set, which the
 environment variable ``TIERCEL_READER_PURE_PYTHON=1`` sets at import (tests and
 benchmarks compare the two). Header keys are taken as UTF-8, as Kafka's clients write
-them.
+them. Every record is checked as Kafka's ``DefaultRecord.readFrom`` checks it, those
+outside the offset clip too: its fields must end exactly where its length says.
 
 Not thread-safe: one accumulator per reading thread.
 """
@@ -219,24 +220,27 @@ class PythonRecordColumns:
                 else:
                     offset_delta, p = decode_varint(records, p)
                 offset = base_offset + offset_delta
-                if not first_offset <= offset <= last_offset:
-                    p = record_end
-                    continue
-                offsets.append(offset)
-                timestamps.append(
-                    base_timestamp + timestamp_delta if log_append_time is None else log_append_time
-                )
+                wanted = first_offset <= offset <= last_offset
+                if wanted:
+                    offsets.append(offset)
+                    timestamps.append(
+                        base_timestamp + timestamp_delta
+                        if log_append_time is None
+                        else log_append_time
+                    )
                 b = records[p]
                 if b < 0x80:
                     size, p = (b >> 1) ^ -(b & 1), p + 1
                 else:
                     size, p = decode_varint(records, p)
-                key_lengths.append(size)
                 if size > 0:
-                    key_parts.append(view[p : p + size])
+                    if wanted:
+                        key_parts.append(view[p : p + size])
                     p += size
                 elif size < -1:
                     raise InvalidRecordError(f"invalid key size {size} at {p}")
+                if wanted:
+                    key_lengths.append(size)
                 b = records[p]
                 if b < 0x80:
                     size, p = (b >> 1) ^ -(b & 1), p + 1
@@ -245,18 +249,27 @@ class PythonRecordColumns:
                     size, p = (raw >> 1) ^ -(raw & 1), p + 2
                 else:
                     size, p = decode_varint(records, p)
-                value_lengths.append(size)
                 if size > 0:
-                    value_parts.append(view[p : p + size])
+                    if wanted:
+                        value_parts.append(view[p : p + size])
+                        appended += size
                     p += size
-                    appended += size
                 elif size < -1:
                     raise InvalidRecordError(f"invalid value size {size} at {p}")
+                if wanted:
+                    value_lengths.append(size)
                 if p > record_end:
                     raise InvalidRecordError(f"key or value past the record's end at {p}")
-                if headers:
-                    p = self._append_headers(records, view, p, record_end)
-                p = record_end
+                if records[p] or (wanted and headers):
+                    p = self._walk_headers(records, view, p, record_end, wanted and headers)
+                else:  # no headers, none to append
+                    p += 1
+                if p != record_end:
+                    # Kafka's DefaultRecord.readFrom: the fields must fill the record exactly.
+                    raise InvalidRecordError(
+                        f"invalid record size: expected to read {length} bytes in record "
+                        f"payload, but instead read {p - record_end + length}"
+                    )
         except IndexError:
             raise InvalidRecordError("records section ends inside a record") from None
         except OverflowError:  # base timestamp + delta past a long: array("q") refuses it
@@ -269,17 +282,19 @@ class PythonRecordColumns:
         )
         self.data_bytes += appended
 
-    def _append_headers(
-        self, records: bytes | bytearray | memoryview, view: memoryview, p: int, end: int
+    def _walk_headers(
+        self,
+        records: bytes | bytearray | memoryview,
+        view: memoryview,
+        p: int,
+        end: int,
+        append: bool,
     ) -> int:
-        b = records[p]
-        if b < 0x80:
-            count, p = (b >> 1) ^ -(b & 1), p + 1
-        else:
-            count, p = decode_varint(records, p)
+        """The headers at ``p`` of a record ending at ``end``, checked, and appended to
+        the row just appended when ``append``; the position after them."""
+        count, p = decode_varint(records, p)
         if count < 0 or count > end - p:
             raise InvalidRecordError(f"invalid header count {count}")
-        self.header_counts.append(count)
         keys, values = self.header_keys, self.header_values
         for _ in range(count):
             b = records[p]
@@ -289,8 +304,9 @@ class PythonRecordColumns:
                 size, p = decode_varint(records, p)
             if size < 0 or p + size > end:
                 raise InvalidRecordError(f"invalid header key size {size}")
-            keys.lengths.append(size)
-            keys.parts.append(view[p : p + size])
+            if append:
+                keys.lengths.append(size)
+                keys.parts.append(view[p : p + size])
             p += size
             b = records[p]
             if b < 0x80:
@@ -299,10 +315,14 @@ class PythonRecordColumns:
                 size, p = decode_varint(records, p)
             if size < -1 or p + size > end:
                 raise InvalidRecordError(f"invalid header value size {size}")
-            values.lengths.append(size)
+            if append:
+                values.lengths.append(size)
+                if size > 0:
+                    values.parts.append(view[p : p + size])
             if size > 0:
-                values.parts.append(view[p : p + size])
                 p += size
+        if append:
+            self.header_counts.append(count)
         return p
 
     def to_arrow(self, topic: str, partition: int) -> pa.RecordBatch:

@@ -239,6 +239,37 @@ def test_malformed_framing_is_an_invalid_record(
         make(True).append_records(records, count, 0, BASE_TS, None, 0, 10)
 
 
+def with_spare_bytes(spare: bytes, headers: bytes = encode_varint(0)) -> bytes:
+    """One record whose length counts ``spare`` bytes past its last field."""
+    body = b"\x00" + encode_varlong(0) + encode_varint(0) + encode_varint(1) + b"k"
+    return framed(body + encode_varint(1) + b"v" + headers + spare)
+
+
+@pytest.mark.parametrize("make", [native, python], ids=["native", "python"])
+@pytest.mark.parametrize("include_headers", [True, False], ids=["headers", "no-headers"])
+@pytest.mark.parametrize("clip", [(0, 10), (5, 10)], ids=["read", "clipped-out"])
+@pytest.mark.parametrize(
+    "record",
+    [
+        with_spare_bytes(b"\x00"),
+        with_spare_bytes(b"junk"),
+        with_spare_bytes(b"\x00", headers=encode_varint(1) + encode_varint(1) + b"h" + b"\x01"),
+    ],
+    ids=["a spare zero", "spare junk", "spare after a header"],
+)
+def test_fields_short_of_the_record_length_are_an_invalid_record(
+    make: Callable[[bool], RecordColumns],
+    include_headers: bool,
+    clip: tuple[int, int],
+    record: bytes,
+) -> None:
+    """Kafka's DefaultRecord.readFrom (and protocol.records) refuses a record whose
+    fields end before its length: so do both decoders, headers asked for or not, and
+    for a record outside the offset clip too."""
+    with pytest.raises(InvalidRecordError, match="expected to read"):
+        make(include_headers).append_records(record, 1, 0, BASE_TS, None, *clip)
+
+
 @pytest.mark.parametrize("make", [native, python], ids=["native", "python"])
 def test_a_timestamp_past_a_long_is_an_invalid_record(
     make: Callable[[bool], RecordColumns],

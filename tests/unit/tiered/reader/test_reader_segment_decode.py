@@ -25,6 +25,7 @@ from support.tiering import BASE_TS, open_log, scheduler, small_config, tier_rol
 from tiercel.protocol.compression import CompressionType
 from tiercel.protocol.record_batch import (
     ATTRIBUTES_OFFSET,
+    BATCH_LENGTH_OFFSET,
     CRC_OFFSET,
     LOG_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
@@ -281,6 +282,22 @@ def test_a_record_count_short_of_the_records_is_an_error(tmp_path: Path) -> None
     store = LocalDirectoryStore(str(tmp_path))
     segment = segment_with(store, [bytes(batch)])
     with pytest.raises(RemoteTierError, match="bytes after the batch's 2 records"):
+        list(read_segment_range(store, segment))
+
+
+def test_a_record_longer_than_its_fields_is_an_error(tmp_path: Path) -> None:
+    """A batch whose CRC holds but whose last record's length counts a byte past its
+    fields (Kafka's DefaultRecord.readFrom refuses it) is reported, not read with the
+    byte skipped."""
+    batch = bytearray(build_record_batch(simple(0, 1)))
+    assert batch[RECORD_BATCH_OVERHEAD] < 0x7F  # a one-byte length varint: + 1 is + 2
+    batch[RECORD_BATCH_OVERHEAD] += 2
+    batch.append(0)
+    struct.pack_into(">i", batch, BATCH_LENGTH_OFFSET, len(batch) - LOG_OVERHEAD)
+    struct.pack_into(">I", batch, CRC_OFFSET, compute_crc(batch, 0, len(batch)))
+    store = LocalDirectoryStore(str(tmp_path))
+    segment = segment_with(store, [bytes(batch)])
+    with pytest.raises(RemoteTierError, match=r"at position 0 .*expected to read"):
         list(read_segment_range(store, segment))
 
 
