@@ -4,6 +4,8 @@ real UnifiedLog, and the rows Spark's Kafka-source schema gives them back as."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
+from typing import Any
 
 import pyarrow as pa
 
@@ -14,8 +16,21 @@ from tiercel.storage.log_validator import validate_records
 from tiercel.storage.unified_log import UnifiedLog
 from tiercel.tiered.reader import kafka_source_schema
 
-# offset, key, value, headers, timestamp (ms), timestampType
-Row = tuple[int, bytes | None, bytes | None, list[tuple[str, bytes | None]], int, int]
+Headers = list[tuple[str, bytes | None]] | None
+# offset, key, value, headers (None: none, Spark's null), timestamp (ms), timestampType
+Row = tuple[int, bytes | None, bytes | None, Headers, int, int]
+
+
+def header_pairs(cell: list[dict[str, Any]] | None) -> Headers:
+    """A ``headers`` cell as (key, value) pairs; None, Spark's null, for a record
+    without headers."""
+    return None if cell is None else [(h["key"], h["value"]) for h in cell]
+
+
+def produced_headers(headers: Sequence[tuple[str, bytes | None]]) -> Headers:
+    """The ``headers`` cell Spark's Kafka source gives a record produced with
+    ``headers``: null when there are none (KafkaRecordToRowConverter)."""
+    return list(headers) or None
 
 
 def records_for(batch_no: int) -> list[SimpleRecord]:
@@ -40,8 +55,8 @@ def produce_every_codec(log: UnifiedLog, batches: int, epoch: int = 0) -> list[R
         info = log.append_as_leader(validate_records(batch, log.config, BASE_TS), epoch, BASE_TS)
         for i, r in enumerate(records):
             assert r.timestamp is not None
-            row = (info.first_offset + i, r.key, r.value, list(r.headers), r.timestamp, 0)
-            expected.append(row)
+            headers = produced_headers(r.headers)
+            expected.append((info.first_offset + i, r.key, r.value, headers, r.timestamp, 0))
     return expected
 
 
@@ -53,7 +68,7 @@ def rows_of(batches: list[pa.RecordBatch]) -> list[Row]:
             r["offset"],
             r["key"],
             r["value"],
-            [(h["key"], h["value"]) for h in r["headers"]],
+            header_pairs(r["headers"]),
             int(r["timestamp"].timestamp() * 1000),
             r["timestampType"],
         )

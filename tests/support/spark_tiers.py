@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from support.in_memory_rlmm import InMemoryRemoteLogMetadataManager
-from support.reader_rows import Row, produce_every_codec
+from support.reader_rows import Headers, Row, header_pairs, produce_every_codec
 from support.tiering import open_log, small_config, tier_rolled_segments
 from tiercel.storage.scheduler import Scheduler
 from tiercel.tiered.rsm.local_tiered_storage import LocalTieredStorage
@@ -21,10 +21,9 @@ from tiercel.tiered.rsm.remote_storage_manager import RemoteLogSegmentMetadata
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-# topic, partition, offset, key, value, headers, timestamp (ms), timestampType
-SparkRow = tuple[
-    str, int, int, bytes | None, bytes | None, list[tuple[str, bytes | None]], int, int
-]
+# topic, partition, offset, key, value, headers (None: none, or not read), timestamp
+# (ms), timestampType
+SparkRow = tuple[str, int, int, bytes | None, bytes | None, Headers, int, int]
 
 
 @dataclass
@@ -84,7 +83,6 @@ def arrow_rows(table: pa.Table) -> list[SparkRow]:
     has_headers = "headers" in table.column_names
     out: list[SparkRow] = []
     for r in table.to_pylist():
-        headers: Any = r["headers"] if has_headers else []
         out.append(
             (
                 r["topic"],
@@ -92,7 +90,7 @@ def arrow_rows(table: pa.Table) -> list[SparkRow]:
                 r["offset"],
                 r["key"],
                 r["value"],
-                [(h["key"], h["value"]) for h in headers],
+                header_pairs(r["headers"]) if has_headers else None,
                 round(r["timestamp"].timestamp() * 1000),
                 r["timestampType"],
             )
@@ -101,4 +99,4 @@ def arrow_rows(table: pa.Table) -> list[SparkRow]:
 
 
 def without_headers(rows: list[SparkRow]) -> list[SparkRow]:
-    return [(*row[:5], [], *row[6:]) for row in rows]  # type: ignore[misc]
+    return [(*row[:5], None, *row[6:]) for row in rows]  # type: ignore[misc]

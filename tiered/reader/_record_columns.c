@@ -6,7 +6,8 @@
  * varint offset delta, varint-prefixed key and value, varint header count, headers)
  * and appends each record within the [first, last] offset clip to growable C buffers:
  * offsets and timestamps (int64), timestamp types (int32), keys and values as Arrow
- * binary columns (int32 offsets, data, validity bitmap), and headers when asked.
+ * binary columns (int32 offsets, data, validity bitmap), and headers when asked (a list
+ * per row, null when the record has none, as Spark's KafkaRecordToRowConverter makes it).
  * Every record is checked as readFrom checks it, those outside the clip too: its fields
  * must end exactly where its length says.
  * Columns.take hands the buffers over as read-only buffer objects that pyarrow wraps
@@ -103,22 +104,30 @@ binary_free(Binary *c)
     memset(c, 0, sizeof *c);
 }
 
+/* Bit `row` of an LSB-first validity bitmap, set when `valid`; 0, or -1 out of memory. */
+static inline int
+bitmap_append(Buf *bits, Py_ssize_t row, int valid)
+{
+    if ((row & 7) == 0) {
+        if (buf_reserve(bits, 1) < 0)
+            return -1;
+        bits->data[bits->len++] = 0;
+    }
+    if (valid)
+        bits->data[row >> 3] |= (char)(1 << (row & 7));
+    return 0;
+}
+
 /* Appends `size` bytes at `src`, or a null when size is -1. 0, -1 out of memory, -2
  * when the data would pass Arrow's int32 offsets. */
 static inline int
 binary_append(Binary *c, const char *src, int32_t size)
 {
-    Py_ssize_t row = c->rows;
-    if ((row & 7) == 0) {
-        if (buf_reserve(&c->validity, 1) < 0)
-            return -1;
-        c->validity.data[c->validity.len++] = 0;
-    }
+    if (bitmap_append(&c->validity, c->rows, size >= 0) < 0)
+        return -1;
     if (size < 0) {
         c->nulls++;
         size = 0;
-    } else {
-        c->validity.data[row >> 3] |= (char)(1 << (row & 7));
     }
     if (c->data.len + size > INT32_MAX)
         return -2;
@@ -212,6 +221,8 @@ typedef struct {
     Binary keys;
     Binary values;
     Buf header_offsets;   /* int32, rows + 1 entries */
+    Buf header_validity;  /* a row's header list is null when the record has none */
+    Py_ssize_t header_nulls;
     Binary header_keys;   /* never null */
     Binary header_values;
 } Columns;
@@ -221,6 +232,7 @@ columns_reset(Columns *self)
 {
     self->rows = 0;
     self->data_bytes = 0;
+    self->header_nulls = 0;
     if (binary_init(&self->keys) < 0 || binary_init(&self->values) < 0 ||
         binary_init(&self->header_keys) < 0 || binary_init(&self->header_values) < 0 ||
         buf_put_i32(&self->header_offsets, 0) < 0) {
@@ -237,10 +249,12 @@ columns_free(Columns *self)
     free(self->timestamps.data);
     free(self->timestamp_types.data);
     free(self->header_offsets.data);
+    free(self->header_validity.data);
     memset(&self->offsets, 0, sizeof self->offsets);
     memset(&self->timestamps, 0, sizeof self->timestamps);
     memset(&self->timestamp_types, 0, sizeof self->timestamp_types);
     memset(&self->header_offsets, 0, sizeof self->header_offsets);
+    memset(&self->header_validity, 0, sizeof self->header_validity);
     binary_free(&self->keys);
     binary_free(&self->values);
     binary_free(&self->header_keys);
@@ -322,7 +336,8 @@ read_varlong(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *p, int64_t *o
     } while (0)
 
 /* The headers of one record at p, which end at or before record_end: checked, and
- * appended to the row just appended when `append`. The new position, or -1 with err set.
+ * appended to the row just appended when `append` (its list null when there are none).
+ * The new position, or -1 with err set.
  * Varints are read up to the section's end and their values checked against the
  * record's, as the Python loop does. */
 static Py_ssize_t
@@ -351,8 +366,12 @@ walk_headers(Columns *self, const unsigned char *buf, Py_ssize_t end, Py_ssize_t
         if (size > 0)
             p += size;
     }
-    if (append && buf_put_i32(&self->header_offsets, (int32_t)self->header_keys.rows) < 0)
-        OOM();
+    if (append) {
+        if (buf_put_i32(&self->header_offsets, (int32_t)self->header_keys.rows) < 0 ||
+            bitmap_append(&self->header_validity, self->rows - 1, count > 0) < 0)
+            OOM();
+        self->header_nulls += count == 0;
+    }
     return p;
 fail:
     if (oom)
@@ -499,11 +518,15 @@ columns_take(Columns *self, PyObject *Py_UNUSED(ignored))
     }
     /* "N" hands over the new references; on a NULL, Py_BuildValue fails and drops
      * the others. */
-    PyObject *headers = self->include_headers
-                            ? Py_BuildValue("(NNN)", buffer_take(&self->header_offsets),
-                                            binary_take(&self->header_keys),
-                                            binary_take(&self->header_values))
-                            : Py_NewRef(Py_None);
+    PyObject *headers = Py_NewRef(Py_None);
+    if (self->include_headers) {
+        PyObject *validity = self->header_nulls ? buffer_take(&self->header_validity)
+                                                : Py_NewRef(Py_None);
+        Py_SETREF(headers, Py_BuildValue("(NNnNN)", buffer_take(&self->header_offsets),
+                                         validity, self->header_nulls,
+                                         binary_take(&self->header_keys),
+                                         binary_take(&self->header_values)));
+    }
     PyObject *out = Py_BuildValue("(nNNNNNN)", self->rows, buffer_take(&self->offsets),
                                   buffer_take(&self->timestamps),
                                   buffer_take(&self->timestamp_types), binary_take(&self->keys),

@@ -35,5 +35,7 @@ class Columns:
         Buffer,  # timestamp types, int32
         BinaryBuffers,  # keys
         BinaryBuffers,  # values
-        tuple[Buffer, BinaryBuffers, BinaryBuffers] | None,  # header list offsets, keys, values
+        # header list offsets, their validity (None when every row has headers), null
+        # count, header keys, header values
+        tuple[Buffer, Buffer | None, int, BinaryBuffers, BinaryBuffers] | None,
     ]: ...

@@ -64,7 +64,8 @@ _HEADER = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary()
 
 
 def kafka_source_schema(include_headers: bool = False) -> pa.Schema:
-    """Spark's Kafka-source schema (KafkaRecordToRowConverter), ``headers`` when asked."""
+    """Spark's Kafka-source schema (KafkaRecordToRowConverter), ``headers`` when asked
+    (null for a record without headers, as Spark gives it)."""
     fields = [
         pa.field("key", pa.binary()),
         pa.field("value", pa.binary()),
@@ -329,10 +330,18 @@ class PythonRecordColumns:
         """The columns as one Arrow batch of `kafka_source_schema`."""
         headers = None
         if self.include_headers:
+            rows = len(self.offsets)
             header_offsets = array("i", itertools.accumulate(self.header_counts, initial=0))
+            counts = pa.Array.from_buffers(
+                pa.int32(), rows, [None, pa.py_buffer(self.header_counts)]
+            )
+            has_headers = pc.greater(counts, 0)
+            nulls = rows - pc.sum(has_headers).as_py() if rows else 0
             headers = _headers(
-                len(self.offsets),
+                rows,
                 header_offsets,
+                has_headers.buffers()[1] if nulls else None,
+                nulls,
                 self.header_keys.to_arrow(pa.string()),
                 self.header_values.to_arrow(pa.binary()),
             )
@@ -361,10 +370,12 @@ if _record_columns is not None:
             rows, offsets, timestamps, types, keys, values, header_parts = self.take()
             headers = None
             if header_parts is not None:
-                header_offsets, header_keys, header_values = header_parts
+                header_offsets, validity, nulls, header_keys, header_values = header_parts
                 headers = _headers(
                     rows,
                     header_offsets,
+                    None if validity is None else pa.py_buffer(validity),
+                    nulls,
                     _binary(pa.string(), header_keys),
                     _binary(pa.binary(), header_values),
                 )
@@ -391,11 +402,20 @@ def _binary(arrow_type: pa.DataType, column: _record_columns.BinaryBuffers) -> p
     )
 
 
-def _headers(rows: int, offsets: _Buffer, keys: pa.Array, values: pa.Array) -> pa.Array:
-    """The headers column: per record, a list of (key, value) structs."""
+def _headers(
+    rows: int,
+    offsets: _Buffer,
+    validity: pa.Buffer | None,
+    nulls: int,
+    keys: pa.Array,
+    values: pa.Array,
+) -> pa.Array:
+    """The headers column: per record, a list of (key, value) structs, or null when the
+    record has no headers (``validity`` unset), as Spark's KafkaRecordToRowConverter
+    gives them."""
     entries = pa.StructArray.from_arrays([_utf8(keys), values], fields=list(_HEADER))
-    return pa.ListArray.from_arrays(
-        pa.Array.from_buffers(pa.int32(), rows + 1, [None, pa.py_buffer(offsets)]), entries
+    return pa.Array.from_buffers(
+        pa.list_(_HEADER), rows, [validity, pa.py_buffer(offsets)], nulls, children=[entries]
     )
 
 

@@ -121,13 +121,15 @@ def consumed(broker: BrokerProcess) -> dict[int, list[Record]]:
 def records_of(batches: list[pa.RecordBatch]) -> list[Record]:
     table = pa.Table.from_batches(batches, kafka_source_schema(True))
     assert set(table.column("topic").to_pylist()) <= {TOPIC}
+    # A record without headers has null headers, as in Spark's Kafka source, never [].
+    assert [] not in table.column("headers").to_pylist()
     return [
         Record(
             r["partition"],
             r["offset"],
             r["key"],
             r["value"],
-            tuple((h["key"], h["value"]) for h in r["headers"]),
+            tuple((h["key"], h["value"]) for h in r["headers"] or ()),
             int(r["timestamp"].timestamp() * 1000),
             r["timestampType"],
         )

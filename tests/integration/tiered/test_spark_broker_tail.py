@@ -23,6 +23,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from support.broker import BrokerProcess
 from support.clients import Outgoing, consume, create_topic, produce, wait_until
+from support.reader_rows import produced_headers
 from support.spark_tiers import SparkRow, spark_rows
 from tiercel.tiered.reader import open_object_root, plan_topic
 
@@ -80,7 +81,7 @@ def test_one_query_reads_the_tier_and_the_broker_tail(
     assert wait_until(lambda: tier_end() >= HISTORY // 2, 60, 0.3), tier_end()
     consumed = consume("confluent", broker.bootstrap, TOPIC, HISTORY + FRESH, [0, 1]).records
     expected: list[SparkRow] = sorted(
-        (TOPIC, r.partition, r.offset, r.key, r.value, list(r.headers), r.timestamp,
+        (TOPIC, r.partition, r.offset, r.key, r.value, produced_headers(r.headers), r.timestamp,
          r.timestamp_type)
         for r in consumed
     )  # fmt: skip

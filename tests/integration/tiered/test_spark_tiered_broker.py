@@ -19,6 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 from support.broker import BrokerProcess
 from support.clients import Outgoing, consume, create_topic, produce, wait_until
 from support.moto_server import REGION, S3Bucket
+from support.reader_rows import produced_headers
 from support.spark_tiers import SparkRow, spark_rows
 from support.tiered_s3 import s3_broker, s3_broker_overrides
 from tiercel.tiered.reader import open_object_root, plan_topic
@@ -78,7 +79,7 @@ def consumed_rows(bootstrap: str, ends: dict[int, int]) -> list[SparkRow]:
     records = consume("confluent", bootstrap, TOPIC, total, list(range(PARTITIONS))).records
     assert len(records) == total
     return sorted(
-        (TOPIC, r.partition, r.offset, r.key, r.value, list(r.headers), r.timestamp,
+        (TOPIC, r.partition, r.offset, r.key, r.value, produced_headers(r.headers), r.timestamp,
          r.timestamp_type)
         for r in records
         if r.offset < ends[r.partition]

@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from support.reader_rows import header_pairs, produced_headers
 from support.tiering import BASE_TS
 from tiercel.protocol.errors import InvalidRecordError
 from tiercel.protocol.record_batch import RECORD_BATCH_OVERHEAD, read_header
@@ -151,9 +152,33 @@ def test_the_rows_are_the_records_produced() -> None:
     assert [r["offset"] for r in rows] == list(range(1001, 1199))
     for row, produced in zip(rows, records[1:199], strict=True):
         assert (row["key"], row["value"]) == (produced.key, produced.value)
-        assert [(h["key"], h["value"]) for h in row["headers"]] == list(produced.headers)
+        assert header_pairs(row["headers"]) == produced_headers(produced.headers)
         assert int(row["timestamp"].timestamp() * 1000) == produced.timestamp
         assert (row["topic"], row["partition"], row["timestampType"]) == ("t", 3, 0)
+
+
+@pytest.mark.parametrize("make", [native, python], ids=["native", "python"])
+def test_a_record_without_headers_has_null_headers(make: Callable[[bool], RecordColumns]) -> None:
+    """Spark's Kafka source gives a record with no headers a null ``headers`` cell
+    (KafkaRecordToRowConverter), not an empty list: ``headers IS NULL`` finds it."""
+    records = [
+        SimpleRecord(b"k", b"v", [], BASE_TS),
+        SimpleRecord(b"k", b"v", [("h", b"x"), ("n", None)], BASE_TS),
+        SimpleRecord(None, None, [], BASE_TS),
+        SimpleRecord(b"k", None, [("", b"")], BASE_TS),
+    ]
+    batch = build_record_batch(records)
+    columns = make(True)
+    columns.append_records(batch[RECORD_BATCH_OVERHEAD:], 4, 0, BASE_TS, None, 0, 3)
+    headers = columns.to_arrow("t", 0).column("headers")
+    headers.validate(full=True)
+    assert headers.null_count == 2
+    assert headers.to_pylist() == [
+        None,
+        [{"key": "h", "value": b"x"}, {"key": "n", "value": None}],
+        None,
+        [{"key": "", "value": b""}],
+    ]
 
 
 @st.composite

@@ -46,6 +46,17 @@ def test_every_record_reads_back_as_produced(spark: SparkSession, tier: Tier) ->
     assert df.rdd.getNumPartitions() == 2
 
 
+def test_a_record_without_headers_has_null_headers(spark: SparkSession, tier: Tier) -> None:
+    """As Spark's Kafka source (KafkaRecordToRowConverter): ``headers IS NULL`` selects
+    the records produced without headers, and no row has an empty list."""
+    df = read(spark, tier, subscribe="t", includeHeaders=True)
+    without = sorted(r[2] for r in tier.expected([T0, T1]) if r[1] == 0 and r[5] is None)
+    assert without and len(without) < len(tier.expected([T0]))
+    nulls = df.where("headers IS NULL and partition = 0").select("offset").collect()
+    assert sorted(row.offset for row in nulls) == without
+    assert df.where("size(headers) = 0").count() == 0
+
+
 def test_without_include_headers_there_is_no_headers_column(
     spark: SparkSession, tier: Tier
 ) -> None:
