@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from support.tiering import BASE_TS
 from tiercel.protocol.compression import CompressionType
@@ -74,3 +75,20 @@ def rows_of(batches: list[pa.RecordBatch]) -> list[Row]:
         )
         for r in table.to_pylist()
     ]
+
+
+def arrow_bytes(batch: pa.RecordBatch) -> int:
+    """What the reader counts a batch of its schema to hold (`RecordColumns.batch_bytes`):
+    per row 28 bytes of offset, timestamp, timestamp type and key and value offsets (4
+    more for a header list), its key and value bytes, and per header 8 bytes of offsets
+    and its key and value bytes."""
+
+    def data(column: pa.Array) -> int:
+        return int(pc.sum(pc.binary_length(column)).as_py() or 0)
+
+    total = 28 * batch.num_rows + data(batch.column("key")) + data(batch.column("value"))
+    if "headers" in batch.schema.names:
+        entries = pc.list_flatten(batch.column("headers"))
+        total += 4 * batch.num_rows + 8 * len(entries)
+        total += data(entries.field("key").cast(pa.binary())) + data(entries.field("value"))
+    return total

@@ -13,6 +13,11 @@
  * Columns.take hands the buffers over as read-only buffer objects that pyarrow wraps
  * without copying (pa.py_buffer), so no Python object is made per record.
  *
+ * One Arrow batch holds about `batch_bytes`: keys, values, headers and the offsets,
+ * timestamps and lengths beside them. The walk stops after the record that reaches it,
+ * and before a record that could take a column past Arrow's int32 offsets, and says
+ * where, so that the caller takes the batch and resumes there.
+ *
  * Every read is bounds-checked at the same points as the Python loop, and broken
  * framing raises tiercel.protocol.errors.InvalidRecordError as it does: the tests run
  * both over the same valid and corrupted inputs and compare.
@@ -118,8 +123,9 @@ bitmap_append(Buf *bits, Py_ssize_t row, int valid)
     return 0;
 }
 
-/* Appends `size` bytes at `src`, or a null when size is -1. 0, -1 out of memory, -2
- * when the data would pass Arrow's int32 offsets. */
+/* Appends `size` bytes at `src`, or a null when size is -1. 0, or -1 out of memory. The
+ * data stays within Arrow's int32 offsets: append_section starts a new batch before a
+ * record whose bytes could pass them. */
 static inline int
 binary_append(Binary *c, const char *src, int32_t size)
 {
@@ -129,8 +135,6 @@ binary_append(Binary *c, const char *src, int32_t size)
         c->nulls++;
         size = 0;
     }
-    if (c->data.len + size > INT32_MAX)
-        return -2;
     if (size && buf_put(&c->data, src, size) < 0)
         return -1;
     c->rows++;
@@ -209,21 +213,29 @@ binary_take(Binary *c)
 
 /* --- the columns ------------------------------------------------------------------------ */
 
+/* What a batch holds besides key, value and header bytes, counted into its size so that
+ * records of null or empty keys and values bound it too: per row its int64 offset and
+ * timestamp, int32 timestamp type and the int32 offsets of its key and value (and of its
+ * header list, with headers); per header the int32 offsets of its key and value. */
+#define ROW_BYTES 28
+#define HEADER_LIST_BYTES 4
+#define HEADER_BYTES 8
+
 typedef struct {
     PyObject_HEAD
     int include_headers;
     int busy;
     Py_ssize_t rows;
-    long long data_bytes; /* value bytes appended, as the Python class counts them */
-    Buf offsets;          /* int64 */
-    Buf timestamps;       /* int64 */
-    Buf timestamp_types;  /* int32 */
+    long long batch_bytes; /* the Arrow bytes appended, as the Python class counts them */
+    Buf offsets;           /* int64 */
+    Buf timestamps;        /* int64 */
+    Buf timestamp_types;   /* int32 */
     Binary keys;
     Binary values;
-    Buf header_offsets;   /* int32, rows + 1 entries */
-    Buf header_validity;  /* a row's header list is null when the record has none */
+    Buf header_offsets;    /* int32, rows + 1 entries */
+    Buf header_validity;   /* a row's header list is null when the record has none */
     Py_ssize_t header_nulls;
-    Binary header_keys;   /* never null */
+    Binary header_keys;    /* never null */
     Binary header_values;
 } Columns;
 
@@ -231,7 +243,7 @@ static int
 columns_reset(Columns *self)
 {
     self->rows = 0;
-    self->data_bytes = 0;
+    self->batch_bytes = 0;
     self->header_nulls = 0;
     if (binary_init(&self->keys) < 0 || binary_init(&self->values) < 0 ||
         binary_init(&self->header_keys) < 0 || binary_init(&self->header_values) < 0 ||
@@ -326,20 +338,11 @@ read_varlong(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *p, int64_t *o
 #define ERR(...) do { snprintf(err, sizeof err, __VA_ARGS__); goto fail; } while (0)
 #define VARINT(v) do { if ((msg = read_varint(buf, end, &p, &(v)))) ERR("%s", msg); } while (0)
 #define OOM() do { oom = 1; goto fail; } while (0)
-#define APPEND_BINARY(column, src, size)                                                  \
-    do {                                                                                  \
-        int rc_ = binary_append((column), (src), (size));                                 \
-        if (rc_ == -1)                                                                    \
-            OOM();                                                                        \
-        if (rc_ == -2)                                                                    \
-            ERR("more than 2 GiB of key, value or header bytes in one Arrow batch");      \
-    } while (0)
 
-/* The headers of one record at p, which end at or before record_end: checked, and
- * appended to the row just appended when `append` (its list null when there are none).
- * The new position, or -1 with err set.
- * Varints are read up to the section's end and their values checked against the
- * record's, as the Python loop does. */
+/* The headers of one record at p, which end at or before record_end: checked, and with
+ * `append` added to the row just appended (its list null when there are none) and
+ * counted into the batch's bytes. The new position, or -1 with err set. Varints are read up to the section's end and their
+ * values checked against the record's, as the Python loop does. */
 static Py_ssize_t
 walk_headers(Columns *self, const unsigned char *buf, Py_ssize_t end, Py_ssize_t p,
              Py_ssize_t record_end, int append, char *err_out, size_t err_size, int *oom_out)
@@ -348,6 +351,7 @@ walk_headers(Columns *self, const unsigned char *buf, Py_ssize_t end, Py_ssize_t
     const char *msg;
     int oom = 0;
     int32_t count, size;
+    long long bytes = 0;
     VARINT(count);
     if (count < 0 || count > record_end - p)
         ERR("invalid header count %d", count);
@@ -355,22 +359,26 @@ walk_headers(Columns *self, const unsigned char *buf, Py_ssize_t end, Py_ssize_t
         VARINT(size);
         if (size < 0 || p + size > record_end)
             ERR("invalid header key size %d", size);
-        if (append)
-            APPEND_BINARY(&self->header_keys, (const char *)buf + p, size);
+        if (append && binary_append(&self->header_keys, (const char *)buf + p, size) < 0)
+            OOM();
         p += size;
+        bytes += size;
         VARINT(size);
         if (size < -1 || p + size > record_end)
             ERR("invalid header value size %d", size);
-        if (append)
-            APPEND_BINARY(&self->header_values, (const char *)buf + p, size);
-        if (size > 0)
+        if (append && binary_append(&self->header_values, (const char *)buf + p, size) < 0)
+            OOM();
+        if (size > 0) {
             p += size;
+            bytes += size;
+        }
     }
     if (append) {
         if (buf_put_i32(&self->header_offsets, (int32_t)self->header_keys.rows) < 0 ||
             bitmap_append(&self->header_validity, self->rows - 1, count > 0) < 0)
             OOM();
         self->header_nulls += count == 0;
+        self->batch_bytes += HEADER_LIST_BYTES + (long long)count * HEADER_BYTES + bytes;
     }
     return p;
 fail:
@@ -383,27 +391,32 @@ fail:
 
 typedef struct {
     const unsigned char *buf;
-    Py_ssize_t end;
+    Py_ssize_t start, end;
     long long count;
     int64_t base_offset, base_timestamp, first_offset, last_offset;
     int log_append;
     int64_t log_append_time;
+    long long batch_bytes;
 } Section;
 
-/* Walks one records section; 0, or -1 with err (or *oom) set. No Python calls. */
+/* Walks `s->count` records of one section from s->start, until the batch holds
+ * s->batch_bytes; 0 with *stopped (where the walk stopped) and *left (records not
+ * walked), or -1 with err (or *oom) set. No Python calls. */
 static int
-append_section(Columns *self, const Section *s, char *err_out, size_t err_size, int *oom_out)
+append_section(Columns *self, const Section *s, Py_ssize_t *stopped, long long *left,
+               char *err_out, size_t err_size, int *oom_out)
 {
     char err[160];
     const char *msg;
     int oom = 0;
     const unsigned char *buf = s->buf;
-    Py_ssize_t end = s->end, p = 0;
+    Py_ssize_t end = s->end, p = s->start;
     int32_t type = s->log_append ? 1 : 0; /* Kafka's TimestampType ids */
-    long long appended = 0;
-    for (long long i = 0; i < s->count; i++) {
+    long long remaining = s->count > 0 ? s->count : 0;
+    while (remaining > 0) {
         int32_t length, offset_delta, size;
         int64_t timestamp_delta, offset, timestamp;
+        Py_ssize_t record_start = p;
         VARINT(length);
         Py_ssize_t record_end = p + length;
         if (length <= 0 || record_end > end)
@@ -415,6 +428,12 @@ append_section(Columns *self, const Section *s, char *err_out, size_t err_size, 
         int wanted = !__builtin_add_overflow(s->base_offset, (int64_t)offset_delta, &offset) &&
                      offset >= s->first_offset && offset <= s->last_offset;
         if (wanted) {
+            /* Its key, value and header bytes are fewer than its length: in an empty
+             * batch they always fit. */
+            if (self->rows > 0 && self->batch_bytes + length > INT32_MAX) {
+                p = record_start;
+                break;
+            }
             if (s->log_append)
                 timestamp = s->log_append_time;
             else if (__builtin_add_overflow(s->base_timestamp, timestamp_delta, &timestamp))
@@ -424,6 +443,7 @@ append_section(Columns *self, const Section *s, char *err_out, size_t err_size, 
                 buf_put_i32(&self->timestamp_types, type) < 0)
                 OOM();
             self->rows++;
+            self->batch_bytes += ROW_BYTES;
         }
         for (int field = 0; field < 2; field++) { /* the key, then the value */
             VARINT(size);
@@ -431,12 +451,15 @@ append_section(Columns *self, const Section *s, char *err_out, size_t err_size, 
                 ERR("invalid %s size %d at %zd", field ? "value" : "key", size, p);
             if (size > record_end - p)
                 ERR("key or value past the record's end at %zd", p + size);
-            if (wanted)
-                APPEND_BINARY(field ? &self->values : &self->keys, (const char *)buf + p, size);
+            if (wanted) {
+                Binary *column = field ? &self->values : &self->keys;
+                if (binary_append(column, (const char *)buf + p, size) < 0)
+                    OOM();
+            }
             if (size > 0) {
                 p += size;
-                if (wanted && field)
-                    appended += size;
+                if (wanted)
+                    self->batch_bytes += size;
             }
         }
         int hoom = 0;
@@ -452,10 +475,14 @@ append_section(Columns *self, const Section *s, char *err_out, size_t err_size, 
             ERR("invalid record size: expected to read %d bytes in record payload, but "
                 "instead read %zd",
                 length, p - (record_end - length));
+        remaining--;
+        if (wanted && self->batch_bytes >= s->batch_bytes)
+            break;
     }
-    if (p != end)
-        ERR("%zd bytes after the batch's %lld records", end - p, s->count);
-    self->data_bytes += appended;
+    if (remaining == 0 && p != end)
+        ERR("%zd bytes after the last of the batch's records", end - p);
+    *stopped = p;
+    *left = remaining;
     return 0;
 fail:
     if (oom)
@@ -468,10 +495,10 @@ fail:
 static PyObject *
 columns_append_records(Columns *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 7) {
+    if (nargs != 9) {
         PyErr_SetString(PyExc_TypeError,
                         "append_records(records, count, base_offset, base_timestamp, "
-                        "log_append_time, first_offset, last_offset)");
+                        "log_append_time, first_offset, last_offset, start, batch_bytes)");
         return NULL;
     }
     Section s;
@@ -482,6 +509,8 @@ columns_append_records(Columns *self, PyObject *const *args, Py_ssize_t nargs)
     s.log_append_time = s.log_append ? PyLong_AsLongLong(args[4]) : 0;
     s.first_offset = PyLong_AsLongLong(args[5]);
     s.last_offset = PyLong_AsLongLong(args[6]);
+    s.start = PyLong_AsSsize_t(args[7]);
+    s.batch_bytes = PyLong_AsLongLong(args[8]);
     if (PyErr_Occurred())
         return NULL;
     if (self->busy) {
@@ -491,18 +520,25 @@ columns_append_records(Columns *self, PyObject *const *args, Py_ssize_t nargs)
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
         return NULL;
+    if (s.start < 0 || s.start > view.len) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "start is outside the records");
+        return NULL;
+    }
     s.buf = view.buf;
     s.end = view.len;
     char err[192] = "";
     int oom = 0, rc;
+    Py_ssize_t stopped = 0;
+    long long left = 0;
     self->busy = 1;
     Py_BEGIN_ALLOW_THREADS
-    rc = append_section(self, &s, err, sizeof err, &oom);
+    rc = append_section(self, &s, &stopped, &left, err, sizeof err, &oom);
     Py_END_ALLOW_THREADS
     self->busy = 0;
     PyBuffer_Release(&view);
     if (rc == 0)
-        Py_RETURN_NONE;
+        return Py_BuildValue("(nL)", stopped, left);
     if (oom)
         return PyErr_NoMemory();
     PyErr_SetString(InvalidRecordError, err);
@@ -546,9 +582,9 @@ columns_length(Columns *self)
 }
 
 static PyObject *
-columns_get_data_bytes(Columns *self, void *Py_UNUSED(closure))
+columns_get_batch_bytes(Columns *self, void *Py_UNUSED(closure))
 {
-    return PyLong_FromLongLong(self->data_bytes);
+    return PyLong_FromLongLong(self->batch_bytes);
 }
 
 static PyObject *
@@ -559,14 +595,16 @@ columns_get_include_headers(Columns *self, void *Py_UNUSED(closure))
 
 static PyMethodDef columns_methods[] = {
     {"append_records", (PyCFunction)(void (*)(void))columns_append_records, METH_FASTCALL,
-     "Append the records of an uncompressed records section within the offset clip."},
+     "Append the records of an uncompressed records section within the offset clip, "
+     "until the batch holds batch_bytes; (where it stopped, records left)."},
     {"take", (PyCFunction)columns_take, METH_NOARGS,
      "The column buffers appended so far; the columns start empty again."},
     {NULL, NULL, 0, NULL},
 };
 
 static PyGetSetDef columns_getset[] = {
-    {"data_bytes", (getter)columns_get_data_bytes, NULL, "Value bytes appended.", NULL},
+    {"batch_bytes", (getter)columns_get_batch_bytes, NULL,
+     "Arrow bytes appended: keys, values, headers, offsets.", NULL},
     {"include_headers", (getter)columns_get_include_headers, NULL, "Headers decoded.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };

@@ -61,9 +61,12 @@ from tiercel.tiered.reader.broker_client import (
     RetriableError,
 )
 from tiercel.tiered.reader.read_committed import FetchAbortFilter
-from tiercel.tiered.reader.record_batches import CorruptBatchError, append_batch, whole_batches
-from tiercel.tiered.reader.record_columns import new_record_columns
-from tiercel.tiered.reader.segment_reader import DEFAULT_BATCH_BYTES
+from tiercel.tiered.reader.record_batches import (
+    DEFAULT_BATCH_BYTES,
+    ArrowBatcher,
+    CorruptBatchError,
+    whole_batches,
+)
 
 __all__ = [
     "FETCH_MAX_BYTES",
@@ -77,7 +80,6 @@ __all__ = [
 ]
 
 FETCH_MAX_BYTES: Final = 50 * 1024 * 1024  # per response and per partition
-_BATCH_BYTES: Final = DEFAULT_BATCH_BYTES  # keys and values per Arrow batch
 _LATEST: Final = -1
 _EARLIEST: Final = -2
 _CONSUMER: Final = -1  # replica id of a consumer
@@ -226,22 +228,22 @@ def read_broker_range(
     include_headers: bool = False,
     timeout_s: float = 30.0,
     read_committed: bool = False,
+    batch_bytes: int = DEFAULT_BATCH_BYTES,
 ) -> Iterator[pa.RecordBatch]:
     """The records of ``topic``-``partition`` at offsets ``first_offset`` to
     ``last_offset`` (inclusive), in order, each once, as Arrow batches of
-    `record_columns.kafka_source_schema`. ``timeout_s`` bounds a stall (retries without
-    progress), not the whole read. Offsets past the high watermark are waited for until
-    then; transaction markers are skipped, aborted records kept (read_uncommitted), or
-    with ``read_committed`` offsets up to the last stable offset are read and aborted
-    records dropped.
+    `record_columns.kafka_source_schema` of about ``batch_bytes`` each. ``timeout_s``
+    bounds a stall (retries without progress), not the whole read. Offsets past the high
+    watermark are waited for until then; transaction markers are skipped, aborted
+    records kept (read_uncommitted), or with ``read_committed`` offsets up to the last
+    stable offset are read and aborted records dropped.
 
     A helper thread sends the next Fetch as soon as a response's batch headers say where
     it starts, so the broker reads and sends it while this thread decodes."""
     if first_offset > last_offset:
         return
     deadline = Deadline(timeout_s)
-    columns = new_record_columns(include_headers)
-    scratch = bytearray()  # lz4 and zstd records of one batch at a time
+    batcher = ArrowBatcher(topic, partition, include_headers, batch_bytes)
     with (
         BrokerCluster(bootstrap_servers, deadline) as cluster,
         ThreadPoolExecutor(1, thread_name_prefix="tiercel-broker-tail") as prefetch,
@@ -262,16 +264,12 @@ def read_broker_range(
                         if aborts is not None and aborts.drops(header):
                             continue
                         batch = memoryview(fetched.records)[at : at + size]
-                        append_batch(columns, batch, header, fetched.offset, last_offset, scratch)
+                        yield from batcher.append(batch, header, fetched.offset, last_offset)
                 except CorruptBatchError as e:
                     raise BrokerTailError(f"{fetched.where}: {e}") from e
-                if columns.data_bytes >= _BATCH_BYTES:
-                    yield columns.to_arrow(topic, partition)
-                    columns = new_record_columns(include_headers)
         finally:
             deadline.cancel()  # a fetch still retrying stops; the executor awaits it
-    if len(columns):
-        yield columns.to_arrow(topic, partition)
+    yield from batcher.flush()
 
 
 @dataclass(frozen=True, slots=True)

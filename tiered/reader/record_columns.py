@@ -60,6 +60,16 @@ pure_python: bool = os.environ.get("TIERCEL_READER_PURE_PYTHON", "") not in ("",
 
 CREATE_TIME: Final = 0  # Spark's timestampType: Kafka's TimestampType ids
 LOG_APPEND_TIME: Final = 1
+# What a batch holds besides key, value and header bytes, counted into its size so that
+# records of null or empty keys and values bound it too (as the native decoder counts):
+# per row its int64 offset and timestamp, int32 timestamp type and the int32 offsets of
+# its key and value (and of its header list, with headers); per header the int32 offsets
+# of its key and value.
+_ROW_BYTES: Final = 28
+_HEADER_LIST_BYTES: Final = 4
+_HEADER_BYTES: Final = 8
+# Arrow's binary columns have int32 offsets: no column of a batch may pass this.
+_MAX_BATCH_BYTES: Final = 2**31 - 1
 _HEADER = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
 
 
@@ -110,8 +120,9 @@ class RecordColumns(Protocol):
     retains_records: bool
 
     @property
-    def data_bytes(self) -> int:
-        """Bytes of the values appended so far (the size of an Arrow batch)."""
+    def batch_bytes(self) -> int:
+        """The Arrow bytes appended so far (the size of the batch): keys, values,
+        headers, and the offsets, timestamps and lengths beside them."""
         ...
 
     def __len__(self) -> int: ...
@@ -125,11 +136,15 @@ class RecordColumns(Protocol):
         log_append_time: int | None,
         first_offset: int,
         last_offset: int,
-    ) -> None:
-        """The ``count`` records of an uncompressed records section whose offsets are
-        ``first_offset`` to ``last_offset``; ``log_append_time`` is the batch's max
-        timestamp when its timestamp type is LogAppendTime. InvalidRecordError when
-        the framing is broken."""
+        start: int,
+        batch_bytes: int,
+    ) -> tuple[int, int]:
+        """The ``count`` records from position ``start`` of an uncompressed records
+        section, those with offsets ``first_offset`` to ``last_offset`` appended
+        (``log_append_time`` is the batch's max timestamp when its timestamp type is
+        LogAppendTime), until the columns hold ``batch_bytes``: (the position after the
+        last record walked, the records not walked). The caller takes the batch and goes
+        on from there. InvalidRecordError when the framing is broken."""
         ...
 
     def to_arrow(self, topic: str, partition: int) -> pa.RecordBatch:
@@ -165,7 +180,7 @@ class PythonRecordColumns:
         self.header_counts = array("i")
         self.header_keys = _BinaryColumn()
         self.header_values = _BinaryColumn()
-        self.data_bytes = 0
+        self.batch_bytes = 0
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -179,21 +194,23 @@ class PythonRecordColumns:
         log_append_time: int | None,
         first_offset: int,
         last_offset: int,
-    ) -> None:
-        """The ``count`` records of an uncompressed records section whose offsets are
-        ``first_offset`` to ``last_offset``; ``log_append_time`` is the batch's max
-        timestamp when its timestamp type is LogAppendTime. InvalidRecordError when
-        the framing is broken."""
+        start: int,
+        batch_bytes: int,
+    ) -> tuple[int, int]:
+        """See `RecordColumns.append_records`."""
         view = memoryview(records)
         end = len(records)
         offsets, timestamps = self.offsets, self.timestamps
         headers = self.include_headers
-        appended = 0
-        p = 0
+        row_bytes = _ROW_BYTES + _HEADER_LIST_BYTES if headers else _ROW_BYTES
+        size_now = self.batch_bytes
+        p = start
+        count = max(count, 0)
         key_lengths, key_parts = self.keys.lengths, self.keys.parts
         value_lengths, value_parts = self.values.lengths, self.values.parts
         try:
-            for _ in range(count):
+            while count:
+                record_start = p
                 # Varints of one or two bytes inline (zigzag-decoded below); longer ones
                 # through `decode_varint`, which returns them decoded.
                 b = records[p]
@@ -223,12 +240,18 @@ class PythonRecordColumns:
                 offset = base_offset + offset_delta
                 wanted = first_offset <= offset <= last_offset
                 if wanted:
+                    # Its key, value and header bytes are fewer than its length: in an
+                    # empty batch they always fit Arrow's int32 offsets.
+                    if offsets and size_now + length > _MAX_BATCH_BYTES:
+                        p = record_start
+                        break
                     offsets.append(offset)
                     timestamps.append(
                         base_timestamp + timestamp_delta
                         if log_append_time is None
                         else log_append_time
                     )
+                    size_now += row_bytes
                 b = records[p]
                 if b < 0x80:
                     size, p = (b >> 1) ^ -(b & 1), p + 1
@@ -237,6 +260,7 @@ class PythonRecordColumns:
                 if size > 0:
                     if wanted:
                         key_parts.append(view[p : p + size])
+                        size_now += size
                     p += size
                 elif size < -1:
                     raise InvalidRecordError(f"invalid key size {size} at {p}")
@@ -253,7 +277,7 @@ class PythonRecordColumns:
                 if size > 0:
                     if wanted:
                         value_parts.append(view[p : p + size])
-                        appended += size
+                        size_now += size
                     p += size
                 elif size < -1:
                     raise InvalidRecordError(f"invalid value size {size} at {p}")
@@ -262,7 +286,8 @@ class PythonRecordColumns:
                 if p > record_end:
                     raise InvalidRecordError(f"key or value past the record's end at {p}")
                 if records[p] or (wanted and headers):
-                    p = self._walk_headers(records, view, p, record_end, wanted and headers)
+                    p, size = self._walk_headers(records, view, p, record_end, wanted and headers)
+                    size_now += size
                 else:  # no headers, none to append
                     p += 1
                 if p != record_end:
@@ -271,17 +296,21 @@ class PythonRecordColumns:
                         f"invalid record size: expected to read {length} bytes in record "
                         f"payload, but instead read {p - record_end + length}"
                     )
+                count -= 1
+                if wanted and size_now >= batch_bytes:
+                    break
         except IndexError:
             raise InvalidRecordError("records section ends inside a record") from None
         except OverflowError:  # base timestamp + delta past a long: array("q") refuses it
             raise InvalidRecordError(f"record timestamp out of range at {p}") from None
-        if p != end:
-            raise InvalidRecordError(f"{end - p} bytes after the batch's {count} records")
+        if not count and p != end:
+            raise InvalidRecordError(f"{end - p} bytes after the last of the batch's records")
         stamp = CREATE_TIME if log_append_time is None else LOG_APPEND_TIME
         self.timestamp_types.extend(
             itertools.repeat(stamp, len(offsets) - len(self.timestamp_types))
         )
-        self.data_bytes += appended
+        self.batch_bytes = size_now
+        return p, count
 
     def _walk_headers(
         self,
@@ -290,13 +319,15 @@ class PythonRecordColumns:
         p: int,
         end: int,
         append: bool,
-    ) -> int:
+    ) -> tuple[int, int]:
         """The headers at ``p`` of a record ending at ``end``, checked, and appended to
-        the row just appended when ``append``; the position after them."""
+        the row just appended when ``append``: the position after them, and the Arrow
+        bytes appended."""
         count, p = decode_varint(records, p)
         if count < 0 or count > end - p:
             raise InvalidRecordError(f"invalid header count {count}")
         keys, values = self.header_keys, self.header_values
+        appended = _HEADER_BYTES * count
         for _ in range(count):
             b = records[p]
             if b < 0x80:
@@ -309,6 +340,7 @@ class PythonRecordColumns:
                 keys.lengths.append(size)
                 keys.parts.append(view[p : p + size])
             p += size
+            appended += size
             b = records[p]
             if b < 0x80:
                 size, p = (b >> 1) ^ -(b & 1), p + 1
@@ -322,9 +354,11 @@ class PythonRecordColumns:
                     values.parts.append(view[p : p + size])
             if size > 0:
                 p += size
-        if append:
-            self.header_counts.append(count)
-        return p
+                appended += size
+        if not append:
+            return p, 0
+        self.header_counts.append(count)
+        return p, appended
 
     def to_arrow(self, topic: str, partition: int) -> pa.RecordBatch:
         """The columns as one Arrow batch of `kafka_source_schema`."""

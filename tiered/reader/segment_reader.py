@@ -9,10 +9,11 @@ and the entry after the first one past the last wanted offset bounds the end. Th
 ``.log`` object is read in large sequential ranges between the two. Each batch is
 checked, decompressed and decoded into columns clipped to the range by
 `record_batches`, the step shared with the broker tail; batches are views of the ranged
-reads, not copies. With the aborted transactions of a read_committed read
-(`read_committed`), a transactional batch of an aborted transaction is skipped whole
-before it is decompressed. An object shorter than its manifest says is an error, as is a missing
-one.
+reads, not copies, and an Arrow batch is handed out whenever the decoded records fill
+``batch_bytes`` (`record_batches.ArrowBatcher`). With the aborted transactions of a
+read_committed read (`read_committed`), a transactional batch of an aborted transaction
+is skipped whole before it is decompressed. An object shorter than its manifest says is
+an error, as is a missing one.
 
 Blocking; any thread (the store's contract); one call per range, which fetches the next
 range of bytes in a helper thread of its own while it decodes the current one.
@@ -37,8 +38,12 @@ from tiercel.tiered.reader.read_committed import (
     aborted_transactions,
     tier_last_stable_offset,
 )
-from tiercel.tiered.reader.record_batches import CorruptBatchError, append_batch, whole_batches
-from tiercel.tiered.reader.record_columns import new_record_columns
+from tiercel.tiered.reader.record_batches import (
+    DEFAULT_BATCH_BYTES,
+    ArrowBatcher,
+    CorruptBatchError,
+    whole_batches,
+)
 from tiercel.tiered.reader.scan_plan import PartitionPlan, RemoteTierError, SegmentRange
 from tiercel.tiered.rsm.object_store import ObjectStore
 from tiercel.tiered.rsm.remote_storage_manager import RemoteResourceNotFoundError
@@ -53,10 +58,6 @@ __all__ = [
 ]
 
 DEFAULT_READ_BYTES: Final = 8 * 1024 * 1024  # one ranged GET
-# Keys and values per Arrow batch. Batches that stay in the CPU's caches while Spark's
-# Python worker writes them out: 4 MiB took 30% less worker CPU than 16 MiB over 1 GB
-# of 1 KiB values (tests/bench/spark_read.py), and no more per batch than 1 MiB.
-DEFAULT_BATCH_BYTES: Final = 4 * 1024 * 1024
 _INDEX_ENTRY: Final = struct.Struct(">ii")
 
 
@@ -100,8 +101,7 @@ def read_segment_range(
     tp = segment.remote_log_segment_id.topic_partition
     key = segment_range.log_key
     first, last = segment_range.first_offset, segment_range.last_offset
-    columns = new_record_columns(include_headers)
-    scratch = bytearray()  # lz4 and zstd records of one batch at a time
+    batcher = ArrowBatcher(tp.topic, tp.partition, include_headers, batch_bytes)
     start, end = byte_range(store, segment_range)
     for position, batch in _batches(store, key, start, end, read_bytes):
         header = read_header(batch)
@@ -112,15 +112,11 @@ def read_segment_range(
         if aborted is not None and aborted.drops(header):
             continue
         try:
-            append_batch(columns, batch, header, first, last, scratch)
+            yield from batcher.append(batch, header, first, last)
         except CorruptBatchError as e:
             where = f"{key} at position {position} (offset {header.base_offset})"
             raise RemoteTierError(f"{where}: {e}") from e
-        if columns.data_bytes >= batch_bytes:
-            yield columns.to_arrow(tp.topic, tp.partition)
-            columns = new_record_columns(include_headers)
-    if len(columns):
-        yield columns.to_arrow(tp.topic, tp.partition)
+    yield from batcher.flush()
 
 
 def _batches(

@@ -205,11 +205,11 @@ def test_small_fetches_end_in_partial_batches_and_repeat(
 def test_a_read_stopped_early_leaves_no_thread(
     broker: BrokerProcess, consumed: dict[int, list[Record]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # One Arrow batch per response, and small responses: the next fetch is in flight
-    # (or done) when the caller stops after the first batch.
-    monkeypatch.setattr(broker_tail, "_BATCH_BYTES", 1)
+    # One Arrow batch per record, and small responses: the next fetch is in flight (or
+    # done) when the caller stops after the first batch.
     monkeypatch.setattr(broker_tail, "FETCH_MAX_BYTES", 600)
-    batches = read_broker_range(broker.bootstrap, TOPIC, 0, 0, ROUNDS * PER_ROUND - 1, True)
+    last = ROUNDS * PER_ROUND - 1
+    batches = read_broker_range(broker.bootstrap, TOPIC, 0, 0, last, True, batch_bytes=1)
     first = next(batches)
     assert records_of([first]) == consumed[0][: first.num_rows]
     assert first.num_rows < ROUNDS * PER_ROUND

@@ -2,10 +2,12 @@
 Spark 4's Kafka source (connector/kafka-0-10-sql) does it, over what a real broker
 process tiered to its local directory, read by the shared Spark session and compared
 with what a confluent-kafka consumer reads from the broker: a record without headers
-has null ``headers``.
+has null ``headers``; records of keys or headers without values come in Arrow batches
+bounded by the bytes they hold, from the tier and from the broker tail alike.
 
 One broker for the module: topic ``history`` (two partitions) and ``other``, records with
-and without headers, most of them tiered before the first test."""
+and without headers, and ``keys``, records of 1 KiB keys or headers and no values; most
+of them tiered before the first test."""
 
 from __future__ import annotations
 
@@ -13,25 +15,30 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 
+import pyarrow as pa
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from support.broker import BrokerProcess
 from support.clients import Outgoing, consume, create_topic, produce, running_broker, wait_until
-from support.reader_rows import produced_headers
+from support.reader_rows import arrow_bytes, produced_headers
 from support.spark_tiers import SparkRow, spark_rows
-from tiercel.tiered.reader import open_object_root, plan_topic
+from tiercel.tiered.reader import open_object_root, plan_topic, read_segment_range
+from tiercel.tiered.reader.broker_tail import read_broker_range
 from tiercel.tiered.rsm.object_store import ObjectStore
 
 HISTORY: Final = "history"
 OTHER: Final = "other"
-TOPICS: Final = {HISTORY: 2, OTHER: 1}  # name -> partitions
+KEYS: Final = "keys"
+TOPICS: Final = {HISTORY: 2, OTHER: 1, KEYS: 1}  # name -> partitions
 PER_PARTITION: Final = 120
+BATCH_BYTES: Final = 16 * 1024  # the Arrow batches read from KEYS
 BROKER_OVERRIDES: Final = {
     "remote.log.storage.system.enable": "true",
     "remote.log.manager.task.interval.ms": 200,
 }
 TOPIC_CONFIG: Final = {"remote.storage.enable": "true", "segment.bytes": "2048"}
+SEGMENT_BYTES: Final = {HISTORY: 2048, OTHER: 2048, KEYS: 64 * 1024}
 
 
 @dataclass(frozen=True)
@@ -45,8 +52,13 @@ class Tiered:
     rows: dict[str, list[SparkRow]]
 
 
-def outgoing(partition: int, n: int) -> Outgoing:
-    """Every third record without headers; null keys and values now and then."""
+def outgoing(topic: str, partition: int, n: int) -> Outgoing:
+    """Every third record without headers; null keys and values now and then. For KEYS,
+    a 1 KiB key and a null value, or a 1 KiB header and an empty value."""
+    if topic == KEYS:
+        if n % 2:
+            return Outgoing(partition, b"", None, (("h", b"%04d" % n * 256),))
+        return Outgoing(partition, None, b"%04d" % n * 256)
     key = None if n % 7 == 0 else b"key-%d" % n
     value = None if n % 11 == 0 else b"value %d " % n * (n % 5 + 1)
     headers = (("h", b"%d" % n), ("null", None))[: n % 3]
@@ -63,8 +75,11 @@ def tiered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tiered]:
     data = tmp_path_factory.mktemp("kafka_source_parity")
     with running_broker(data, BROKER_OVERRIDES) as broker:
         for topic, partitions in TOPICS.items():
-            create_topic(broker.bootstrap, topic, partitions, TOPIC_CONFIG)
-            records = [outgoing(p, n) for p in range(partitions) for n in range(PER_PARTITION)]
+            config = {**TOPIC_CONFIG, "segment.bytes": str(SEGMENT_BYTES[topic])}
+            create_topic(broker.bootstrap, topic, partitions, config)
+            records = [
+                outgoing(topic, p, n) for p in range(partitions) for n in range(PER_PARTITION)
+            ]
             config = {"linger.ms": 5, "batch.num.messages": 10}
             produce("confluent", broker.bootstrap, topic, records, config)
         root = f"file://{broker.log_dir / 'remote-storage'}"
@@ -73,7 +88,7 @@ def tiered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tiered]:
         def tiered_enough() -> bool:
             ends = {topic: tier_ends(store, topic) for topic in TOPICS}
             return all(
-                len(ends[topic]) == partitions and min(ends[topic].values()) > PER_PARTITION // 2
+                len(ends[topic]) == partitions and min(ends[topic].values()) > PER_PARTITION // 3
                 for topic, partitions in TOPICS.items()
             )
 
@@ -109,3 +124,35 @@ def test_a_record_without_headers_has_null_headers(spark: SparkSession, tiered: 
     assert without
     nulls = df.where("headers IS NULL").select("partition", "offset").collect()
     assert sorted((row.partition, row.offset) for row in nulls) == without
+
+
+def assert_bounded(batches: list[pa.RecordBatch], rows: int) -> None:
+    """``rows`` records of KEYS (1 KiB each) in Arrow batches each stopped at the record
+    that makes it hold BATCH_BYTES."""
+    assert sum(b.num_rows for b in batches) == rows
+    assert len(batches) >= rows * 1024 // BATCH_BYTES
+    for batch in batches:
+        assert arrow_bytes(batch.slice(0, batch.num_rows - 1)) < BATCH_BYTES
+
+
+def test_records_of_keys_or_headers_come_in_bounded_arrow_batches(
+    spark: SparkSession, tiered: Tiered
+) -> None:
+    """Keys and headers count toward an Arrow batch's bytes, not only values: each
+    batch stops at the record that makes it hold BATCH_BYTES, from the remote segments
+    and from the broker tail (which fetched 50 MB responses into one batch each); and
+    Spark reads the topic as the consumer does."""
+    store = open_object_root(tiered.root)
+    [partition] = plan_topic(store, KEYS).partitions
+    from_tier = [
+        batch
+        for segment_range in partition.ranges
+        for batch in read_segment_range(store, segment_range, True, batch_bytes=BATCH_BYTES)
+    ]
+    assert_bounded(from_tier, tiered.ends[KEYS][0])
+    bootstrap = tiered.broker.bootstrap
+    last = PER_PARTITION - 1
+    from_broker = read_broker_range(bootstrap, KEYS, 0, 0, last, True, batch_bytes=BATCH_BYTES)
+    assert_bounded(list(from_broker), PER_PARTITION)
+    df = read(spark, tiered, subscribe=KEYS, includeHeaders="true")
+    assert spark_rows(df) == tiered.rows[KEYS]

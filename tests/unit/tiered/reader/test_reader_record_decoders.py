@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from support.reader_rows import header_pairs, produced_headers
+from support.reader_rows import arrow_bytes, header_pairs, produced_headers
 from support.tiering import BASE_TS
 from tiercel.protocol.errors import InvalidRecordError
 from tiercel.protocol.record_batch import RECORD_BATCH_OVERHEAD, read_header
@@ -35,6 +35,7 @@ pytestmark = pytest.mark.skipif(
 # (records, count, base_offset, base_timestamp, log_append_time, first, last)
 Section = tuple[bytes | bytearray, int, int, int, int | None, int, int]
 Outcome = pa.RecordBatch | type[InvalidRecordError]
+WHOLE = 2**62  # a batch_bytes no test reaches: every section in one call
 
 
 def native(include_headers: bool) -> RecordColumns:
@@ -51,7 +52,7 @@ def decode(
     columns = make(headers)
     try:
         for section in sections:
-            columns.append_records(*section)
+            assert columns.append_records(*section, 0, WHOLE) == (len(section[0]), 0)
     except InvalidRecordError:
         return InvalidRecordError
     return columns.to_arrow("t", 3)
@@ -169,7 +170,7 @@ def test_a_record_without_headers_has_null_headers(make: Callable[[bool], Record
     ]
     batch = build_record_batch(records)
     columns = make(True)
-    columns.append_records(batch[RECORD_BATCH_OVERHEAD:], 4, 0, BASE_TS, None, 0, 3)
+    columns.append_records(batch[RECORD_BATCH_OVERHEAD:], 4, 0, BASE_TS, None, 0, 3, 0, WHOLE)
     headers = columns.to_arrow("t", 0).column("headers")
     headers.validate(full=True)
     assert headers.null_count == 2
@@ -179,6 +180,80 @@ def test_a_record_without_headers_has_null_headers(make: Callable[[bool], Record
         None,
         [{"key": "", "value": b""}],
     ]
+
+
+def decode_batches(
+    make: Callable[[bool], RecordColumns], sections: list[Section], headers: bool, limit: int
+) -> list[pa.RecordBatch]:
+    """The sections decoded into Arrow batches of about ``limit`` bytes each, as
+    record_batches.ArrowBatcher takes them from the decoder."""
+    columns, batches = make(headers), []
+    for records, count, *clip in sections:
+        start = 0
+        while True:
+            start, count = columns.append_records(records, count, *clip, start, limit)
+            if count or columns.batch_bytes >= limit:
+                batches.append(columns.to_arrow("t", 3))
+                columns = make(headers)
+            if not count:
+                break
+    if len(columns):
+        batches.append(columns.to_arrow("t", 3))
+    return batches
+
+
+def assert_bounded(batches: list[pa.RecordBatch], limit: int) -> None:
+    """Each batch stops at the record that makes it hold ``limit`` bytes (the last one
+    may hold fewer), counting keys, values, headers and the offsets beside them."""
+    for batch in batches:
+        assert batch.num_rows > 0
+        assert arrow_bytes(batch.slice(0, batch.num_rows - 1)) < limit
+    for batch in batches[:-1]:
+        assert arrow_bytes(batch) >= limit
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(sections_of(), min_size=1, max_size=3), st.booleans(), st.integers(1, 20_000))
+def test_sections_split_into_the_same_bounded_batches(
+    sections: list[Section], headers: bool, limit: int
+) -> None:
+    """Both decoders stop a batch mid-section at the record that fills it and resume
+    there; together the batches are the whole decode."""
+    mine = decode_batches(native, sections, headers, limit)
+    theirs = decode_batches(python, sections, headers, limit)
+    assert len(mine) == len(theirs)
+    for a, b in zip(mine, theirs, strict=True):
+        a.validate(full=True)
+        assert a.equals(b), (a.to_pylist(), b.to_pylist())
+    assert_bounded(mine, limit)
+    whole = assert_same(sections, headers)
+    assert isinstance(whole, pa.RecordBatch)
+    assert pa.Table.from_batches(mine, whole.schema).equals(pa.Table.from_batches([whole]))
+
+
+@pytest.mark.parametrize("make", [native, python], ids=["native", "python"])
+@pytest.mark.parametrize(
+    "record",
+    [
+        SimpleRecord(b"k" * 1000, None, [], BASE_TS),
+        SimpleRecord(None, b"", [("h" * 500, b"x" * 500)], BASE_TS),
+        SimpleRecord(None, None, [("", None)] * 50, BASE_TS),
+        SimpleRecord(None, None, [], BASE_TS),
+    ],
+    ids=["keys", "headers", "empty headers", "nothing"],
+)
+def test_records_without_values_fill_batches_too(
+    make: Callable[[bool], RecordColumns], record: SimpleRecord
+) -> None:
+    """Keys, headers and the columns beside them count, not only values: one large
+    batch of records with null or empty values comes as several bounded Arrow batches
+    (it came as one, however large)."""
+    batch = build_record_batch([record] * 2000)
+    section: Section = (batch[RECORD_BATCH_OVERHEAD:], 2000, 0, BASE_TS, None, 0, 1999)
+    batches = decode_batches(make, [section], True, 16 * 1024)
+    assert len(batches) > 3
+    assert_bounded(batches, 16 * 1024)
+    assert sum(b.num_rows for b in batches) == 2000
 
 
 @st.composite
@@ -261,7 +336,7 @@ def test_malformed_framing_is_an_invalid_record(
 ) -> None:
     records, count = MALFORMED[case]
     with pytest.raises(InvalidRecordError):
-        make(True).append_records(records, count, 0, BASE_TS, None, 0, 10)
+        make(True).append_records(records, count, 0, BASE_TS, None, 0, 10, 0, WHOLE)
 
 
 def with_spare_bytes(spare: bytes, headers: bytes = encode_varint(0)) -> bytes:
@@ -292,7 +367,7 @@ def test_fields_short_of_the_record_length_are_an_invalid_record(
     fields end before its length: so do both decoders, headers asked for or not, and
     for a record outside the offset clip too."""
     with pytest.raises(InvalidRecordError, match="expected to read"):
-        make(include_headers).append_records(record, 1, 0, BASE_TS, None, *clip)
+        make(include_headers).append_records(record, 1, 0, BASE_TS, None, *clip, 0, WHOLE)
 
 
 @pytest.mark.parametrize("make", [native, python], ids=["native", "python"])
@@ -301,16 +376,16 @@ def test_a_timestamp_past_a_long_is_an_invalid_record(
 ) -> None:
     records = framed(timestamp_delta=100)
     with pytest.raises(InvalidRecordError, match="timestamp out of range"):
-        make(False).append_records(records, 1, 0, 2**63 - 10, None, 0, 10)
+        make(False).append_records(records, 1, 0, 2**63 - 10, None, 0, 10, 0, WHOLE)
 
 
 def test_the_native_columns_start_empty_after_each_arrow_batch() -> None:
     """Its buffers go to the Arrow batch (no copy); what follows is a new batch."""
     columns = native(True)
-    columns.append_records(framed(), 1, 5, BASE_TS, None, 0, 10)
+    columns.append_records(framed(), 1, 5, BASE_TS, None, 0, 10, 0, WHOLE)
     first = columns.to_arrow("t", 0)
     assert len(columns) == 0
-    columns.append_records(framed(offset_delta=1), 1, 5, BASE_TS, None, 0, 10)
+    columns.append_records(framed(offset_delta=1), 1, 5, BASE_TS, None, 0, 10, 0, WHOLE)
     second = columns.to_arrow("t", 0)
     del columns
     assert first.column("offset").to_pylist() == [5]

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pytest
 
 from support.in_memory_rlmm import InMemoryRemoteLogMetadataManager
-from support.reader_rows import Row, produce_every_codec, rows_of
+from support.reader_rows import Row, arrow_bytes, produce_every_codec, rows_of
 from support.tiering import BASE_TS, open_log, scheduler, small_config, tier_rolled_segments
 from tiercel.protocol.compression import CompressionType
 from tiercel.protocol.record_batch import (
@@ -252,6 +252,31 @@ def test_large_ranges_come_as_several_arrow_batches(tmp_path: Path) -> None:
     assert offsets == list(range(400))
 
 
+def test_key_and_header_heavy_records_come_in_bounded_batches(tmp_path: Path) -> None:
+    """Batches of keys without values, and of headers without keys or values (lz4, so
+    decompressed into the reused buffer): every Arrow batch stops at the record that
+    makes it hold ``batch_bytes``, within a Kafka batch too; before, only value bytes
+    counted and the whole range came as one Arrow batch."""
+    keys = [SimpleRecord(b"%06d" % i * 100, None, timestamp=BASE_TS) for i in range(300)]
+    headers = [SimpleRecord(None, b"", [("h", b"%06d" % i * 50)], BASE_TS) for i in range(300)]
+    store = LocalDirectoryStore(str(tmp_path))
+    segment = segment_with(
+        store,
+        [
+            build_record_batch(keys, base_offset=0, compression=CompressionType.LZ4),
+            build_record_batch(headers, base_offset=300),
+        ],
+    )
+    batches = list(read_segment_range(store, segment, True, batch_bytes=8192))
+    assert len(batches) > 20
+    for batch in batches:
+        assert arrow_bytes(batch.slice(0, batch.num_rows - 1)) < 8192
+        assert batch.nbytes < 2 * 8192
+    rows = rows_of(batches)
+    assert [r[1] for r in rows[:300]] == [r.key for r in keys]
+    assert [r[3] for r in rows[300:]] == [list(r.headers) for r in headers]
+
+
 def test_a_header_key_of_malformed_utf8_reads_with_replacement_characters(
     tmp_path: Path,
 ) -> None:
@@ -281,7 +306,7 @@ def test_a_record_count_short_of_the_records_is_an_error(tmp_path: Path) -> None
     struct.pack_into(">I", batch, CRC_OFFSET, compute_crc(batch, 0, len(batch)))
     store = LocalDirectoryStore(str(tmp_path))
     segment = segment_with(store, [bytes(batch)])
-    with pytest.raises(RemoteTierError, match="bytes after the batch's 2 records"):
+    with pytest.raises(RemoteTierError, match="10 bytes after the last of the batch's records"):
         list(read_segment_range(store, segment))
 
 
