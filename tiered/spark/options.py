@@ -160,6 +160,7 @@ def _subscription(
             raise TiercelOptionError(f"subscribe: no topic in {value!r}")
         return topics, None, None
     if chosen[0] == "subscribepattern":
+        value = value.strip()  # as Spark's SubscribePatternStrategy(value.trim())
         if not value:
             raise TiercelOptionError("subscribePattern is empty")
         try:

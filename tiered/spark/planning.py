@@ -285,9 +285,7 @@ def _partition_plans(
             topics = set(options.subscribe)
         else:
             assert options.subscribe_pattern is not None
-            pattern = re.compile(options.subscribe_pattern)
-            # Kafka's subscribe(Pattern) matches whole names (Pattern.matcher().matches()).
-            topics = {t for t in tier_topics(store) if pattern.fullmatch(t)}
+            topics = {t for t in tier_topics(store) if _subscribed(options.subscribe_pattern, t)}
         wanted = {t: set() for t in topics}
     # With a broker, each topic is read under the id the broker has for it: a topic
     # deleted and recreated leaves the old id's uploads in the tier, which are not its.
@@ -296,8 +294,8 @@ def _partition_plans(
         asked = None if options.subscribe_pattern is not None else sorted(wanted)
         described = broker_tail_calls.describe_topics(options.bootstrap_servers, asked)
         for topic, (topic_id, on_broker) in described.items():
-            pattern_ = options.subscribe_pattern
-            if pattern_ is None or re.fullmatch(pattern_, topic):
+            pattern = options.subscribe_pattern
+            if pattern is None or _subscribed(pattern, topic):
                 broker_ids[topic] = topic_id
                 if options.assign is None:
                     wanted.setdefault(topic, set()).update(on_broker)
@@ -312,6 +310,15 @@ def _partition_plans(
             for p in read
         }
     return {topic: plans for topic, plans in found.items() if plans}
+
+
+def _subscribed(pattern: str, topic: str) -> bool:
+    """Whether ``subscribePattern`` selects ``topic``: as Spark's Kafka source reads
+    topics through Admin (SubscribePatternStrategy.assignedTopicPartitions, its default
+    since Spark 3.1), when the regex is found anywhere in the name (Scala's
+    ``findFirstIn``), not only when it matches the whole name as Kafka's consumer
+    ``subscribe(Pattern)`` would."""
+    return re.search(pattern, topic) is not None
 
 
 def _topic_plan(store: ObjectStore, topic: str, broker_topic_id: str | None) -> TopicPlan:

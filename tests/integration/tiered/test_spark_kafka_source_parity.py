@@ -3,7 +3,8 @@ Spark 4's Kafka source (connector/kafka-0-10-sql) does it, over what a real brok
 process tiered to its local directory, read by the shared Spark session and compared
 with what a confluent-kafka consumer reads from the broker: a record without headers
 has null ``headers``; records of keys or headers without values come in Arrow batches
-bounded by the bytes they hold, from the tier and from the broker tail alike.
+bounded by the bytes they hold, from the tier and from the broker tail alike;
+``subscribePattern`` selects the topics whose name contains a match.
 
 One broker for the module: topic ``history`` (two partitions) and ``other``, records with
 and without headers, and ``keys``, records of 1 KiB keys or headers and no values; most
@@ -11,6 +12,7 @@ of them tiered before the first test."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
@@ -156,3 +158,24 @@ def test_records_of_keys_or_headers_come_in_bounded_arrow_batches(
     assert_bounded(list(from_broker), PER_PARTITION)
     df = read(spark, tiered, subscribe=KEYS, includeHeaders="true")
     assert spark_rows(df) == tiered.rows[KEYS]
+
+
+def test_subscribe_pattern_selects_topics_whose_name_contains_a_match(
+    spark: SparkSession, tiered: Tiered
+) -> None:
+    """Spark's Kafka source reads topic ``history`` for ``subscribePattern=istor``: it
+    keeps a topic when the regex is found anywhere in its name (SubscribePatternStrategy
+    over Admin's topic list, ``findFirstIn``), from the tier's topics and, with
+    ``kafka.bootstrap.servers``, from the broker's."""
+    tier_only = read(spark, tiered, subscribePattern="istor", includeHeaders="true")
+    assert spark_rows(tier_only) == tiered.rows[HISTORY]
+    with_broker = read(
+        spark,
+        tiered,
+        subscribePattern="istor",
+        includeHeaders="true",
+        endingOffsets=json.dumps({HISTORY: {str(p): e for p, e in tiered.ends[HISTORY].items()}}),
+        **{"kafka.bootstrap.servers": tiered.broker.bootstrap},
+    )
+    assert spark_rows(with_broker) == tiered.rows[HISTORY]
+    assert read(spark, tiered, subscribePattern="^istor").count() == 0

@@ -84,10 +84,16 @@ def test_assign_reads_only_the_partitions_named(spark: SparkSession, tier: Tier)
     assert spark_rows(df) == tier.expected([T1])
 
 
-def test_subscribe_pattern_matches_whole_topic_names(spark: SparkSession, tier: Tier) -> None:
-    df = read(spark, tier, subscribePattern="t.*", includeHeaders=True)
-    assert spark_rows(df) == tier.expected([T0, T1, T2])
-    only_t = read(spark, tier, subscribePattern="t", includeHeaders=True)
+def test_subscribe_pattern_finds_the_regex_anywhere_in_a_topic_name(
+    spark: SparkSession, tier: Tier
+) -> None:
+    """As Spark's Kafka source (SubscribePatternStrategy over Admin's topic list,
+    ``findFirstIn``): a topic is read when the regex is found anywhere in its name."""
+    ther = read(spark, tier, subscribePattern="ther", includeHeaders=True)
+    assert spark_rows(ther) == tier.expected([OTHER])
+    every_t = read(spark, tier, subscribePattern="t", includeHeaders=True)
+    assert spark_rows(every_t) == tier.expected([OTHER, T0, T1, T2])
+    only_t = read(spark, tier, subscribePattern=" ^t$ ", includeHeaders=True)
     assert spark_rows(only_t) == tier.expected([T0, T1])
 
 

@@ -73,6 +73,37 @@ def tier_topic_id(root: str, topic: str) -> str:
     return topic_id
 
 
+async def test_subscribe_pattern_selects_topics_whose_name_contains_a_match(
+    tmp_path: Path, scheduler: Scheduler, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spark's Kafka source keeps a topic when its ``subscribePattern`` is found anywhere
+    in the name (SubscribePatternStrategy.assignedTopicPartitions, ``findFirstIn``),
+    among the tier's topics and, with a broker, among the broker's."""
+    tier = await build_tier(tmp_path, scheduler, {("history", 0): 3, ("other", 0): 3})
+
+    def topics(pattern: str, **options: str) -> list[str]:
+        parsed = parse_options({"path": tier.root, "subscribePattern": pattern, **options})
+        planned = plan_partitions(open_object_root(tier.root), parsed, PushedBounds())
+        return sorted({p.topic for p in planned})
+
+    assert topics("istor") == ["history"]
+    assert topics("o") == ["history", "other"]
+    assert topics("^h.*y$") == ["history"]
+    assert topics("^istor") == []
+    ids = {t: tier_topic_id(tier.root, t) for t in ("history", "other")}
+    described = {"history": (ids["history"], [0]), "other": (ids["other"], [0]), "story": ("", [0])}
+    monkeypatch.setattr(broker_tail_calls, "describe_topics", lambda servers, asked: described)
+    monkeypatch.setattr(
+        broker_tail_calls,
+        "high_watermarks",
+        lambda servers, topic, partitions, **_: {0: 3 if topic != "story" else 0},
+    )
+    monkeypatch.setattr(
+        broker_tail_calls, "log_start_offsets", lambda servers, topic, partitions: {0: 0}
+    )
+    assert topics("tor", **{"kafka.bootstrap.servers": "h:9092"}) == ["history", "story"]
+
+
 def test_partition_and_offset_filters_prune_and_are_applied_exactly(tier: Tier) -> None:
     whole, _ = planned(tier)
     assert [len(p.ranges) for p in whole] == [len(tier.segments[T0]), len(tier.segments[T1])]
