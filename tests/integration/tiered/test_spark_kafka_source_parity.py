@@ -72,6 +72,15 @@ def tier_ends(store: ObjectStore, topic: str) -> dict[int, int]:
     return {p.topic_partition.partition: p.end_offset or 0 for p in plans}
 
 
+def active_segment_starts(broker: BrokerProcess, topic: str, partitions: int) -> dict[int, int]:
+    """Partition -> the base offset of its active segment (its newest ``.log`` file):
+    every offset below it is in a rolled segment, which the broker tiers."""
+    return {
+        p: max(int(f.stem) for f in (broker.log_dir / f"{topic}-{p}").glob("*.log"))
+        for p in range(partitions)
+    }
+
+
 @pytest.fixture(scope="module")
 def tiered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tiered]:
     data = tmp_path_factory.mktemp("kafka_source_parity")
@@ -87,15 +96,16 @@ def tiered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tiered]:
         root = f"file://{broker.log_dir / 'remote-storage'}"
         store = open_object_root(root)
 
-        def tiered_enough() -> bool:
-            ends = {topic: tier_ends(store, topic) for topic in TOPICS}
+        # Every rolled segment tiered: the tier then stays as it is for the module.
+        def all_tiered() -> bool:
             return all(
-                len(ends[topic]) == partitions and min(ends[topic].values()) > PER_PARTITION // 3
+                tier_ends(store, topic) == active_segment_starts(broker, topic, partitions)
                 for topic, partitions in TOPICS.items()
             )
 
-        assert wait_until(tiered_enough, 60, 0.3), {t: tier_ends(store, t) for t in TOPICS}
+        assert wait_until(all_tiered, 60, 0.3), {t: tier_ends(store, t) for t in TOPICS}
         ends = {topic: tier_ends(store, topic) for topic in TOPICS}
+        assert all(min(ends[topic].values()) > PER_PARTITION // 3 for topic in TOPICS), ends
         rows = {}
         for topic, partitions in TOPICS.items():
             total = partitions * PER_PARTITION
