@@ -22,6 +22,7 @@ from pyspark.sql.types import StructType
 
 from tiercel.tiered.reader import AbortedTransactions, kafka_source_schema, read_segment_range
 from tiercel.tiered.spark import broker_tail_calls
+from tiercel.tiered.spark.kafka_source_options import log_not_applying
 from tiercel.tiered.spark.options import ReadOptions, parse_options
 from tiercel.tiered.spark.planning import plan_read
 from tiercel.tiered.spark.pushdown import PushedBounds, push_filters
@@ -65,6 +66,8 @@ class TiercelDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         options = parse_options(self.options)
+        # Once a query, where Spark's Kafka source logs it (validateBatchOptions).
+        log_not_applying(options.not_applying)
         if options.filter_pushdown:
             return TiercelPushdownReader(options)
         return TiercelReader(options)

@@ -4,7 +4,11 @@ validateGeneralOptions and validateBatchOptions) where they exist.
 
 Option names are case-insensitive, as Spark's are (the data source gets a
 CaseInsensitiveDict). An unknown option is an error rather than ignored: a misspelt
-``endingOffset`` must not silently read to the end of the tier.
+``endingOffset`` must not silently read to the end of the tier. The options Spark's
+Kafka source takes that a tiercel read has no use for (streaming rate limits, consumer
+groups, ``kafka.*`` consumer settings: `kafka_source_options`) are accepted and listed in
+``ReadOptions.not_applying``, for the reader to log, so that a batch query switched from
+``format("kafka")`` needs no other change; those Spark refuses are refused.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
+
+from tiercel.tiered.spark.kafka_source_options import REFUSED, not_applying
 
 __all__ = [
     "EARLIEST",
@@ -46,10 +52,12 @@ _KNOWN: Final = frozenset(
         "startingoffsetsbytimestampstrategy",
         "failondataloss",
         "minpartitions",
+        "maxrecordsperpartition",
         "includeheaders",
         "kafka.bootstrap.servers",
         "filterpushdown",
         "kafka.isolation.level",
+        "kafka.security.protocol",
     }
 )
 
@@ -95,13 +103,22 @@ class ReadOptions:
     read_committed: bool = False
     """kafka.isolation.level=read_committed: aborted transactions' records skipped, the
     read stops at the last stable offset (of the tier, and of the broker for the tail)."""
+    max_records_per_partition: int | None = None
+    """Each Spark task reads at most this many offsets (`slices`), as Spark 4's Kafka
+    source splits a batch read's offset ranges (KafkaOffsetRangeCalculator)."""
+    not_applying: tuple[tuple[str, str], ...] = ()
+    """(option as given, why it does not apply): Kafka-source options accepted unused."""
 
 
 def parse_options(options: Mapping[str, str]) -> ReadOptions:
     """``options`` (any case) checked and parsed; TiercelOptionError saying what is
     wrong with which option."""
     given = {key.lower(): value for key, value in options.items()}
-    unknown = sorted(set(given) - _KNOWN - _SPARK_KEYS)
+    refused = sorted(set(given) & set(REFUSED))
+    if refused:
+        raise TiercelOptionError(f"option {refused[0]}: {REFUSED[refused[0]]}")
+    ignored = {**not_applying(given), **_security_protocol(given)}
+    unknown = sorted(set(given) - _KNOWN - _SPARK_KEYS - set(ignored))
     if unknown:
         raise TiercelOptionError(
             f"unknown option(s) {', '.join(unknown)} for format tiercel; known: "
@@ -129,7 +146,27 @@ def parse_options(options: Mapping[str, str]) -> ReadOptions:
         bootstrap_servers=_bootstrap(given),
         filter_pushdown=_boolean(given, "filterpushdown", "filterPushdown", False),
         read_committed=_isolation_level(given),
+        max_records_per_partition=_max_records_per_partition(given),
+        not_applying=tuple(
+            sorted((name, ignored[name.lower()]) for name in options if name.lower() in ignored)
+        ),
     )
+
+
+def _security_protocol(given: Mapping[str, str]) -> dict[str, str]:
+    """``kafka.security.protocol`` as not applying (reason) without a broker to read;
+    with one, PLAINTEXT, what the broker tail speaks (nothing to say), or an error."""
+    protocol = given.get("kafka.security.protocol")
+    if protocol is None:
+        return {}
+    if "kafka.bootstrap.servers" not in given:
+        return {"kafka.security.protocol": "no broker is read without kafka.bootstrap.servers"}
+    if protocol.strip().upper() != "PLAINTEXT":
+        raise TiercelOptionError(
+            f"kafka.security.protocol {protocol.strip()}: the broker tail "
+            "(kafka.bootstrap.servers) speaks PLAINTEXT only"
+        )
+    return {}
 
 
 def _isolation_level(given: Mapping[str, str]) -> bool:
@@ -281,6 +318,12 @@ def _strategy(given: Mapping[str, str]) -> Literal["error", "latest"]:
 def _min_partitions(given: Mapping[str, str]) -> int | None:
     value = given.get("minpartitions")
     return None if value is None else _integer(value, "minPartitions", 1)
+
+
+def _max_records_per_partition(given: Mapping[str, str]) -> int | None:
+    """Positive, as Spark's validateGeneralOptions requires."""
+    value = given.get("maxrecordsperpartition")
+    return None if value is None else _integer(value, "maxRecordsPerPartition", 1)
 
 
 def _bootstrap(given: Mapping[str, str]) -> str | None:

@@ -36,7 +36,13 @@ from tiercel.tiered.rsm.remote_listing import topic_ids
 from tiercel.tiered.spark import broker_tail_calls
 from tiercel.tiered.spark.options import EARLIEST, LATEST, OffsetBound, ReadOptions
 from tiercel.tiered.spark.pushdown import PushedBounds
-from tiercel.tiered.spark.slices import BrokerTailSlice, StoreRoot, TierSlice, split_ranges
+from tiercel.tiered.spark.slices import (
+    BrokerTailSlice,
+    StoreRoot,
+    TierSlice,
+    split_offsets,
+    split_ranges,
+)
 from tiercel.tiered.spark.timestamps import offset_for_timestamp
 
 __all__ = ["PlannedPartition", "TiercelPlanningError", "plan_partitions", "plan_read"]
@@ -70,34 +76,42 @@ class PlannedPartition:
 
 def plan_read(options: ReadOptions, bounds: PushedBounds) -> list[InputPartition]:
     """The input partitions of the read: one `TierSlice` per topic partition with
-    tiered records to read (more with ``minPartitions``), one `BrokerTailSlice` per
-    topic partition with records past the tier."""
+    tiered records to read (more with ``minPartitions`` and ``maxRecordsPerPartition``),
+    one `BrokerTailSlice` per topic partition with records past the tier (more with
+    ``maxRecordsPerPartition``, unless a timestamp bound is left to the tail, which
+    finds it in one pass)."""
     root = StoreRoot(options.path, options.s3_endpoint_url, options.s3_region)
     planned = plan_partitions(root.open(), options, bounds)
     with_ranges = [p for p in planned if p.ranges]
     aborted = {(p.topic, p.partition): p.aborted for p in with_ranges}
     slices: list[InputPartition] = []
-    for ranges in split_ranges([p.ranges for p in with_ranges], options.min_partitions):
-        first = ranges[0].segment.remote_log_segment_id.topic_partition
+    max_records = options.max_records_per_partition
+    per_partition = [p.ranges for p in with_ranges]
+    for ranges in split_ranges(per_partition, options.min_partitions, max_records):
+        tp = ranges[0].segment.remote_log_segment_id.topic_partition
         slices.append(
             TierSlice(
                 root,
-                first.topic,
-                first.partition,
+                tp.topic,
+                tp.partition,
                 tuple(ranges),
                 options.include_headers,
-                aborted[first.topic, first.partition],
+                aborted[tp.topic, tp.partition],
             )
         )
     for p in planned:
-        if p.tail is not None:
-            assert options.bootstrap_servers is not None
+        if p.tail is None:
+            continue
+        assert options.bootstrap_servers is not None
+        timestamps = p.tail_timestamps != (None, None)
+        for first, last in split_offsets(*p.tail, None if timestamps else max_records):
             slices.append(
                 BrokerTailSlice(
                     options.bootstrap_servers,
                     p.topic,
                     p.partition,
-                    *p.tail,
+                    first,
+                    last,
                     options.include_headers,
                     *p.tail_timestamps,
                     options.starting_timestamp_strategy == "error",

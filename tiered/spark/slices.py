@@ -12,7 +12,11 @@ KafkaOffsetRangeCalculator, each topic partition gets a share of ``minPartitions
 proportional to its size (rounded up, so there are at least ``minPartitions`` slices
 when there are that many offsets), cut into contiguous offset ranges of about equal
 bytes. A range's bytes are estimated from its segment's size, in proportion to the
-offsets of the segment it covers.
+offsets of the segment it covers. ``maxRecordsPerPartition`` (Spark 4, SPARK-49259)
+first cuts each topic partition into as few contiguous pieces of about equal offsets as
+hold at most that many each, as Spark's calculator does before it applies
+``minPartitions`` to the pieces; a broker-tail slice is cut the same way
+(`split_offsets`).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ __all__ = [
     "StoreRoot",
     "TierSlice",
     "estimated_bytes",
+    "split_offsets",
     "split_ranges",
 ]
 
@@ -96,12 +101,29 @@ def estimated_bytes(segment_range: SegmentRange) -> float:
     return segment.segment_size_in_bytes * wanted / offsets
 
 
+def split_offsets(first: int, last: int, max_records: int | None) -> list[tuple[int, int]]:
+    """Offsets ``first`` to ``last`` as the fewest contiguous (first, last) pieces of
+    about equal size holding at most ``max_records`` each (one piece without it)."""
+    total = last - first + 1
+    if max_records is None or total <= max_records:
+        return [(first, last)]
+    parts = math.ceil(total / max_records)
+    bounds = [first + total * j // parts for j in range(parts + 1)]
+    return [(a, b - 1) for a, b in itertools.pairwise(bounds)]
+
+
 def split_ranges(
-    per_partition: Sequence[Sequence[SegmentRange]], min_partitions: int | None
+    per_partition: Sequence[Sequence[SegmentRange]],
+    min_partitions: int | None,
+    max_records: int | None = None,
 ) -> list[list[SegmentRange]]:
     """The ranges of each topic partition (``per_partition``, none empty) grouped into
-    slices: one per topic partition, or at least ``min_partitions`` (see the module
-    docstring)."""
+    slices: one per topic partition, or pieces of at most ``max_records`` offsets, then
+    at least ``min_partitions`` of them (see the module docstring)."""
+    if max_records is not None:
+        per_partition = [
+            piece for ranges in per_partition for piece in _cut_offsets(ranges, max_records)
+        ]
     if min_partitions is None or min_partitions <= len(per_partition):
         return [list(ranges) for ranges in per_partition]
     sizes = [sum(estimated_bytes(r) for r in ranges) for ranges in per_partition]
@@ -112,6 +134,14 @@ def split_ranges(
         share = math.ceil(min_partitions * size / total) if total > 0 else 1
         slices.extend(_cut(ranges, size, min(max(share, 1), offsets)))
     return slices
+
+
+def _cut_offsets(ranges: Sequence[SegmentRange], max_records: int) -> list[list[SegmentRange]]:
+    """``ranges`` cut into the fewest pieces of about equal offsets holding at most
+    ``max_records`` each."""
+    counts = [r.last_offset - r.first_offset + 1 for r in ranges]
+    bounds = [b + 1 for _, b in split_offsets(0, sum(counts) - 1, max_records)]
+    return _pieces(ranges, counts, [0, *bounds])
 
 
 def _cut(ranges: Sequence[SegmentRange], size: float, parts: int) -> list[list[SegmentRange]]:
@@ -137,6 +167,14 @@ def _cut(ranges: Sequence[SegmentRange], size: float, parts: int) -> list[list[S
     while len(bounds) - 1 < parts:
         _, at = max((b - a, i) for i, (a, b) in enumerate(itertools.pairwise(bounds)))
         bounds.insert(at + 1, (bounds[at] + bounds[at + 1]) // 2)
+    return _pieces(ranges, counts, bounds)
+
+
+def _pieces(
+    ranges: Sequence[SegmentRange], counts: Sequence[int], bounds: Sequence[int]
+) -> list[list[SegmentRange]]:
+    """``ranges`` (``counts`` offsets each) cut at ``bounds``, ranks among their offsets
+    from 0 to their total: one piece between each two."""
     pieces: list[list[SegmentRange]] = [[] for _ in bounds[1:]]
     rank = 0
     for r, count in zip(ranges, counts, strict=True):

@@ -4,7 +4,10 @@ process tiered to its local directory, read by the shared Spark session and comp
 with what a confluent-kafka consumer reads from the broker: a record without headers
 has null ``headers``; records of keys or headers without values come in Arrow batches
 bounded by the bytes they hold, from the tier and from the broker tail alike;
-``subscribePattern`` selects the topics whose name contains a match.
+``subscribePattern`` selects the topics whose name contains a match; the options the
+Kafka source takes in a batch read that a tiercel read has no use for (streaming rate
+limits, consumer groups, ``kafka.*`` consumer settings) change nothing, and
+``maxRecordsPerPartition`` caps the offsets of every task.
 
 One broker for the module: topic ``history`` (two partitions) and ``other``, records with
 and without headers, and ``keys``, records of 1 KiB keys or headers and no values; most
@@ -19,6 +22,7 @@ from typing import Final
 
 import pyarrow as pa
 import pytest
+from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
 from support.broker import BrokerProcess
@@ -189,3 +193,51 @@ def test_subscribe_pattern_selects_topics_whose_name_contains_a_match(
     )
     assert spark_rows(with_broker) == tiered.rows[HISTORY]
     assert read(spark, tiered, subscribePattern="^istor").count() == 0
+
+
+def test_kafka_source_options_a_tiercel_read_has_no_use_for_change_nothing(
+    spark: SparkSession, tiered: Tiered
+) -> None:
+    """A batch query switched from format("kafka") keeps its options: the streaming
+    rate limits Spark ignores in a batch query (validateBatchOptions), its consumer
+    group options and kafka.* consumer settings are accepted and logged, the rows are
+    the same; maxRecordsPerPartition, which Spark 4 applies to batch reads, makes tasks
+    of at most that many offsets, from the tier and the broker tail; a misspelt option
+    still fails the query."""
+    switched = {
+        "kafka.group.id": "reports",
+        "groupIdPrefix": "nightly",
+        "maxOffsetsPerTrigger": "1000",
+        "minOffsetsPerTrigger": "10",
+        "maxTriggerDelay": "5m",
+        "kafkaConsumer.pollTimeoutMs": "60000",
+        "kafka.client.id": "reports",
+        "kafka.max.partition.fetch.bytes": "1048576",
+    }
+    df = read(spark, tiered, subscribe=HISTORY, includeHeaders="true", **switched)
+    assert spark_rows(df) == tiered.rows[HISTORY]
+
+    capped = read(
+        spark, tiered, subscribe=HISTORY, includeHeaders="true", maxRecordsPerPartition="25"
+    )
+    ends = tiered.ends[HISTORY]
+    assert capped.rdd.getNumPartitions() == sum(-(-end // 25) for end in ends.values())
+    assert spark_rows(capped) == tiered.rows[HISTORY]
+    per_task = capped.rdd.mapPartitions(lambda rows: [sum(1 for _ in rows)]).collect()
+    assert max(per_task) <= 25
+
+    everything = read(
+        spark,
+        tiered,
+        subscribe=HISTORY,
+        maxRecordsPerPartition="25",
+        **{"kafka.bootstrap.servers": tiered.broker.bootstrap},
+        **switched,
+    )
+    per_task = everything.rdd.mapPartitions(lambda rows: [sum(1 for _ in rows)]).collect()
+    assert sum(per_task) == 2 * PER_PARTITION and max(per_task) <= 25
+    tier_and_tail = [-(-end // 25) + -(-(PER_PARTITION - end) // 25) for end in ends.values()]
+    assert len(per_task) == sum(tier_and_tail)
+
+    with pytest.raises(PySparkException, match=r"unknown option.*maxoffsetpertrigger"):
+        read(spark, tiered, subscribe=HISTORY, maxOffsetPerTrigger="1000").collect()

@@ -3,8 +3,12 @@ every bad value a clear error naming the option."""
 
 from __future__ import annotations
 
+import dataclasses
+import logging
+
 import pytest
 
+from tiercel.tiered.spark.data_source import TiercelDataSource
 from tiercel.tiered.spark.options import (
     EARLIEST,
     LATEST,
@@ -71,7 +75,18 @@ def test_every_option_parsed() -> None:
     [
         ({"subscribe": "t"}, "option path is required"),
         ({**BASE, "endingOffset": "latest"}, "unknown option.*endingoffset"),
-        ({**BASE, "kafka.group.id": "g"}, "unknown option.*kafka.group.id"),
+        ({**BASE, "kafka.groupid": "g"}, "unknown option.*kafka.groupid"),
+        ({**BASE, "maxOffsetPerTrigger": "5"}, "unknown option.*maxoffsetpertrigger"),
+        ({**BASE, "kafka.isolation.levle": "x"}, "unknown option.*kafka.isolation.levle"),
+        ({**BASE, "kafka.auto.offset.reset": "earliest"}, "kafka.auto.offset.reset: not supp"),
+        ({**BASE, "kafka.Key.Deserializer": "x"}, "kafka.key.deserializer: not supported"),
+        ({**BASE, "kafka.enable.auto.commit": "true"}, "kafka.enable.auto.commit: not supp"),
+        ({**BASE, "maxRecordsPerPartition": "0"}, "maxRecordsPerPartition: 0 is below 1"),
+        ({**BASE, "maxRecordsPerPartition": "lots"}, "maxRecordsPerPartition: 'lots' is not"),
+        (
+            {**BASE, "kafka.bootstrap.servers": "h:1", "kafka.security.protocol": "SASL_SSL"},
+            "kafka.security.protocol SASL_SSL: the broker tail .* speaks PLAINTEXT only",
+        ),
         ({"path": "file:///x"}, "exactly one of subscribe, subscribePattern and assign"),
         ({**BASE, "assign": '{"t":[0]}'}, "exactly one of .* \\(got subscribe, assign\\)"),
         ({**BASE, "subscribe": " , "}, "subscribe: no topic"),
@@ -103,3 +118,61 @@ def test_every_option_parsed() -> None:
 def test_bad_options_are_errors_naming_the_option(options: dict[str, str], message: str) -> None:
     with pytest.raises(TiercelOptionError, match=message):
         parse_options(options)
+
+
+# What a batch query switched from format("kafka") may carry: each accepted, none used.
+KAFKA_SOURCE_ONLY = {
+    "kafka.group.id": "analytics",
+    "groupIdPrefix": "spark-job",
+    "maxOffsetsPerTrigger": "1000",
+    "minOffsetsPerTrigger": "10",
+    "maxTriggerDelay": "5m",
+    "fetchOffset.numRetries": "5",
+    "fetchOffset.retryIntervalMs": "100",
+    "kafkaConsumer.pollTimeoutMs": "120000",
+    "kafka.client.id": "reporting",
+    "kafka.request.timeout.ms": "60000",
+    "kafka.max.partition.fetch.bytes": "1048576",
+    "kafka.security.protocol": "SASL_SSL",
+    "kafka.sasl.mechanism": "PLAIN",
+    "kafka.ssl.truststore.location": "/etc/ts.jks",
+}
+
+
+def test_kafka_source_options_that_do_not_apply_are_accepted_and_named() -> None:
+    """Spark's Kafka source takes these in a batch read (the streaming ones with a
+    warning, validateBatchOptions; the consumer settings for its consumers): accepted,
+    listed as given, with why, for the reader to log; the read is otherwise the same."""
+    parsed = parse_options({**BASE, **KAFKA_SOURCE_ONLY})
+    assert [name for name, _ in parsed.not_applying] == sorted(KAFKA_SOURCE_ONLY)
+    reasons = dict(parsed.not_applying)
+    assert "ignores in batch queries" in reasons["maxOffsetsPerTrigger"]
+    assert "no consumer group" in reasons["groupIdPrefix"]
+    assert "runs no Kafka consumer" in reasons["kafka.group.id"]
+    assert "without kafka.bootstrap.servers" in reasons["kafka.security.protocol"]
+    assert dataclasses.replace(parsed, not_applying=()) == parse_options(BASE)
+
+
+def test_max_records_per_partition_and_plaintext_with_a_broker_are_used() -> None:
+    parsed = parse_options(
+        {
+            **BASE,
+            "MaxRecordsPerPartition": "500",
+            "kafka.bootstrap.servers": "h:1",
+            "kafka.security.protocol": "plaintext",
+        }
+    )
+    assert parsed.max_records_per_partition == 500
+    assert parsed.not_applying == ()
+    assert parse_options(BASE).max_records_per_partition is None
+
+
+def test_the_reader_logs_each_option_that_does_not_apply(caplog: pytest.LogCaptureFixture) -> None:
+    """Once a query (`reader`), as Spark's Kafka source logs the options it ignores."""
+    source = TiercelDataSource({**BASE, "kafka.group.id": "g", "maxTriggerDelay": "1m"})
+    with caplog.at_level(logging.WARNING, logger="tiercel.tiered.spark"):
+        source.reader(source.schema())
+    assert [r.getMessage().split(" and ")[0] for r in caplog.records] == [
+        "option kafka.group.id does not apply to a tiercel read",
+        "option maxTriggerDelay does not apply to a tiercel read",
+    ]

@@ -41,7 +41,7 @@ from tiercel.tiered.spark.planning import (
     plan_read,
 )
 from tiercel.tiered.spark.pushdown import PushedBounds, push_filters
-from tiercel.tiered.spark.slices import BrokerTailSlice, TierSlice, split_ranges
+from tiercel.tiered.spark.slices import BrokerTailSlice, TierSlice, split_offsets, split_ranges
 from tiercel.tiered.spark.timestamps import offset_for_timestamp
 
 T0, T1 = ("t", 0), ("t", 1)
@@ -199,6 +199,83 @@ def test_split_ranges_cuts_contiguously_into_at_least_min_partitions(
     assert [o for piece in slices for o in offsets_of(tuple(piece))] == list(range(start))
     assert len(slices) >= min(parts, start)
     assert all(piece for piece in slices)
+
+
+@given(
+    lengths=st.lists(st.integers(1, 60), min_size=1, max_size=6),
+    sizes=st.lists(st.integers(1, 10_000), min_size=6, max_size=6),
+    most=st.integers(1, 100),
+    parts=st.one_of(st.none(), st.integers(1, 40)),
+)
+@settings(max_examples=200, deadline=None)
+def test_split_ranges_holds_at_most_max_records_per_partition(
+    lengths: list[int], sizes: list[int], most: int, parts: int | None
+) -> None:
+    """maxRecordsPerPartition (Spark 4's KafkaOffsetRangeCalculator): the fewest pieces
+    of about equal offsets holding at most that many each, then minPartitions cuts those
+    further; every offset once, in order."""
+    ranges, start = [], 0
+    for length, size in zip(lengths, sizes, strict=False):
+        ranges.append(
+            SegmentRange(segment(start, start + length - 1, size), start, start + length - 1)
+        )
+        start += length
+    slices = split_ranges([ranges], parts, most)
+    assert [o for piece in slices for o in offsets_of(tuple(piece))] == list(range(start))
+    counts = [len(offsets_of(tuple(piece))) for piece in slices]
+    assert max(counts) <= most
+    assert len(slices) >= -(-start // most)
+    if parts is None:
+        assert len(slices) == -(-start // most) and max(counts) - min(counts) <= 1
+
+
+def test_split_offsets_cuts_a_tail_into_pieces_of_at_most_max_records() -> None:
+    assert split_offsets(10, 19, None) == [(10, 19)]
+    assert split_offsets(10, 19, 10) == [(10, 19)]
+    assert split_offsets(10, 19, 4) == [(10, 12), (13, 15), (16, 19)]
+    assert split_offsets(5, 5, 1) == [(5, 5)]
+
+
+def test_max_records_per_partition_cuts_tier_and_tail_slices(
+    tier: Tier, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every Spark task of the read holds at most maxRecordsPerPartition offsets, from
+    the tier and from the broker tail, as Spark 4's Kafka source cuts a batch read's
+    offset ranges; a tail left a timestamp to resolve stays whole."""
+    ends = {p: len(tier.rows[("t", p)]) for p in (0, 1)}
+    monkeypatch.setattr(
+        broker_tail_calls,
+        "describe_topics",
+        lambda servers, topics: {"t": (tier_topic_id(tier.root, "t"), [0, 1])},
+    )
+    monkeypatch.setattr(
+        broker_tail_calls,
+        "high_watermarks",
+        lambda servers, topic, partitions: {0: ends[0] + 25, 1: ends[1]},
+    )
+    options = {
+        "path": tier.root,
+        "subscribe": "t",
+        "kafka.bootstrap.servers": "h:1",
+        "maxRecordsPerPartition": "10",
+    }
+    slices = plan_read(parse_options(options), PushedBounds())
+    tails = [(s.first_offset, s.last_offset) for s in slices if isinstance(s, BrokerTailSlice)]
+    assert tails == split_offsets(ends[0], ends[0] + 24, 10) and len(tails) == 3
+    for p in (0, 1):
+        pieces = [
+            offsets_of(s.ranges) for s in slices if isinstance(s, TierSlice) and s.partition == p
+        ]
+        assert [o for piece in pieces for o in piece] == list(range(ends[p]))
+        assert max(len(piece) for piece in pieces) <= 10
+        assert len(pieces) == -(-ends[p] // 10)
+    late = BASE_TS + 10**9  # past every record: the tail's task applies it, in one pass
+    whole = plan_read(parse_options({**options, "endingTimestamp": str(late)}), PushedBounds())
+    assert [
+        (s.first_offset, s.last_offset, s.end_timestamp)
+        for s in whole
+        if isinstance(s, BrokerTailSlice)
+    ] == [(ends[0], ends[0] + 24, late)]
 
 
 def test_with_a_broker_the_offsets_past_the_tier_are_one_tail_slice_each(
