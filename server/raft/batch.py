@@ -10,11 +10,11 @@ from tiercel.server.raft.control_record import ControlRecord
 
 __all__ = ["Batch"]
 
-T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
 
 
 @dataclass(frozen=True, slots=True)
-class Batch(Generic[T]):
+class Batch(Generic[T_co]):
     """A data batch has ``records`` and no ``control_records``; a control batch (leader
     change, snapshot header or footer) the reverse.
 
@@ -26,8 +26,8 @@ class Batch(Generic[T]):
     append_timestamp: int
     size_in_bytes: int
     last_offset: int
-    records: Sequence[T] = ()
+    records: Sequence[T_co] = ()
     control_records: Sequence[ControlRecord] = ()
 
-    def __iter__(self) -> Iterator[T]:
+    def __iter__(self) -> Iterator[T_co]:
         return iter(self.records)

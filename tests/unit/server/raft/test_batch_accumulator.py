@@ -4,6 +4,7 @@ linger, prepared (delayed) drains, control batches, and their decoding back."""
 from __future__ import annotations
 
 import pytest
+from raft_support import MockTime
 
 from tiercel.protocol.errors import CorruptRecordError, RecordBatchTooLargeError
 from tiercel.protocol.record_batch import NO_PRODUCER_ID, read_header
@@ -20,22 +21,14 @@ from tiercel.server.raft.record_serde import IdentitySerde
 from tiercel.server.raft.records_iterator import iter_decoded_batches
 
 
-class FakeTime:
-    def __init__(self) -> None:
-        self.now = 5000
-
-    def milliseconds(self) -> int:
-        return self.now
-
-
 def accumulator(
-    time: FakeTime, *, base_offset: int = 10, linger_ms: int = 25, max_batch_size: int = 1024
+    time: MockTime, *, base_offset: int = 10, linger_ms: int = 25, max_batch_size: int = 1024
 ) -> BatchAccumulator[bytes]:
     return BatchAccumulator(3, base_offset, linger_ms, max_batch_size, 10, time, IdentitySerde())
 
 
 def test_appends_get_consecutive_offsets_and_share_a_batch() -> None:
-    time = FakeTime()
+    time = MockTime(5000)
     acc = accumulator(time)
     assert acc.is_empty
     assert acc.append(3, [b"a", b"b"], delay_drain=False) == 11
@@ -69,7 +62,7 @@ def test_appends_get_consecutive_offsets_and_share_a_batch() -> None:
 
 
 def test_an_append_that_does_not_fit_starts_a_new_batch_and_stays_whole() -> None:
-    acc = accumulator(FakeTime(), max_batch_size=61 + 3 * 40)
+    acc = accumulator(MockTime(5000), max_batch_size=61 + 3 * 40)
     acc.append(3, [b"x" * 30, b"y" * 30], delay_drain=False)
     acc.append(3, [b"z" * 30, b"w" * 30], delay_drain=False)  # would make 4 records of ~36
     batches = acc.drain()
@@ -78,14 +71,14 @@ def test_an_append_that_does_not_fit_starts_a_new_batch_and_stays_whole() -> Non
 
 
 def test_records_larger_than_a_batch_are_refused_whole() -> None:
-    acc = accumulator(FakeTime(), max_batch_size=100)
+    acc = accumulator(MockTime(5000), max_batch_size=100)
     with pytest.raises(RecordBatchTooLargeError, match="exceeds the maximum allowed batch size"):
         acc.append(3, [b"x" * 30, b"y" * 30], delay_drain=False)
     assert acc.next_offset == 10 and acc.drain() == []
 
 
 def test_stale_and_future_epochs_are_refused() -> None:
-    acc = accumulator(FakeTime())
+    acc = accumulator(MockTime(5000))
     with pytest.raises(NotLeaderError, match="stale"):
         acc.append(2, [b"a"], delay_drain=False)
     with pytest.raises(ValueError, match="larger than the current epoch"):
@@ -93,7 +86,7 @@ def test_stale_and_future_epochs_are_refused() -> None:
 
 
 def test_prepared_appends_wait_for_allow_drain() -> None:
-    time = FakeTime()
+    time = MockTime(5000)
     acc = accumulator(time, linger_ms=0)
     acc.append(3, [b"a"], delay_drain=False)
     acc.force_drain()
@@ -108,7 +101,7 @@ def test_prepared_appends_wait_for_allow_drain() -> None:
 
 
 def test_control_messages_complete_the_open_batch_first() -> None:
-    time = FakeTime()
+    time = MockTime(5000)
     acc = accumulator(time)
     acc.append(3, [b"a"], delay_drain=False)
     last = acc.append_control_messages([leader_change_message(1, [1, 2, 3], [1, 2])], time.now)
@@ -119,7 +112,7 @@ def test_control_messages_complete_the_open_batch_first() -> None:
 
 
 def test_the_number_of_waiting_batches_is_bounded() -> None:
-    acc = accumulator(FakeTime(), max_batch_size=61 + 10)
+    acc = accumulator(MockTime(5000), max_batch_size=61 + 10)
     for _ in range(10):
         acc.append(3, [b"abc"], delay_drain=True)
         acc.force_drain()
@@ -142,7 +135,7 @@ def test_leader_change_control_record_bytes() -> None:
 
 
 def test_decoded_batches_carry_control_records_and_data() -> None:
-    time = FakeTime()
+    time = MockTime(5000)
     acc = accumulator(time, base_offset=0)
     acc.append_control_messages([snapshot_header_record(99)], time.now)
     acc.append(3, [b"r1", b"r2"], delay_drain=False)
@@ -156,7 +149,7 @@ def test_decoded_batches_carry_control_records_and_data() -> None:
 
 
 def test_a_corrupt_batch_is_refused() -> None:
-    time = FakeTime()
+    time = MockTime(5000)
     acc = accumulator(time)
     acc.append(3, [b"value"], delay_drain=False)
     data = bytearray(acc.drain()[0].data)
