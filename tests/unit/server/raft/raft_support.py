@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Callable
 
 from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
+from tiercel.server.raft.election_state import ElectionState
 
 
 class MockTime:
@@ -37,3 +38,17 @@ async def eventually(check: Callable[[], bool], timeout: float = 10.0) -> None:
     while not check():
         assert loop.time() < deadline, "condition not reached in time"
         await asyncio.sleep(0.01)
+
+
+class MockQuorumStateStore:
+    """quorum-state in memory; every write is kept, to check what was persisted when."""
+
+    def __init__(self) -> None:
+        self.writes: list[ElectionState] = []
+
+    async def read_election_state(self) -> ElectionState | None:
+        return self.writes[-1] if self.writes else None
+
+    async def write_election_state(self, state: ElectionState, kraft_version: int) -> None:
+        assert kraft_version == 0
+        self.writes.append(state)
