@@ -3,7 +3,9 @@ errors, but what callers of the client API catch."""
 
 from __future__ import annotations
 
-__all__ = ["NotLeaderError", "RaftError", "UnexpectedBaseOffsetError"]
+from tiercel.protocol.errors import ErrorCode, KafkaError
+
+__all__ = ["BrokerNotAvailableError", "NotLeaderError", "RaftError", "UnexpectedBaseOffsetError"]
 
 
 class RaftError(Exception):
@@ -18,3 +20,10 @@ class NotLeaderError(RaftError):
 class UnexpectedBaseOffsetError(RaftError):
     """A leader append whose first offset is not the log end offset (Kafka's
     ``UnexpectedBaseOffsetException``)."""
+
+
+class BrokerNotAvailableError(KafkaError):
+    """Kafka's ``BrokerNotAvailableException``: the answer to a request this replica
+    will never handle, because it is closing."""
+
+    error_code = ErrorCode.broker_not_available

@@ -39,7 +39,7 @@ from tiercel.server.raft import (
 )
 from tiercel.server.raft.batch_accumulator import BatchAccumulator
 from tiercel.server.raft.endpoints import Endpoints, Node
-from tiercel.server.raft.errors import NotLeaderError
+from tiercel.server.raft.errors import BrokerNotAvailableError, NotLeaderError
 from tiercel.server.raft.leader_and_epoch import UNKNOWN_LEADER_AND_EPOCH, LeaderAndEpoch
 from tiercel.server.raft.leader_state import LeaderState
 from tiercel.server.raft.listener_context import STARTING_NEXT_OFFSET, ListenerContext
@@ -149,6 +149,7 @@ class KafkaRaftClient(Generic[T]):
             self._bootstrap_nodes(), config.retry_backoff_ms, config.request_timeout_ms, self.random
         )
         self._quorum: QuorumState | None = None
+        self._closed = False
 
     def _bootstrap_nodes(self) -> list[Node]:
         """Bootstrap servers get the ids -2, -3, ... (their node ids are unknown); without
@@ -309,10 +310,25 @@ class KafkaRaftClient(Generic[T]):
         return self.shutdown_state is None or not self.shutdown_state.completion.done
 
     def handle(self, request: InboundRequest) -> None:
-        """An inbound request; its completion gets the response (Kafka's handle)."""
-        self.message_queue.add(request)
+        """An inbound request; its completion gets the response (Kafka's handle). A
+        closed client answers BROKER_NOT_AVAILABLE at once."""
+        if self._closed:
+            _answer_unavailable(request)
+        else:
+            self.message_queue.add(request)
 
     async def close(self) -> None:
+        """Once polling has stopped: answer every request still waiting (parked fetches,
+        queued requests) so that no peer's connection hangs on this replica, and flush the
+        log (Kafka's KafkaRaftClient.close)."""
+        self._closed = True
+        self.fetch_purgatory.complete_all_exceptionally(
+            BrokerNotAvailableError("The raft client is closed")
+        )
+        while not self.message_queue.is_empty:
+            message = await self.message_queue.poll(0)
+            if isinstance(message, InboundRequest):
+                _answer_unavailable(message)
         await self.log.flush(True)
 
     # -- polling -------------------------------------------------------------------------
@@ -803,4 +819,10 @@ def _error_code(error: BaseException | None) -> ErrorCode:
         ErrorCode.broker_not_available
         if isinstance(error, OSError)
         else ErrorCode.unknown_server_error
+    )
+
+
+def _answer_unavailable(request: InboundRequest) -> None:
+    request.completion.complete(
+        error_response(api_key_of(request.data), ErrorCode.broker_not_available)
     )

@@ -128,12 +128,17 @@ class AsyncMessageQueue:
         self._ready = asyncio.Event()
 
     async def poll(self, timeout_ms: int) -> RaftMessage | None:
+        """The next message, waiting up to ``timeout_ms`` for one. Always yields to the
+        loop first: Kafka's queue blocks a thread of its own, this one shares the loop
+        with the sockets that bring the messages."""
         if not self._queue and timeout_ms > 0:
             try:
                 async with asyncio.timeout(timeout_ms / 1000):
                     await self._ready.wait()
             except TimeoutError:
                 pass
+        else:
+            await asyncio.sleep(0)
         self._ready.clear()
         if self._queue:
             if len(self._queue) > 1:
