@@ -199,7 +199,8 @@ class MetadataDelta:
 
     def finish_snapshot(self) -> None:
         """After replaying a whole snapshot: removes whatever the image had that the
-        snapshot did not contain."""
+        snapshot did not contain. The producer id block is kept, as Kafka's
+        ProducerIdsDelta.finishSnapshot keeps it: the next id never goes back."""
         self.get_or_create_features_delta().finish_snapshot()
         self.get_or_create_cluster_delta().finish_snapshot()
         self.get_or_create_topics_delta().finish_snapshot()
