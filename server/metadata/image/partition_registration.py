@@ -7,6 +7,12 @@ always bumps the partition epoch, and the leader epoch too when it names a leade
 replica in replica order (KIP-858); a partition whose record has none, or only
 MIGRATING ones, has MIGRATING for every replica (the directory is wherever the broker
 finds the log). ELR and last known ELR (KIP-966) are empty unless a record set them.
+
+A log replays one registration per PartitionRecord and PartitionChangeRecord, so they
+are built without running the frozen dataclass's ``__init__``, which assigns each of
+the eleven fields through ``object.__setattr__`` and cost more than the rest of the
+replay: the fields are set in ``__dict__`` whole, as `message_schema` builds decoded
+records (hence no ``__slots__``).
 """
 
 from __future__ import annotations
@@ -58,7 +64,7 @@ class LeaderRecoveryState(enum.IntEnum):
             ) from None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class PartitionRegistration:
     """A partition's replicas (preferred first), their directories, ISR, reassignment
     in progress, leader and epochs, ELR. Invariant: ``directories`` has one entry per
@@ -78,14 +84,14 @@ class PartitionRegistration:
 
     @classmethod
     def from_record(cls, record: PartitionRecord) -> PartitionRegistration:
-        return cls(
+        return _registration(
             record.replicas,
             _directories(record.directories, record.replicas),
             record.isr,
             record.removing_replicas,
             record.adding_replicas,
             record.leader,
-            LeaderRecoveryState.of(record.leader_recovery_state),
+            _leader_recovery_state(record.leader_recovery_state),
             record.leader_epoch,
             record.partition_epoch,
             record.eligible_leader_replicas or (),
@@ -110,8 +116,8 @@ class PartitionRegistration:
             leader, leader_epoch = record.leader, self.leader_epoch + 1
         recovery = self.leader_recovery_state
         if record.leader_recovery_state != -1:
-            recovery = LeaderRecoveryState.of(record.leader_recovery_state)
-        return PartitionRegistration(
+            recovery = _leader_recovery_state(record.leader_recovery_state)
+        return _registration(
             replicas,
             directories,
             self.isr if record.isr is None else record.isr,
@@ -174,14 +180,62 @@ class PartitionRegistration:
         return ApiMessageAndVersion(record, version.partition_record_version())
 
 
+_new = object.__new__
+_set = object.__setattr__
+
+
+def _registration(
+    replicas: tuple[int, ...],
+    directories: tuple[uuid.UUID, ...],
+    isr: tuple[int, ...],
+    removing_replicas: tuple[int, ...],
+    adding_replicas: tuple[int, ...],
+    leader: int,
+    leader_recovery_state: LeaderRecoveryState,
+    leader_epoch: int,
+    partition_epoch: int,
+    elr: tuple[int, ...],
+    last_known_elr: tuple[int, ...],
+) -> PartitionRegistration:
+    """``PartitionRegistration(...)`` without its ``__init__`` (see the module's doc)."""
+    partition: PartitionRegistration = _new(PartitionRegistration)
+    _set(
+        partition,
+        "__dict__",
+        {
+            "replicas": replicas,
+            "directories": directories,
+            "isr": isr,
+            "removing_replicas": removing_replicas,
+            "adding_replicas": adding_replicas,
+            "leader": leader,
+            "leader_recovery_state": leader_recovery_state,
+            "leader_epoch": leader_epoch,
+            "partition_epoch": partition_epoch,
+            "elr": elr,
+            "last_known_elr": last_known_elr,
+        },
+    )
+    return partition
+
+
+_RECOVERY_STATES: Final = {state.value: state for state in LeaderRecoveryState}
+
+
+def _leader_recovery_state(value: int) -> LeaderRecoveryState:
+    """LeaderRecoveryState.of without the enum's own lookup, on the replay path."""
+    state = _RECOVERY_STATES.get(value)
+    return LeaderRecoveryState.of(value) if state is None else state
+
+
 def _directories(
     directories: tuple[uuid.UUID, ...], replicas: tuple[int, ...]
 ) -> tuple[uuid.UUID, ...]:
     """Kafka's checkDirectories and defaultToMigrating: one directory per replica, or
     none (all MIGRATING) for a record written before directories were tracked."""
-    if not directories or (
-        directories[0] == MIGRATING_DIRECTORY and all(d == MIGRATING_DIRECTORY for d in directories)
-    ):
+    if directories and len(directories) == len(replicas) and directories[0] != MIGRATING_DIRECTORY:
+        return directories
+    if not directories or all(d == MIGRATING_DIRECTORY for d in directories):
         return (MIGRATING_DIRECTORY,) * len(replicas)
     if len(directories) != len(replicas):
         raise MetadataReplayError(

@@ -113,22 +113,23 @@ class TopicDelta:
         """Kafka's TopicDelta.localChanges: a changed partition is a delete if the broker
         was a replica and is not any more, a leader or follower change if the broker is
         a replica and the partition epoch moved (or the partition is new)."""
+        name, topic_id, image_partitions = self.image.name, self.image.id, self.image.partitions
         for partition_id, partition in self.partition_changes.items():
-            previous = self.image.partitions.get(partition_id)
-            tp = TopicPartition(self.name, partition_id)
+            previous = image_partitions.get(partition_id)
+            tp = TopicPartition(name, partition_id)
             if broker_id not in partition.replicas:
                 if previous is not None and broker_id in previous.replicas:
                     changes.deletes.add(tp)
                 continue
             if previous is None or previous.partition_epoch != partition.partition_epoch:
-                info = PartitionInfo(self.id, partition)
+                info = PartitionInfo(topic_id, partition)
                 if partition.leader == broker_id:
                     changes.leaders[tp] = info
                     if previous is None or previous.leader_epoch != partition.leader_epoch:
                         changes.elected_leaders[tp] = info
                 else:
                     changes.followers[tp] = info
-                changes.topic_ids.setdefault(self.name, self.id)
+                changes.topic_ids.setdefault(name, topic_id)
             # Kafka's guard compares prevPartition.directory(brokerId), which throws for
             # a broker that was not a replica before, so a replica added by a
             # reassignment is not told its directory there; here it is, as a new
@@ -139,7 +140,7 @@ class TopicDelta:
                 or broker_id not in previous.replicas
                 or previous.directory(broker_id) != directory
             ):
-                changes.directory_ids[TopicIdPartition(self.id, tp)] = directory
+                changes.directory_ids[TopicIdPartition(topic_id, tp)] = directory
 
 
 class TopicsDelta:
