@@ -55,10 +55,6 @@ class MetaPropertiesEnsemble:
                 props[log_dir] = meta
         return cls(props, frozenset(empty), errors, metadata_log_dir)
 
-    @property
-    def cluster_id(self) -> str | None:
-        return next((m.cluster_id for m in self.log_dir_props.values()), None)
-
     def verify(
         self,
         expected_cluster_id: str | None,
@@ -105,13 +101,4 @@ class MetaPropertiesEnsemble:
             raise MetaPropertiesError(
                 f"Encountered I/O error in metadata log directory {self.metadata_log_dir}. "
                 "Cannot continue."
-            )
-
-    def require_formatted(self) -> None:
-        """A KRaft node starts only on formatted directories (Kafka's
-        KafkaRaftServer.initializeLogDirs)."""
-        for log_dir in sorted(self.empty_log_dirs):
-            raise MetaPropertiesError(
-                f"No `meta.properties` found in {log_dir} (have you run `tiercel storage "
-                "format` to format the directory?)"
             )
