@@ -4,10 +4,12 @@ Kafka's ``kafka-storage`` does.
 - ``tiercel storage random-uuid``: a new cluster id (Kafka's `Uuid.randomUuid`, 22
   characters of URL-safe base64).
 - ``tiercel storage format -t <cluster-id> [CONFIG.yaml] [--override key=value]...
-  [--ignore-formatted]``: write `meta.properties` (version 1: cluster.id, node.id, a new
-  directory.id) into every log dir and the metadata log dir, with the bootstrap
-  metadata (`bootstrap.checkpoint`) beside it; refuses a configuration without
-  `process.roles` and, unless ``--ignore-formatted``, a directory already formatted.
+  [--release-version V] [--feature NAME=LEVEL]... [--ignore-formatted]``: write
+  `meta.properties` (version 1: cluster.id, node.id, a new directory.id) into every log
+  dir and the metadata log dir, with the bootstrap metadata (`bootstrap.checkpoint`:
+  metadata.version and the other features' levels) beside it; refuses a configuration
+  without `process.roles` and, unless ``--ignore-formatted``, a directory already
+  formatted.
 - ``tiercel storage info [CONFIG.yaml] [--override ...]``: what the directories hold.
 
 The messages are Kafka's (`StorageTool`, `Formatter`, `MetaPropertiesEnsemble`), so
@@ -24,6 +26,14 @@ from typing import TextIO
 from tiercel.config.broker_config import BrokerConfig
 from tiercel.config.config_def import ConfigError
 from tiercel.config.loader import load_broker_config
+from tiercel.protocol.metadata.metadata_version import (
+    FEATURE_NAME,
+    LATEST_PRODUCTION,
+    MetadataVersion,
+)
+from tiercel.server.metadata.bootstrap_directory import write_bootstrap_file
+from tiercel.server.metadata.bootstrap_metadata import BootstrapMetadata
+from tiercel.server.metadata.supported_features import SUPPORTED_FEATURES, feature_named
 from tiercel.storage.checkpoint_file import kafka_str_to_uuid, uuid_to_kafka_str
 from tiercel.storage.meta_properties import MetaProperties, random_directory_id
 from tiercel.storage.meta_properties_ensemble import MetaPropertiesEnsemble, MetaPropertiesError
@@ -47,6 +57,20 @@ def add_storage_parser(commands: argparse._SubParsersAction[argparse.ArgumentPar
     fmt = verbs.add_parser("format", help="format the node's log directories")
     fmt.add_argument("-t", "--cluster-id", required=True, help="the cluster's id")
     fmt.add_argument(
+        "-r",
+        "--release-version",
+        help="the metadata.version to start the cluster at, as a release (4.0) or a "
+        "version (4.0-IV3); the latest production version by default",
+    )
+    fmt.add_argument(
+        "-f",
+        "--feature",
+        action="append",
+        default=[],
+        metavar="FEATURE=LEVEL",
+        help="a feature's level, instead of its default for the release version",
+    )
+    fmt.add_argument(
         "-g",
         "--ignore-formatted",
         action="store_true",
@@ -67,7 +91,8 @@ def run_storage(args: argparse.Namespace) -> int:
     try:
         config = load_broker_config(args.config, args.override)
         if args.storage_command == "format":
-            format_storage(config, args.cluster_id, args.ignore_formatted, out)
+            bootstrap = bootstrap_metadata(args.release_version, args.feature)
+            format_storage(config, args.cluster_id, bootstrap, args.ignore_formatted, out)
             return 0
         return storage_info(config, out)
     except (ConfigError, FormatterError, MetaPropertiesError) as e:
@@ -80,8 +105,43 @@ def log_directories(config: BrokerConfig) -> list[str]:
     return sorted({*config.log_dirs, config.metadata_log_dir})
 
 
+def bootstrap_metadata(release_version: str | None, features: list[str]) -> BootstrapMetadata:
+    """The bootstrap records of ``--release-version`` and ``--feature``s: every feature
+    at its default for the release unless given (Kafka's Formatter
+    calculateEffectiveReleaseVersion and calculateEffectiveFeatureLevels)."""
+    levels: dict[str, int] = {}
+    for text in features:
+        name, sep, level = text.partition("=")
+        if not sep or not level.strip().lstrip("-").isdigit():
+            raise FormatterError(f"Can't parse feature={text}. The format is FEATURE=LEVEL.")
+        levels[name.strip()] = int(level)
+    try:
+        if FEATURE_NAME in levels:
+            if release_version is not None:
+                raise FormatterError(
+                    f"Use --release-version instead of --feature {FEATURE_NAME}=X to avoid "
+                    "ambiguity."
+                )
+            version = MetadataVersion.from_feature_level(levels.pop(FEATURE_NAME))
+        elif release_version is not None:
+            version = MetadataVersion.from_version_string(release_version)
+        else:
+            version = LATEST_PRODUCTION
+        for feature_name, feature_level in levels.items():
+            feature_named(feature_name).validate(feature_level)
+    except ValueError as e:
+        raise FormatterError(str(e)) from None
+    for feature in SUPPORTED_FEATURES:
+        levels.setdefault(feature.name, feature.default_level(version))
+    return BootstrapMetadata.from_versions(version, levels, "format command")
+
+
 def format_storage(
-    config: BrokerConfig, cluster_id: str, ignore_formatted: bool, out: TextIO
+    config: BrokerConfig,
+    cluster_id: str,
+    bootstrap: BootstrapMetadata,
+    ignore_formatted: bool,
+    out: TextIO,
 ) -> None:
     """Kafka's StorageTool.runFormatCommand and Formatter.doFormat."""
     if not config.kraft_mode:
@@ -119,9 +179,17 @@ def format_storage(
             directory_id = random_directory_id()
         seen.add(directory_id)
         kind = "metadata" if directory == config.metadata_log_dir else "data"
-        print(f"Formatting {kind} directory {directory}.", file=out)
+        print(
+            f"Formatting {kind} directory {directory} with {FEATURE_NAME} "
+            f"{bootstrap.metadata_version}.",
+            file=out,
+        )
         try:
             os.makedirs(directory, exist_ok=True)
+            # The bootstrap file goes first: meta.properties marks the directory
+            # formatted, so a crash in between leaves it to format again (Kafka's
+            # Formatter writes it in the Copier's pre-write handler).
+            write_bootstrap_file(directory, bootstrap)
             MetaProperties(cluster_id, config.node_id, directory_id).write(directory)
         except OSError as e:
             raise FormatterError(

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from tiercel.protocol.metadata.cluster_records import FeatureLevelRecord
 from tiercel.server.cli import main
+from tiercel.server.metadata.bootstrap_directory import read_bootstrap_metadata
 from tiercel.storage.checkpoint_file import kafka_str_to_uuid
 from tiercel.storage.meta_properties import MetaProperties
 
@@ -38,8 +40,10 @@ def test_format_writes_meta_properties_everywhere(
 ) -> None:
     assert main(["storage", "format", "-t", CLUSTER_ID, *kraft_args(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert f"Formatting metadata directory {tmp_path / 'meta'}." in out
-    assert f"Formatting data directory {tmp_path / 'a'}." in out
+    assert (
+        f"Formatting metadata directory {tmp_path / 'meta'} with metadata.version 4.0-IV3." in out
+    )
+    assert f"Formatting data directory {tmp_path / 'a'} with metadata.version 4.0-IV3." in out
     metas = [MetaProperties.read(str(tmp_path / d)) for d in ("a", "b", "meta")]
     assert all(m is not None and (m.cluster_id, m.node_id, m.version) == (CLUSTER_ID, 1, 1)
                for m in metas)  # fmt: skip
@@ -57,7 +61,9 @@ def test_format_writes_meta_properties_everywhere(
         f"log.dirs={tmp_path / 'a'},{tmp_path / 'b'},{tmp_path / 'c'}"
     )
     assert main(["storage", "format", "-t", CLUSTER_ID, "--ignore-formatted", *args]) == 0
-    assert capsys.readouterr().out == f"Formatting data directory {tmp_path / 'c'}.\n"
+    assert capsys.readouterr().out == (
+        f"Formatting data directory {tmp_path / 'c'} with metadata.version 4.0-IV3.\n"
+    )
 
 
 @pytest.mark.parametrize(
@@ -116,3 +122,58 @@ def test_a_broker_with_process_roles_refuses_to_start_for_now(
 ) -> None:
     assert main(["broker", *kraft_args(tmp_path)]) == 1
     assert "cannot run a KRaft node yet" in capsys.readouterr().err
+
+
+def feature_levels(directory: Path) -> dict[str, int]:
+    metadata = read_bootstrap_metadata(str(directory))
+    return {r.message.name: r.message.feature_level for r in metadata.records
+            if isinstance(r.message, FeatureLevelRecord)}  # fmt: skip
+
+
+def test_format_writes_the_bootstrap_checkpoint_everywhere(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["storage", "format", "-t", CLUSTER_ID, *kraft_args(tmp_path)]) == 0
+    # Kafka 4.0's defaults at 4.0-IV3, less what Tiercel does not implement:
+    # transaction.version 2 (KIP-890 part 2) is left at 0, which writes no record.
+    for directory in ("a", "b", "meta"):
+        assert (tmp_path / directory / "bootstrap.checkpoint").is_file()
+        assert not (tmp_path / directory / "bootstrap.checkpoint.tmp").exists()
+        assert feature_levels(tmp_path / directory) == {"metadata.version": 25, "group.version": 1}
+
+
+def test_format_at_a_release_version_and_feature_levels(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = [*kraft_args(tmp_path), "--release-version", "3.9", "--feature", "group.version=0"]
+    assert main(["storage", "format", "-t", CLUSTER_ID, *args]) == 0
+    assert "with metadata.version 3.9-IV0." in capsys.readouterr().out
+    assert feature_levels(tmp_path / "meta") == {"metadata.version": 21}
+    # Before 4.0 the consumer protocol is off by default (Kafka's GroupVersion GV_1).
+    other = tmp_path / "other"
+    assert main(["storage", "format", "-t", CLUSTER_ID, *kraft_args(other), "-r", "3.9"]) == 0
+    assert feature_levels(other / "meta") == {"metadata.version": 21}
+    third = tmp_path / "third"
+    assert main(["storage", "format", "-t", CLUSTER_ID, *kraft_args(third), "-f",
+                 "metadata.version=22"]) == 0  # fmt: skip
+    assert feature_levels(third / "meta") == {"metadata.version": 22, "group.version": 1}
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["-r", "2.8"], "Version 2.8 is not a valid version"),
+        (["-f", "metadata.version=3"], "No MetadataVersion with feature level 3"),
+        (["-r", "4.0", "-f", "metadata.version=25"], "Use --release-version instead of"),
+        (["-f", "share.version=1"], "Unsupported feature: share.version. Supported features"),
+        (["-f", "transaction.version=2"], "No feature:transaction.version with feature level 2"),
+        (["-f", "group.version"], "Can't parse feature=group.version"),
+    ],
+)
+def test_format_refuses_versions_and_features(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    assert main(["storage", "format", "-t", CLUSTER_ID, *kraft_args(tmp_path), *extra]) == 1
+    assert message in capsys.readouterr().err
+    # Refused before anything is written.
+    assert not (tmp_path / "meta").exists()
