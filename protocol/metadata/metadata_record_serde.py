@@ -27,7 +27,13 @@ from tiercel.protocol.metadata.flexible_encoding import (
 from tiercel.protocol.metadata.message_schema import MetadataRecord
 from tiercel.protocol.metadata.metadata_record_type import record_class
 
-__all__ = ["ApiMessageAndVersion", "MetadataParseError", "deserialize", "serialize"]
+__all__ = [
+    "ApiMessageAndVersion",
+    "MetadataParseError",
+    "MetadataRecordSerde",
+    "deserialize",
+    "serialize",
+]
 
 _FRAME_VERSION: Final = 1
 _MAX_SHORT: Final = 0x7FFF
@@ -64,6 +70,17 @@ def deserialize(data: bytes | memoryview) -> ApiMessageAndVersion:
     if pos != len(data):
         raise MetadataParseError(f"Found {len(data) - pos} byte(s) of garbage after {cls.__name__}")
     return ApiMessageAndVersion(message, version)
+
+
+class MetadataRecordSerde:
+    """The metadata records' serde for the Raft client, its snapshots and the bootstrap
+    file (Kafka's MetadataRecordSerde); it satisfies the Raft ``RecordSerde`` protocol."""
+
+    def write(self, record: ApiMessageAndVersion) -> bytes:
+        return serialize(record)
+
+    def read(self, data: memoryview) -> ApiMessageAndVersion:
+        return deserialize(data)
 
 
 def _read_header(data: bytes | memoryview) -> tuple[int, int, int]:
