@@ -130,10 +130,10 @@ class TopicDelta:
                 else:
                     changes.followers[tp] = info
                 changes.topic_ids.setdefault(name, topic_id)
-            # Kafka's guard compares prevPartition.directory(brokerId), which throws for
-            # a broker that was not a replica before, so a replica added by a
-            # reassignment is not told its directory there; here it is, as a new
-            # partition's replicas are.
+            # As TopicsDelta.localChanges documents it: directories that changed or are
+            # "newly added to the broker". (TopicDelta's own guard calls
+            # prevPartition.directory(brokerId), which throws for a replica that a
+            # reassignment adds, and so skips it.)
             directory = partition.directory(broker_id)
             if (
                 previous is None
