@@ -29,6 +29,7 @@ from tiercel.protocol.metadata.log_control_records import (
     NoOpRecord,
 )
 from tiercel.protocol.metadata.message_schema import MetadataRecord
+from tiercel.protocol.metadata.metadata_record_type import METADATA_RECORD_TYPES
 from tiercel.protocol.metadata.metadata_version import MetadataVersion
 from tiercel.protocol.metadata.security_records import (
     AccessControlEntryRecord,
@@ -165,3 +166,22 @@ def test_a_change_to_a_topic_absent_from_a_snapshot_is_refused_after_it() -> Non
     image, _ = replay([metadata_version()], base, snapshot=True)
     with pytest.raises(MetadataReplayError, match=f"Unable to find topic with id {FOO_ID}"):
         replay([partition(1)], image)
+
+
+def test_every_record_type_has_a_replayer() -> None:
+    # Kafka's MetadataDelta.replay switches over every MetadataRecordType; a type without
+    # a case is "Unknown metadata record type". Each record at its defaults either
+    # applies or fails for its content, never for its type.
+    for cls in METADATA_RECORD_TYPES.values():
+        try:
+            MetadataDelta(MetadataImage.EMPTY).replay(cls())
+        except MetadataReplayError as e:
+            assert "Unknown metadata record type" not in str(e), cls.__name__
+
+
+def test_a_record_type_without_a_replayer_is_refused() -> None:
+    class FutureRecord(NoOpRecord):
+        pass
+
+    with pytest.raises(MetadataReplayError, match="Unknown metadata record type FutureRecord"):
+        MetadataDelta(MetadataImage.EMPTY).replay(FutureRecord())
