@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
+from typing import Final
 
 from tiercel.protocol.metadata.broker_records import (
     BrokerEndpoint,
@@ -51,7 +52,9 @@ class VersionRange:
 
 @dataclass(frozen=True, slots=True)
 class BrokerRegistration:
-    """A registered broker. ``directories`` are sorted. A value; any thread."""
+    """A registered broker. ``directories`` are in Kafka's Uuid order (the constructor of
+    Kafka's BrokerRegistration sorts them), so a snapshot lists them as Kafka's would.
+    A value; any thread."""
 
     id: int
     epoch: int
@@ -86,7 +89,7 @@ class BrokerRegistration:
             record.fenced,
             record.in_controlled_shutdown,
             record.is_migrating_zk_broker,
-            tuple(sorted(record.log_dirs)),
+            _sorted_directories(record.log_dirs),
         )
 
     def clone_with(
@@ -105,7 +108,9 @@ class BrokerRegistration:
                 if in_controlled_shutdown is None
                 else in_controlled_shutdown
             ),
-            directories=self.directories if directories is None else tuple(sorted(directories)),
+            directories=(
+                self.directories if directories is None else _sorted_directories(directories)
+            ),
         )
         return self if changed == self else changed
 
@@ -139,3 +144,21 @@ class BrokerRegistration:
             log_dirs=self.directories if version.is_directory_assignment_supported() else (),
         )
         return ApiMessageAndVersion(record, version.register_broker_record_version())
+
+
+def _sorted_directories(directories: tuple[uuid.UUID, ...]) -> tuple[uuid.UUID, ...]:
+    """Sorted as Kafka's Uuid.compareTo sorts: by the most, then the least significant
+    64 bits, each a signed Java long (so a uuid with the top bit set sorts first)."""
+    return tuple(sorted(directories, key=_java_uuid_order))
+
+
+def _java_uuid_order(directory: uuid.UUID) -> tuple[int, int]:
+    value = directory.int
+    return _signed_long(value >> 64), _signed_long(value & _LONG_MASK)
+
+
+_LONG_MASK: Final = (1 << 64) - 1
+
+
+def _signed_long(bits: int) -> int:
+    return bits - (1 << 64) if bits >> 63 else bits

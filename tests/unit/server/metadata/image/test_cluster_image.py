@@ -199,3 +199,27 @@ def test_log_directories_before_3_7_iv2_are_a_loss() -> None:
     with pytest.raises(UnwritableMetadataError, match="online log directories"):
         _write(image, MetadataVersion.IBP_3_7_IV1)
     assert _write(_two_brokers(), MetadataVersion.IBP_3_3_IV3) == [("RegisterBrokerRecord", 1)] * 2
+
+
+def test_a_migrating_zk_broker_before_3_4_iv0_is_a_loss() -> None:
+    migrating = RegisterBrokerRecord(broker_id=1, broker_epoch=10, is_migrating_zk_broker=True)
+    image, _ = replay([migrating])
+    with pytest.raises(UnwritableMetadataError, match="isMigratingZkBroker state"):
+        _write(image, MetadataVersion.IBP_3_3_IV3)
+    writer = RecordListWriter()
+    image.cluster.write(writer, ImageWriterOptions(MetadataVersion.IBP_3_4_IV0))
+    assert writer.records[0].message == migrating and writer.records[0].version == 2
+
+
+def test_directories_are_in_kafkas_uuid_order() -> None:
+    # Uuid.compareTo compares the two halves as signed longs: a top bit set sorts first.
+    low, high = uuid.UUID(int=1 << 64), uuid.UUID(int=1 << 127)
+    image, _ = replay([RegisterBrokerRecord(broker_id=1, broker_epoch=10, log_dirs=(low, high))])
+    broker = image.cluster.broker(1)
+    assert broker is not None and broker.directories == (high, low)
+    image, _ = replay(
+        [BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=10, log_dirs=(DIR_A, low, high))],
+        image,
+    )
+    broker = image.cluster.broker(1)
+    assert broker is not None and broker.directories == (high, DIR_A, low)

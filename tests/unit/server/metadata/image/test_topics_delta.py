@@ -255,3 +255,17 @@ def test_an_unchanged_partition_epoch_is_no_local_change() -> None:
     assert delta.topics_delta is not None
     changes = delta.topics_delta.local_changes(1)
     assert not (changes.leaders or changes.followers or changes.deletes or changes.directory_ids)
+
+
+def test_clear_elr_of_a_topic_created_in_the_same_delta() -> None:
+    elr = PartitionRecord(
+        partition_id=0,
+        topic_id=BAR_ID,
+        replicas=(1, 2),
+        isr=(1,),
+        leader=1,
+        eligible_leader_replicas=(2,),
+    )
+    image, _ = replay([topic("bar", BAR_ID), elr, ClearElrRecord(topic_name="bar")], _base())
+    p = image.topics.get_partition(BAR_ID, 0)
+    assert p is not None and p.elr == ()
