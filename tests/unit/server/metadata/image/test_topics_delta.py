@@ -269,3 +269,22 @@ def test_clear_elr_of_a_topic_created_in_the_same_delta() -> None:
     image, _ = replay([topic("bar", BAR_ID), elr, ClearElrRecord(topic_name="bar")], _base())
     p = image.topics.get_partition(BAR_ID, 0)
     assert p is not None and p.elr == ()
+
+
+def test_one_topics_delta_new_partitions_and_local_changes() -> None:
+    # Kafka's TopicDelta.newPartitions (partitions added to an existing topic) and
+    # TopicDelta.localChanges (one topic's share of TopicsDelta.localChanges).
+    _, delta = replay(
+        [
+            partition(2, replicas=(3, 1), leader=3),
+            PartitionChangeRecord(partition_id=0, topic_id=FOO_ID, isr=(1, 3)),
+        ],
+        _base(),
+    )
+    assert delta.topics_delta is not None
+    foo = delta.topics_delta.changed_topics[FOO_ID]
+    assert list(foo.new_partitions()) == [2]
+    one = foo.local_changes(1)
+    assert one == delta.topics_delta.local_changes(1)
+    assert set(one.leaders) == {FOO0} and not one.elected_leaders
+    assert set(one.followers) == {FOO2}
