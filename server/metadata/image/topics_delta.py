@@ -116,11 +116,11 @@ class TopicDelta:
         name, topic_id, image_partitions = self.image.name, self.image.id, self.image.partitions
         for partition_id, partition in self.partition_changes.items():
             previous = image_partitions.get(partition_id)
-            tp = TopicPartition(name, partition_id)
             if broker_id not in partition.replicas:
                 if previous is not None and broker_id in previous.replicas:
-                    changes.deletes.add(tp)
+                    changes.deletes.add(TopicPartition(name, partition_id))
                 continue
+            tp = TopicPartition(name, partition_id)
             if previous is None or previous.partition_epoch != partition.partition_epoch:
                 info = PartitionInfo(topic_id, partition)
                 if partition.leader == broker_id:
