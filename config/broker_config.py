@@ -15,6 +15,7 @@ from typing import Final, Generic, TypeVar, overload
 from tiercel.config.config_def import ConfigError
 from tiercel.config.config_values import closest, parse_value, render_value
 from tiercel.config.kafka_config import BROKER_CONFIGS, canonical_broker_name
+from tiercel.config.kraft_validation import QuorumVoter, check_kraft, parse_voters
 from tiercel.config.remote_log_manager_configs import local_retention_problem
 from tiercel.config.remote_storage_props import RemoteStorageProps, split_remote_storage_props
 from tiercel.config.topic_configs import TOPIC_CONFIGS, resolve_topic_default
@@ -126,7 +127,7 @@ class BrokerConfig:
         self._values: dict[str, object] = {
             name: given.get(name, defn.default) for name, defn in BROKER_CONFIGS.items()
         }
-        self.security_protocol_map = _security_protocol_map(self._values)
+        self.security_protocol_map = _security_protocol_map(self._values, self.explicit)
         self.listeners: tuple[Listener, ...] = _listeners(
             "listeners", self._values, self.security_protocol_map
         )
@@ -136,6 +137,7 @@ class BrokerConfig:
             if advertised is None
             else _listeners("advertised.listeners", self._values, self.security_protocol_map)
         )
+        check_kraft(self._values, [e.name for e in self.listeners], self.security_protocol_map)
         _check_advertised(self.advertised_listeners)
         _check_inter_broker_listener(self._values, self.advertised_listeners)
         _check_topic_defaults(self._values)
@@ -239,6 +241,41 @@ class BrokerConfig:
     remote_log_storage_system_enable = _Key("remote.log.storage.system.enable", bool)
 
     @property
+    def process_roles(self) -> frozenset[str]:
+        """The KRaft roles of this node (empty: not a KRaft node)."""
+        roles = self._values["process.roles"]
+        assert isinstance(roles, tuple)
+        return frozenset(roles)
+
+    @property
+    def kraft_mode(self) -> bool:
+        return bool(self.process_roles)
+
+    @property
+    def controller_listener_names(self) -> tuple[str, ...]:
+        """controller.listener.names, upper-case as listener names are."""
+        names = self._values["controller.listener.names"]
+        assert isinstance(names, tuple)
+        return tuple(str(name).upper() for name in names)
+
+    @property
+    def quorum_voters(self) -> tuple[QuorumVoter, ...]:
+        """controller.quorum.voters, parsed (checked at construction)."""
+        entries = self._values["controller.quorum.voters"]
+        assert isinstance(entries, tuple)
+        return parse_voters(entries)
+
+    @property
+    def metadata_log_dir(self) -> str:
+        """metadata.log.dir, or the first of log.dirs when it is unset (Kafka's
+        KafkaConfig.metadataLogDir)."""
+        value = self._values["metadata.log.dir"]
+        if value is None:
+            return self.log_dirs[0]
+        assert isinstance(value, str)
+        return value
+
+    @property
     def remote_storage_props(self) -> RemoteStorageProps:
         """The keys under the RSM and RLMM prefixes, prefix removed, by plugin."""
         return self._remote_storage_props
@@ -267,10 +304,15 @@ class BrokerConfig:
 
     @property
     def inter_broker_listener_name(self) -> str:
-        """inter.broker.listener.name, or the first listener's name when it is unset."""
+        """inter.broker.listener.name, or the first listener's name when it is unset (the
+        first that is not a controller listener, in KRaft mode)."""
         value = self._values["inter.broker.listener.name"]
         if value is None:
-            return self.listeners[0].name
+            controllers = self.controller_listener_names
+            return next(
+                (e.name for e in self.listeners if e.name not in controllers),
+                self.listeners[0].name,
+            )
         assert isinstance(value, str)
         return value.upper()
 
@@ -319,8 +361,13 @@ def _parse_given(raw: Mapping[str, object]) -> dict[str, object]:
     return given
 
 
-def _security_protocol_map(values: Mapping[str, object]) -> dict[str, str]:
-    """listener.security.protocol.map as {listener name: protocol}, both upper-case."""
+def _security_protocol_map(
+    values: Mapping[str, object], explicit: frozenset[str]
+) -> dict[str, str]:
+    """listener.security.protocol.map as {listener name: protocol}, both upper-case. A KRaft
+    node that leaves the map at its default gets its controller listeners mapped to
+    PLAINTEXT (Kafka's KafkaConfig.effectiveListenerSecurityProtocolMap; Tiercel serves no
+    other protocol yet)."""
     key = "listener.security.protocol.map"
     texts = values[key]
     assert isinstance(texts, tuple)
@@ -335,6 +382,11 @@ def _security_protocol_map(values: Mapping[str, object]) -> dict[str, str]:
         if name in mapping:
             raise ConfigError(f"Configuration {key} maps listener {name} twice", key)
         mapping[name] = protocol
+    if key not in explicit and values["process.roles"]:
+        controllers = values["controller.listener.names"]
+        assert isinstance(controllers, tuple)
+        for name in controllers:
+            mapping.setdefault(str(name).upper(), "PLAINTEXT")
     return mapping
 
 

@@ -1,6 +1,6 @@
 """The broker's config registry: every broker key, as Kafka's `KafkaConfig.configDef`
-gathers the keys of `ServerConfigs`, `SocketServerConfigs`, `ServerLogConfigs`, ...,
-`RemoteLogManagerConfig`
+gathers the keys of `ServerConfigs`, `KRaftConfigs`, `SocketServerConfigs`,
+`ServerLogConfigs`, ..., `RemoteLogManagerConfig`
 
 Defaults and checks are Kafka 3.9's (the last release with ZooKeeper), except where
 Tiercel must differ to run as a single node out of the box (node.id, listeners, log.dirs);
@@ -17,6 +17,7 @@ from typing import Final
 from tiercel.config.cleaner_configs import CLEANER_CONFIGS
 from tiercel.config.config_def import ConfigDef
 from tiercel.config.group_coordinator_configs import GROUP_COORDINATOR_CONFIGS
+from tiercel.config.kraft_configs import KRAFT_CONFIGS
 from tiercel.config.remote_log_manager_configs import REMOTE_LOG_MANAGER_CONFIGS
 from tiercel.config.replication_configs import REPLICATION_CONFIGS
 from tiercel.config.server_configs import SERVER_CONFIGS
@@ -31,6 +32,7 @@ BROKER_CONFIGS: Final[Mapping[str, ConfigDef]] = {
     d.name: d
     for group in (
         SERVER_CONFIGS,
+        KRAFT_CONFIGS,
         ZK_CONFIGS,
         SOCKET_SERVER_CONFIGS,
         SERVER_LOG_CONFIGS,

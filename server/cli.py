@@ -1,5 +1,6 @@
-"""The ``tiercel`` command: ``tiercel broker [CONFIG.yaml] [--override key=value]...``, and
-``tiercel remote-segments ...`` (`remote_segments_command`)."""
+"""The ``tiercel`` command: ``tiercel broker [CONFIG.yaml] [--override key=value]...``,
+``tiercel storage ...`` (`storage_command`) and ``tiercel remote-segments ...``
+(`remote_segments_command`)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from tiercel.server.remote_segments_command import (
     add_remote_segments_parser,
     run_remote_segments,
 )
+from tiercel.server.storage_command import add_storage_parser, run_storage
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -40,6 +42,7 @@ def _parser() -> argparse.ArgumentParser:
         "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
     )
     add_remote_segments_parser(commands)
+    add_storage_parser(commands)
     return parser
 
 
@@ -54,9 +57,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "remote-segments":
         return run_remote_segments(args)
+    if args.command == "storage":
+        return run_storage(args)
     configure_logging(args.log_level)
     try:
         config = load_broker_config(args.config, args.override)
+        if config.kraft_mode:
+            # The configuration and `tiercel storage format` come first; the Raft quorum,
+            # the quorum controller and the brokers' metadata log follow (README).
+            raise ConfigError(
+                "process.roles is set, but this version of Tiercel cannot run a KRaft node "
+                "yet: leave process.roles unset (embedded store or zookeeper.connect)",
+                "process.roles",
+            )
         # Every schema module is imported before the event loop starts, so that no
         # request ever waits on an import.
         preload_schemas()

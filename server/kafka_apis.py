@@ -37,6 +37,7 @@ from tiercel.protocol.request_header import (
     response_header_bytes,
     size_prefix,
 )
+from tiercel.server.forwarding_manager import FORWARDED_APIS, ForwardingManager, error_response
 from tiercel.server.handlers import (
     add_offsets_to_txn,
     add_partitions_to_txn,
@@ -206,7 +207,31 @@ class KafkaApis:
         ctx = RequestContext(
             header, connection.client_address, connection.listener_name, self._services
         )
+        forwarding = self._services.forwarding_manager
+        if forwarding is not None and api_key in FORWARDED_APIS:
+            return await self._forward(forwarding, frame, ctx, request)
         return await self._call(spec, ctx, request)
+
+    async def _forward(
+        self,
+        forwarding: ForwardingManager,
+        frame: bytes | memoryview,
+        ctx: RequestContext,
+        request: Any,
+    ) -> Sequence[Buffer]:
+        """The active controller's answer to a request only it handles (KIP-590)."""
+        # Until authentication lands, every client is User:ANONYMOUS, as Kafka's
+        # PLAINTEXT listeners have it.
+        answer = await forwarding.forward(frame, ctx.client_address, ("User", "ANONYMOUS"))
+        if not isinstance(answer, ErrorCode):
+            return answer
+        log_event(
+            _log, logging.WARNING, "request_not_forwarded", **ctx.describe(), error=answer.name
+        )
+        response = error_response(ctx.header.api_key, request, answer)
+        return self._encode(
+            ctx.header.api_key, ctx.api_version, ctx.header.correlation_id, response, True
+        )
 
     async def _call(
         self, spec: ApiSpec, ctx: RequestContext, request: Any

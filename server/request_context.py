@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from tiercel.server.coordinator.transaction.transaction_coordinator import (
         TransactionCoordinator,
     )
+    from tiercel.server.forwarding_manager import ForwardingManager
     from tiercel.server.metadata.metadata_cache import MetadataCache
     from tiercel.server.replica_manager import ReplicaManager
     from tiercel.storage.log_manager import LogManager
@@ -41,6 +42,9 @@ class BrokerServices:
     """Serves the controller's admin APIs while this broker is the active controller."""
     api_versions: list[tuple[int, int, int]] = field(default_factory=list)
     """(api_key, min, max) as ApiVersions advertises them; set by KafkaApis."""
+    forwarding_manager: ForwardingManager | None = None
+    """In KRaft mode: sends the controller's APIs (`forwarding_manager.FORWARDED_APIS`)
+    to the active controller instead of their handlers here."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -331,6 +331,11 @@ def test_every_key_is_read_by_the_broker_or_refused_unless_default() -> None:
         # Read by BrokerConfig to split off the plugin keys.
         "remote.log.storage.manager.impl.prefix",
         "remote.log.metadata.manager.impl.prefix",
+        # Checked by BrokerConfig against node.id, the roles and the listeners
+        # (kraft_validation); a KRaft node refuses to start until the Raft quorum and
+        # the controller that read them run (server/cli.py).
+        "controller.quorum.voters",
+        "controller.listener.names",
     }
     topic_synonyms = {s for d in TOPIC_CONFIGS.values() for s in d.synonyms}
     allowed = topic_synonyms | read_by_broker_config

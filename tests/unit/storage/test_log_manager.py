@@ -68,12 +68,16 @@ async def test_startup_creates_dirs_and_meta_properties(
     lm = manager(dirs, scheduler, node_id=7)
     cluster_id = await lm.startup(None)
     assert len(cluster_id) == 22
+    directory_ids = set()
     for d in dirs:
         meta = MetaProperties.read(str(d))
-        assert meta == MetaProperties(cluster_id, 7)
+        assert meta is not None and (meta.cluster_id, meta.node_id) == (cluster_id, 7)
+        assert meta.directory_id is not None and meta.directory_id.int >= 100
+        directory_ids.add(meta.directory_id)
         text = (d / "meta.properties").read_text()
         assert "node.id=7\n" in text and "version=1\n" in text
         assert f"cluster.id={cluster_id}\n" in text
+    assert len(directory_ids) == len(dirs)
     assert lm.log_dirs == [str(d) for d in dirs]
     await lm.shutdown()
     # the same dirs keep their cluster id

@@ -1,0 +1,159 @@
+"""A KRaft broker's forwarding of the requests only the active controller can handle
+(KIP-590; Kafka's ForwardingManager and KafkaApis.maybeForwardToController).
+
+The client's request goes unchanged, header and all, inside an Envelope that carries
+the client's principal (Kafka's DefaultPrincipalData, version-prefixed) and address;
+the controller handles it as if the client had sent it and returns the response,
+header and all, which goes back to the client as it is. When the controller cannot be
+reached within the retry timeout, or refuses the envelope, the client gets the
+request's error response: REQUEST_TIMED_OUT, or the envelope's error
+(UNSUPPORTED_VERSION as it is), as Kafka's ForwardingManagerImpl answers.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import struct
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from kio.schema.default_principal_data.v0.data import DefaultPrincipalData
+
+from tiercel.protocol.entities import ChunkWriter, encode_entity
+from tiercel.protocol.errors import ErrorCode
+from tiercel.protocol.request_header import size_prefix
+from tiercel.server.network.connection import Buffer
+from tiercel.server.node_to_controller_channel import (
+    ControllerRequestTimeoutError,
+    NodeToControllerChannel,
+)
+
+__all__ = ["FORWARDED_APIS", "ForwardingManager", "error_response"]
+
+_ENVELOPE: Final = 58
+_ENVELOPE_VERSIONS: Final = (0, 0)
+
+# The forwardable APIs (Kafka's ApiKeys with forwardable) Tiercel serves in KRaft mode.
+CREATE_TOPICS, DELETE_TOPICS, ALTER_CONFIGS, CREATE_PARTITIONS = 19, 20, 33, 37
+ELECT_LEADERS, INCREMENTAL_ALTER_CONFIGS = 43, 44
+ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 45, 46
+FORWARDED_APIS: Final = frozenset(
+    {
+        CREATE_TOPICS,
+        DELETE_TOPICS,
+        ALTER_CONFIGS,
+        CREATE_PARTITIONS,
+        ELECT_LEADERS,
+        INCREMENTAL_ALTER_CONFIGS,
+        ALTER_PARTITION_REASSIGNMENTS,
+        LIST_PARTITION_REASSIGNMENTS,
+    }
+)
+_PRINCIPAL_VERSION: Final = struct.Struct(">h")
+
+
+def serialize_principal(principal_type: str, name: str) -> bytes:
+    """Kafka's DefaultKafkaPrincipalBuilder.serialize: DefaultPrincipalData, prefixed by
+    its version as an int16."""
+    writer = ChunkWriter()
+    encode_entity(
+        writer, DefaultPrincipalData(type_=principal_type, name=name, token_authenticated=False)
+    )
+    return _PRINCIPAL_VERSION.pack(0) + b"".join(bytes(c) for c in writer.chunks())
+
+
+class ForwardingManager:
+    """Event-loop only."""
+
+    def __init__(self, channel: NodeToControllerChannel, retry_timeout_s: float) -> None:
+        self._channel = channel
+        self._retry_timeout_s = retry_timeout_s
+
+    async def forward(
+        self, frame: bytes | memoryview, client_address: str, principal: tuple[str, str]
+    ) -> Sequence[Buffer] | ErrorCode:
+        """The controller's response frame to ``frame``, or the error to answer the
+        client with."""
+        body = {
+            "request_data": bytes(frame),
+            "request_principal": serialize_principal(*principal),
+            "client_host_address": _address_bytes(client_address),
+        }
+        try:
+            response = await self._channel.send(
+                _ENVELOPE, _ENVELOPE_VERSIONS, body, self._retry_timeout_s
+            )
+        except ControllerRequestTimeoutError:
+            return ErrorCode.request_timed_out
+        if response.error_code != ErrorCode.none:
+            return ErrorCode(response.error_code)
+        data = response.response_data
+        if data is None:
+            return ErrorCode.unknown_server_error
+        return [size_prefix(len(data)), data]
+
+    def close(self) -> None:
+        self._channel.close()
+
+
+def _address_bytes(address: str) -> bytes:
+    """The client's IP address as the Envelope carries it (InetAddress.getAddress);
+    ``address`` is a connection's "host:port" (an IPv6 host unbracketed)."""
+    host = address.rpartition(":")[0]
+    try:
+        return ipaddress.ip_address(host).packed
+    except ValueError:
+        return b""
+
+
+def error_response(api_key: int, request: Any, code: ErrorCode) -> Mapping[str, Any]:
+    """The response a forwarded request gets when forwarding failed, every entity it
+    names carrying ``code`` (Kafka's AbstractRequest.getErrorResponse per API)."""
+    if api_key == CREATE_TOPICS:
+        return {"topics": [{"name": t.name, "error_code": code} for t in request.topics]}
+    if api_key == DELETE_TOPICS:
+        names = list(getattr(request, "topic_names", ())) or [
+            t.name for t in getattr(request, "topics", ())
+        ]
+        return {"responses": [{"name": n, "error_code": code} for n in names]}
+    if api_key == CREATE_PARTITIONS:
+        return {"results": [{"name": t.name, "error_code": code} for t in request.topics]}
+    if api_key in (ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS):
+        return {
+            "responses": [
+                {
+                    "error_code": code,
+                    "resource_type": r.resource_type,
+                    "resource_name": r.resource_name,
+                }
+                for r in request.resources
+            ]
+        }
+    if api_key == ELECT_LEADERS:
+        return {
+            "error_code": code,
+            "replica_election_results": [
+                {
+                    "topic": t.topic,
+                    "partition_result": [
+                        {"partition_id": p, "error_code": code} for p in t.partitions
+                    ],
+                }
+                for t in request.topic_partitions or ()
+            ],
+        }
+    if api_key == ALTER_PARTITION_REASSIGNMENTS:
+        return {
+            "error_code": code,
+            "responses": [
+                {
+                    "name": t.name,
+                    "partitions": [
+                        {"partition_index": p.partition_index, "error_code": code}
+                        for p in t.partitions
+                    ],
+                }
+                for t in request.topics
+            ],
+        }
+    return {"error_code": code}

@@ -1,0 +1,93 @@
+"""What a KRaft broker does with each new metadata image (Kafka's
+BrokerMetadataPublisher): the metadata cache gets the live brokers and the topics, and
+every topic a record changed — its partitions, its configs, or its deletion — goes to
+the same `on_topic` entry point the embedded store's listener uses, which hands it to
+ReplicaManager (making, leading, following and dropping replicas) and keeps the topic's
+log config.
+
+Alive brokers are the registered, unfenced ones (Kafka's KRaftMetadataCache
+getAliveBrokers); those in a controlled shutdown are listed as shutting down, so that
+no ISR waits for them (KIP-841).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from tiercel.config.broker_config import Listener
+from tiercel.server.metadata.image.broker_registration import BrokerRegistration
+from tiercel.server.metadata.image.configurations import ConfigResource, ConfigResourceType
+from tiercel.server.metadata.image.metadata_delta import MetadataDelta
+from tiercel.server.metadata.image.metadata_image import MetadataImage
+from tiercel.server.metadata.image.topics_image import TopicImage
+from tiercel.server.metadata.metadata_cache import MetadataCache, TopicMetadata
+from tiercel.server.metadata.zk_data import BrokerRegistration as CachedBroker
+from tiercel.server.partition import PartitionState
+
+__all__ = ["BrokerMetadataPublisher", "topic_metadata"]
+
+TopicChanged = Callable[[str, TopicMetadata | None], Awaitable[None]]
+
+
+class BrokerMetadataPublisher:
+    """Event-loop only; the loader calls it one image at a time."""
+
+    name = "BrokerMetadataPublisher"
+
+    def __init__(self, cache: MetadataCache, on_topic: TopicChanged) -> None:
+        self._cache = cache
+        self._on_topic = on_topic
+
+    async def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        if delta.cluster_delta is not None:
+            brokers = image.cluster.brokers
+            alive = {i: _cached(b) for i, b in brokers.items() if not b.fenced}
+            shutting_down = frozenset(i for i, b in brokers.items() if b.in_controlled_shutdown)
+            self._cache.put_brokers(alive, shutting_down)
+        for name in sorted(_changed_topic_names(delta)):
+            topic = image.topics.topics_by_name.get(name)
+            if topic is None:
+                if self._cache.remove_topic(name) is not None:
+                    await self._on_topic(name, None)
+                continue
+            metadata = topic_metadata(topic, image)
+            self._cache.put_topic(metadata)
+            await self._on_topic(name, metadata)
+
+
+def topic_metadata(topic: TopicImage, image: MetadataImage) -> TopicMetadata:
+    """The image's topic as the broker's cache and ReplicaManager hold topics."""
+    resource = ConfigResource(ConfigResourceType.TOPIC, topic.name)
+    return TopicMetadata(
+        topic.name,
+        topic.id,
+        {p: registration.replicas for p, registration in topic.partitions.items()},
+        {
+            p: PartitionState(
+                leader=registration.leader,
+                leader_epoch=registration.leader_epoch,
+                isr=registration.isr,
+                replicas=registration.replicas,
+                partition_epoch=registration.partition_epoch,
+            )
+            for p, registration in topic.partitions.items()
+        },
+        dict(image.configs.config_map_for_resource(resource)),
+    )
+
+
+def _changed_topic_names(delta: MetadataDelta) -> set[str]:
+    names: set[str] = set()
+    topics = delta.topics_delta
+    if topics is not None:
+        names.update(d.name for d in topics.changed_topics.values())
+        names.update(topics.image.topics_by_id[i].name for i in topics.deleted_topic_ids)
+    configs = delta.configs_delta
+    if configs is not None:
+        names.update(r.name for r in configs.changes if r.type is ConfigResourceType.TOPIC)
+    return names
+
+
+def _cached(broker: BrokerRegistration) -> CachedBroker:
+    endpoints = tuple(Listener(e.listener_name, e.host, e.port) for e in broker.listeners.values())
+    return CachedBroker(broker.id, endpoints, broker.rack)

@@ -1,0 +1,179 @@
+"""``tiercel storage``: random-uuid, format (meta.properties v1 in every log dir and the
+metadata log dir, Kafka's refusals) and info, run through the command line's main."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tiercel.protocol.metadata.cluster_records import FeatureLevelRecord
+from tiercel.server.cli import main
+from tiercel.server.metadata.bootstrap_directory import read_bootstrap_metadata
+from tiercel.storage.checkpoint_file import kafka_str_to_uuid
+from tiercel.storage.meta_properties import MetaProperties
+
+CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
+
+
+def kraft_args(root: Path, node_id: int = 1) -> list[str]:
+    overrides = {
+        "process.roles": "broker,controller",
+        "node.id": str(node_id),
+        "controller.quorum.voters": f"{node_id}@127.0.0.1:9093",
+        "controller.listener.names": "CONTROLLER",
+        "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+        "log.dirs": f"{root / 'a'},{root / 'b'}",
+        "metadata.log.dir": str(root / "meta"),
+    }
+    return [arg for key, value in overrides.items() for arg in ("--override", f"{key}={value}")]
+
+
+def test_random_uuid_prints_a_kafka_uuid(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["storage", "random-uuid"]) == 0
+    text = capsys.readouterr().out.strip()
+    assert len(text) == 22 and kafka_str_to_uuid(text).int > 1
+
+
+def test_format_writes_meta_properties_everywhere(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["storage", "format", "-t", CLUSTER_ID, *kraft_args(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert (
+        f"Formatting metadata directory {tmp_path / 'meta'} with metadata.version 4.0-IV3." in out
+    )
+    assert f"Formatting data directory {tmp_path / 'a'} with metadata.version 4.0-IV3." in out
+    metas = [MetaProperties.read(str(tmp_path / d)) for d in ("a", "b", "meta")]
+    assert all(m is not None and (m.cluster_id, m.node_id, m.version) == (CLUSTER_ID, 1, 1)
+               for m in metas)  # fmt: skip
+    ids = {m.directory_id for m in metas if m is not None}
+    assert len(ids) == 3 and None not in ids
+
+    # Formatted once: refused, unless the formatted ones are to be left as they are.
+    assert main(["storage", "format", "-t", CLUSTER_ID, *kraft_args(tmp_path)]) == 1
+    assert "is already formatted. Use --ignore-formatted" in capsys.readouterr().err
+    assert main(["storage", "format", "-t", CLUSTER_ID, "-g", *kraft_args(tmp_path)]) == 0
+    assert "All of the log directories are already formatted." in capsys.readouterr().out
+    # A directory added later is formatted alone.
+    args = kraft_args(tmp_path)
+    args[args.index(f"log.dirs={tmp_path / 'a'},{tmp_path / 'b'}")] = (
+        f"log.dirs={tmp_path / 'a'},{tmp_path / 'b'},{tmp_path / 'c'}"
+    )
+    assert main(["storage", "format", "-t", CLUSTER_ID, "--ignore-formatted", *args]) == 0
+    assert capsys.readouterr().out == (
+        f"Formatting data directory {tmp_path / 'c'} with metadata.version 4.0-IV3.\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("extra", "cluster_id", "message"),
+    [
+        (["--override", "process.roles="], CLUSTER_ID, "only supported for nodes in KRaft mode"),
+        ([], "not-a-uuid", "does not appear to be a valid UUID"),
+    ],
+)
+def test_format_refuses(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    extra: list[str],
+    cluster_id: str,
+    message: str,
+) -> None:
+    args = kraft_args(tmp_path)
+    if extra:
+        # A node without process.roles has no controller listeners either.
+        args = ["--override", "log.dirs=" + str(tmp_path / "a")]
+    assert main(["storage", "format", "-t", cluster_id, *args, *extra]) == 1
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "a" / "meta.properties").exists()
+
+
+def test_format_refuses_directories_of_another_cluster_or_node(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "b").mkdir()
+    MetaProperties("AAAAAAAAAAAAAAAAAAAAAQ", 1).write_if_missing(str(tmp_path / "b"))
+    assert main(["storage", "format", "-t", CLUSTER_ID, "-g", *kraft_args(tmp_path)]) == 1
+    assert "Invalid cluster.id in: " in capsys.readouterr().err
+    (tmp_path / "b" / "meta.properties").unlink()
+    MetaProperties(CLUSTER_ID, 9).write_if_missing(str(tmp_path / "b"))
+    assert main(["storage", "format", "-t", CLUSTER_ID, "-g", *kraft_args(tmp_path)]) == 1
+    assert "Stored node id 9 doesn't match previous node id 1" in capsys.readouterr().err
+
+
+def test_info_shows_the_metadata_and_the_problems(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["storage", "info", *kraft_args(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert f"{tmp_path / 'a'} does not exist" in out and "Found problems:" in out
+    assert main(["storage", "format", "-t", CLUSTER_ID, *kraft_args(tmp_path)]) == 0
+    capsys.readouterr()
+    assert main(["storage", "info", *kraft_args(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "Found log directories:" in out
+    assert f"Found metadata: {{cluster.id={CLUSTER_ID}, directory.id=" in out
+    assert "node.id=1, version=1}" in out and "problem" not in out
+
+
+def test_a_broker_with_process_roles_refuses_to_start_for_now(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["broker", *kraft_args(tmp_path)]) == 1
+    assert "cannot run a KRaft node yet" in capsys.readouterr().err
+
+
+def feature_levels(directory: Path) -> dict[str, int]:
+    metadata = read_bootstrap_metadata(str(directory))
+    return {r.message.name: r.message.feature_level for r in metadata.records
+            if isinstance(r.message, FeatureLevelRecord)}  # fmt: skip
+
+
+def test_format_writes_the_bootstrap_checkpoint_everywhere(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["storage", "format", "-t", CLUSTER_ID, *kraft_args(tmp_path)]) == 0
+    # Kafka 4.0's defaults at 4.0-IV3, less what Tiercel does not implement:
+    # transaction.version 2 (KIP-890 part 2) is left at 0, which writes no record.
+    for directory in ("a", "b", "meta"):
+        assert (tmp_path / directory / "bootstrap.checkpoint").is_file()
+        assert not (tmp_path / directory / "bootstrap.checkpoint.tmp").exists()
+        assert feature_levels(tmp_path / directory) == {"metadata.version": 25, "group.version": 1}
+
+
+def test_format_at_a_release_version_and_feature_levels(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = [*kraft_args(tmp_path), "--release-version", "3.9", "--feature", "group.version=0"]
+    assert main(["storage", "format", "-t", CLUSTER_ID, *args]) == 0
+    assert "with metadata.version 3.9-IV0." in capsys.readouterr().out
+    assert feature_levels(tmp_path / "meta") == {"metadata.version": 21}
+    # Before 4.0 the consumer protocol is off by default (Kafka's GroupVersion GV_1).
+    other = tmp_path / "other"
+    assert main(["storage", "format", "-t", CLUSTER_ID, *kraft_args(other), "-r", "3.9"]) == 0
+    assert feature_levels(other / "meta") == {"metadata.version": 21}
+    third = tmp_path / "third"
+    assert main(["storage", "format", "-t", CLUSTER_ID, *kraft_args(third), "-f",
+                 "metadata.version=22"]) == 0  # fmt: skip
+    assert feature_levels(third / "meta") == {"metadata.version": 22, "group.version": 1}
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["-r", "2.8"], "Version 2.8 is not a valid version"),
+        (["-f", "metadata.version=3"], "No MetadataVersion with feature level 3"),
+        (["-r", "4.0", "-f", "metadata.version=25"], "Use --release-version instead of"),
+        (["-f", "share.version=1"], "Unsupported feature: share.version. Supported features"),
+        (["-f", "transaction.version=2"], "No feature:transaction.version with feature level 2"),
+        (["-f", "group.version"], "Can't parse feature=group.version"),
+    ],
+)
+def test_format_refuses_versions_and_features(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    assert main(["storage", "format", "-t", CLUSTER_ID, *kraft_args(tmp_path), *extra]) == 1
+    assert message in capsys.readouterr().err
+    # Refused before anything is written.
+    assert not (tmp_path / "meta").exists()
