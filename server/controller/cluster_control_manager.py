@@ -12,7 +12,7 @@ is refused while the registered one still has a live session
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Final
 
 from tiercel.protocol.errors import UnsupportedVersionError
@@ -77,6 +77,11 @@ class ClusterControlManager:
         self._registrations: dict[int, BrokerRegistration] = {}
         self._register_broker_record_offsets: dict[int, int] = {}
         self.heartbeat_manager: BrokerHeartbeatManager | None = None
+        # Records that take a broker restarted without a clean shutdown out of every ISR
+        # (Kafka's BrokerUncleanShutdownHandler, ReplicationControlManager's).
+        self.broker_unclean_shutdown_handler: Callable[[int, list[ApiMessageAndVersion]], None] = (
+            lambda broker_id, records: None
+        )
 
     def set_feature_control(self, feature_control: FeatureControlManager) -> None:
         self._feature_control = feature_control
@@ -163,6 +168,9 @@ class ClusterControlManager:
         else:
             new_incarnation = True
             epoch, fenced, shutting = new_broker_epoch, True, False
+        records: list[ApiMessageAndVersion] = []
+        if new_incarnation:
+            self.broker_unclean_shutdown_handler(request.broker_id, records)
         record = RegisterBrokerRecord(
             broker_id=request.broker_id,
             incarnation_id=request.incarnation_id,
@@ -180,10 +188,8 @@ class ClusterControlManager:
         if new_incarnation:
             heartbeats.remove(request.broker_id)
         heartbeats.register(request.broker_id)
-        return ControllerResult(
-            [ApiMessageAndVersion(record, version.register_broker_record_version())],
-            record.broker_epoch,
-        )
+        records.append(ApiMessageAndVersion(record, version.register_broker_record_version()))
+        return ControllerResult(records, record.broker_epoch)
 
     def _check_log_dirs(self, request: BrokerRegistrationRequest) -> None:
         if not request.log_dirs:

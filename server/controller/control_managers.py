@@ -63,6 +63,9 @@ class ControlManagers:
         )
         self.configuration.existence_checker = self._check_config_resource_exists
         self.replication = ReplicationControlManager(self.cluster, self.feature, self.configuration)
+        self.cluster.broker_unclean_shutdown_handler = (
+            self.replication.handle_broker_unclean_shutdown
+        )
         self.topics = TopicCommands(
             self.replication,
             TopicDefaults(

@@ -296,6 +296,18 @@ class ReplicationControlManager:
             broker_id, NO_LEADER, self.partitions_with_broker_in_isr(broker_id), records
         )
 
+    def handle_broker_unclean_shutdown(
+        self, broker_id: int, records: list[ApiMessageAndVersion]
+    ) -> None:
+        """A new incarnation registers: the old one may have died with unflushed data, so
+        the broker leaves every ISR and may not lead until it is unfenced again (Kafka's
+        ``handleBrokerUncleanShutdown``, from metadata.version 4.0-IV1, KIP-966)."""
+        if not self.feature_control.metadata_version.is_elr_supported():
+            return
+        self.generate_leader_and_isr_updates(
+            broker_id, NO_LEADER, self.partitions_with_broker_in_isr(broker_id), records
+        )
+
     def unregister_broker(self, broker_id: int) -> ControllerResult[None]:
         """Kafka's ``unregisterBroker``: out of every ISR, then UnregisterBrokerRecord."""
         unregister = self.cluster_control.unregister_record(broker_id)

@@ -26,7 +26,7 @@ from tiercel.server.controller.controller_exceptions import (
     InvalidRegistrationError,
     StaleBrokerEpochError,
 )
-from tiercel.server.controller.controller_requests import BrokerHeartbeatRequest
+from tiercel.server.controller.controller_requests import BrokerHeartbeatRequest, CreatableTopic
 from tiercel.server.controller.feature_control_manager import VersionRange
 
 
@@ -215,3 +215,24 @@ def test_registrations_are_written_back_as_they_are() -> None:
     fresh = ManagersContext()
     fresh.replay(list(ctx.state.records()))
     assert fresh.state.cluster.broker_registrations == ctx.state.cluster.broker_registrations
+
+
+def test_a_new_incarnation_leaves_every_isr_until_it_is_unfenced() -> None:
+    ctx = ManagersContext()
+    ctx.add_brokers(1, 2)
+    topic = ctx.create_topic("t", partitions=2, factor=2)
+    [created] = ctx.run(
+        ctx.state.topics.create_topics([CreatableTopic("only", assignments={0: (1,)})], False)
+    )
+    only = created.topic_id
+    assert only is not None
+    ctx.time.sleep(9000)  # broker 1 died; its session expired before it was fenced
+    ctx.heartbeat(2)
+    finalized = ctx.state.feature.finalized_features(0)
+    restarted = registration(1, incarnation=uuid.UUID(int=77))
+    ctx.run(ctx.state.cluster.register_broker(restarted, ctx.offset, finalized))
+    for p in (0, 1):
+        assert ctx.partition(topic, p).leader == 2 and ctx.partition(topic, p).isr == (2,)
+    assert ctx.partition(only).leader == -1 and ctx.partition(only).isr == (1,)
+    ctx.heartbeat(1)
+    assert ctx.partition(only).leader == 1
