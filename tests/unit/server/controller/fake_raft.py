@@ -4,9 +4,9 @@ RaftClient the controller is given), and helpers that build controllers on it.
 `FakeRaftQuorum` holds one log shared by its voters' clients. Appends go to the log at
 once; they commit when the test calls `commit` (or at once with ``auto_commit``), which
 hands each registered listener the newly committed batches, as Kafka's RaftClient
-delivers them. `elect` starts a new epoch: the uncommitted tail is truncated (a new Raft
-leader's log wins), everyone is told of the new leader, and the new leader's listener
-only after it has been given every committed batch, as KafkaRaftClient does.
+delivers them. `elect` starts a new epoch: when another node wins, the uncommitted tail
+is truncated (that leader's log wins), and everyone is told of the new leader, having
+been given every committed batch first, as KafkaRaftClient tells its listeners.
 """
 
 from __future__ import annotations
@@ -135,9 +135,11 @@ class FakeRaftQuorum:
             client.deliver(new)
 
     def elect(self, node_id: int | None) -> None:
-        """A new epoch led by ``node_id`` (None: no leader known yet). The log's
-        uncommitted tail is lost, as when a voter without it wins the election."""
-        self.log = [b for b in self.log if b.last_offset < self.high_watermark]
+        """A new epoch led by ``node_id`` (None: no leader known yet). Another leader
+        loses the log's uncommitted tail, as when a voter without it wins the election;
+        the same leader elected again keeps its own log, as Raft's leader always does."""
+        if node_id is None or not self.leader_and_epoch.is_leader(node_id):
+            self.log = [b for b in self.log if b.last_offset < self.high_watermark]
         self.leader_and_epoch = LeaderAndEpoch(node_id, self.leader_and_epoch.epoch + 1)
         for client in self.clients.values():
             client.tell_leader(self.leader_and_epoch)
