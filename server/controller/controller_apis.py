@@ -177,7 +177,9 @@ async def _update_features(
     }
     error: KafkaError | None = None
     try:
-        await controller.update_features(updates, upgrade_types, request.validate_only)
+        # ValidateOnly is v1+.
+        validate_only = version >= 1 and request.validate_only
+        await controller.update_features(updates, upgrade_types, validate_only)
     except KafkaError as e:
         if e.error_code == ErrorCode.not_controller:
             raise

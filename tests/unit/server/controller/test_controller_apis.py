@@ -293,3 +293,62 @@ async def test_a_standby_answers_not_controller(cluster: tuple[FakeRaftQuorum, A
         },
     )
     assert registered.error_code == ErrorCode.not_controller
+
+
+async def test_older_versions_alter_partition_v2_and_update_features_v0(
+    cluster: tuple[FakeRaftQuorum, Apis, Apis],
+) -> None:
+    _, apis, _ = cluster
+    epochs = {b: await start_broker(apis, b) for b in (1, 2)}
+    created = await apis.call(
+        19,
+        2,
+        {
+            "topics": [
+                {
+                    "name": "t",
+                    "num_partitions": -1,
+                    "replication_factor": -1,
+                    "assignments": [{"partition_index": 0, "broker_ids": [2, 1]}],
+                    "configs": [],
+                }
+            ],
+            "timeout": 1000,
+        },
+    )
+    topic_id = (await apis.apis.controller.find_topic_ids(["t"]))["t"]
+    assert created.topics[0].error_code == ErrorCode.none
+    shrunk = await apis.call(
+        56,
+        2,
+        {
+            "broker_id": 2,
+            "broker_epoch": epochs[2],
+            "topics": [
+                {
+                    "topic_id": topic_id,
+                    "partitions": [
+                        {
+                            "partition_index": 0,
+                            "leader_epoch": 0,
+                            "partition_epoch": 0,
+                            "new_isr": [2],
+                        }
+                    ],
+                }
+            ],
+        },
+    )
+    assert shrunk.topics[0].partitions[0].isr == (2,)
+    downgrade = await apis.call(
+        57,
+        0,
+        {
+            "timeout": 1000,
+            "feature_updates": [
+                {"feature": "metadata.version", "max_version_level": 24, "allow_downgrade": True}
+            ],
+        },
+    )
+    assert downgrade.error_code == ErrorCode.none
+    assert [r.error_code for r in downgrade.results] == [ErrorCode.none]
