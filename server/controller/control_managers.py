@@ -72,6 +72,7 @@ class ControlManagers:
                 config.default_num_partitions,
                 config.default_replication_factor,
                 config.delete_topic_enable,
+                config.max_partitions,
             ),
             rng,
         )

@@ -29,10 +29,11 @@ class QuorumControllerConfig:
     quorum_node_ids: frozenset[int] = frozenset()
     # broker.session.timeout.ms
     session_timeout_ms: int = 9000
-    # num.partitions, default.replication.factor, delete.topic.enable
+    # num.partitions, default.replication.factor, delete.topic.enable, max.partitions
     default_num_partitions: int = 1
     default_replication_factor: int = 1
     delete_topic_enable: bool = True
+    max_partitions: int = 10000
     # unclean.leader.election.enable (the broker-wide default)
     unclean_leader_election_enable: bool = False
     # metadata.max.idle.interval.ms: a NoOpRecord this often on the active controller

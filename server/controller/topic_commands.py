@@ -23,6 +23,7 @@ from tiercel.protocol.errors import (
     InvalidRequestError,
     InvalidTopicError,
     KafkaError,
+    PolicyViolationError,
     TopicDeletionDisabledError,
     TopicExistsError,
     UnknownTopicIdError,
@@ -55,11 +56,13 @@ __all__ = ["TopicCommands", "TopicDefaults"]
 
 @dataclass(frozen=True, slots=True)
 class TopicDefaults:
-    """``num.partitions``, ``default.replication.factor`` and ``delete.topic.enable``."""
+    """``num.partitions``, ``default.replication.factor``, ``delete.topic.enable`` and
+    ``max.partitions`` (KIP-578)."""
 
     num_partitions: int = 1
     replication_factor: int = 1
     delete_topic_enable: bool = True
+    max_partitions: int = 10000
 
 
 class TopicCommands:
@@ -81,16 +84,18 @@ class TopicCommands:
         results = []
         names = [t.name for t in topics]
         created: set[str] = set()
+        pending = 0
         for topic in topics:
             try:
                 if names.count(topic.name) > 1:
                     raise InvalidRequestError("Duplicate topic name.")
                 self._check_new_name(topic.name, created)
-                topic_records, result = self._create_topic(topic)
+                topic_records, result = self._create_topic(topic, pending)
             except KafkaError as e:
                 results.append(CreatableTopicResult(topic.name, None, e))
                 continue
             created.add(topic.name)
+            pending += result.num_partitions
             records += topic_records
             results.append(result)
         return ControllerResult([] if validate_only else records, results)
@@ -104,8 +109,20 @@ class TopicCommands:
             if existing.replace(".", "_") == normalized:
                 raise InvalidTopicError(f"Topic '{name}' collides with existing topic: {existing}")
 
+    def _check_partition_limit(self, adding: int, pending: int) -> None:
+        """KIP-578's max.partitions over the whole cluster, checked before any placement,
+        so that an absurd count (2^31 - 1) is refused at once; Kafka's controller bounds
+        an operation to 10000 records (QuorumController's MAX_RECORDS_PER_USER_OP)."""
+        limit = self._defaults.max_partitions
+        existing = sum(len(t.parts) for t in self._replication.topics.values()) + pending
+        if existing + adding > limit:
+            raise PolicyViolationError(
+                f"Cannot add {adding} partitions: the cluster has {existing} and "
+                f"max.partitions is {limit}."
+            )
+
     def _create_topic(
-        self, topic: CreatableTopic
+        self, topic: CreatableTopic, pending: int
     ) -> tuple[list[ApiMessageAndVersion], CreatableTopicResult]:
         if topic.assignments:
             if topic.num_partitions != -1:
@@ -118,9 +135,10 @@ class TopicCommands:
                     "A manual partition assignment was specified, but replicationFactor was "
                     "not set to -1."
                 )
+            self._check_partition_limit(len(topic.assignments), pending)
             placements = self._manual_placements(topic.assignments)
         else:
-            placements = self._placements(topic.num_partitions, topic.replication_factor)
+            placements = self._placements(topic.num_partitions, topic.replication_factor, pending)
         topic_id = _random_topic_id(self._rng)
         configs = self._replication.configuration_control.incremental_alter_configs(
             {
@@ -143,7 +161,9 @@ class TopicCommands:
         )
         return records, result
 
-    def _placements(self, num_partitions: int, replication_factor: int) -> list[tuple[int, ...]]:
+    def _placements(
+        self, num_partitions: int, replication_factor: int, pending: int
+    ) -> list[tuple[int, ...]]:
         partitions = self._defaults.num_partitions if num_partitions == -1 else num_partitions
         factor = (
             self._defaults.replication_factor if replication_factor == -1 else replication_factor
@@ -156,6 +176,7 @@ class TopicCommands:
             raise InvalidReplicationFactorError(
                 "Replication factor must be larger than 0, or -1 to use the default value."
             )
+        self._check_partition_limit(partitions, pending)
         return self._place(partitions, factor)
 
     def _place(self, partitions: int, factor: int) -> list[tuple[int, ...]]:
@@ -212,14 +233,17 @@ class TopicCommands:
         results: dict[str, KafkaError | None] = {}
         for topic in topics:
             try:
-                records += self._create_partitions(topic)
+                new = self._create_partitions(topic, len(records))
             except KafkaError as e:
                 results[topic.name] = e
                 continue
+            records += new
             results[topic.name] = None
         return ControllerResult([] if validate_only else records, results)
 
-    def _create_partitions(self, request: CreatePartitionsTopic) -> list[ApiMessageAndVersion]:
+    def _create_partitions(
+        self, request: CreatePartitionsTopic, pending: int
+    ) -> list[ApiMessageAndVersion]:
         replication = self._replication
         topic_id = replication.topics_by_name.get(request.name)
         if topic_id is None:
@@ -234,6 +258,7 @@ class TopicCommands:
         if request.count == current:
             raise InvalidPartitionsError(f"Topic already has {current} partition(s).")
         additional = request.count - current
+        self._check_partition_limit(additional, pending)
         factor = len(topic.parts[0].replicas)
         if request.assignments is None:
             placements = self._place(additional, factor)

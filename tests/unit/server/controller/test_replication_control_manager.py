@@ -22,6 +22,7 @@ from tiercel.protocol.errors import (
     InvalidTopicError,
     NoReassignmentInProgressError,
     NotControllerError,
+    PolicyViolationError,
     PreferredLeaderNotAvailableError,
     TopicExistsError,
     UnknownTopicIdError,
@@ -365,3 +366,27 @@ def test_state_written_back_as_records_replays_to_the_same_state() -> None:
         ctx.state.replication.list_partition_reassignments(None)
     )
     assert topic in fresh.state.replication.topics
+
+
+def test_max_partitions_bounds_the_cluster_before_any_placement() -> None:
+    ctx = ManagersContext(max_partitions=10)
+    ctx.add_brokers(1)
+    ctx.create_topic("t", partitions=4)
+    results = create(
+        ctx,
+        CreatableTopic("huge", num_partitions=2**31 - 1),
+        CreatableTopic("u", num_partitions=4),
+        CreatableTopic("v", num_partitions=4),
+    )
+    assert [type(r.error) for r in results] == [
+        PolicyViolationError,
+        type(None),
+        PolicyViolationError,
+    ]
+    assert results[2].error is not None and results[2].error.message == (
+        "Cannot add 4 partitions: the cluster has 8 and max.partitions is 10."
+    )
+    grown = ctx.state.topics.create_partitions(
+        [CreatePartitionsTopic("t", 6), CreatePartitionsTopic("u", 6)], False
+    ).response
+    assert grown["t"] is None and isinstance(grown["u"], PolicyViolationError)
