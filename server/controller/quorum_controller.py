@@ -191,6 +191,11 @@ class QuorumController:
         else:
             try:
                 end = self._append(result.records)
+            except KafkaError as e:
+                # Refused before anything was written (RECORD_BATCH_TOO_LARGE): the
+                # request fails, the controller stays as it was.
+                future.set_exception(e)
+                return
             except Exception as e:
                 _log.warning("renouncing after failing to append %s: %s", name, e)
                 future.set_exception(_not_controller(self._raft.leader_and_epoch))

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from control_manager_support import BOOTSTRAP, controller_config
 
+from tiercel.protocol.errors import RecordBatchTooLargeError
 from tiercel.protocol.metadata.metadata_record_serde import ApiMessageAndVersion, serialize
 from tiercel.server.controller.quorum_controller import QuorumController
 from tiercel.server.controller.raft_client import RaftListener
@@ -99,6 +100,7 @@ class FakeRaftQuorum:
         self.clients: dict[int, FakeRaftClient] = {}
         self.snapshots: list[FakeSnapshot] = []
         self.resigned: list[tuple[int, int]] = []
+        self.max_batch_records = 100_000
 
     def client(self, node_id: int) -> FakeRaftClient:
         return self.clients.setdefault(node_id, FakeRaftClient(self, node_id))
@@ -118,6 +120,8 @@ class FakeRaftQuorum:
     def append(self, node_id: int, epoch: int, records: Sequence[ApiMessageAndVersion]) -> int:
         if not self.leader_and_epoch.is_leader(node_id) or epoch != self.leader_and_epoch.epoch:
             raise NotLeaderError("Append failed because the replica is not the current leader")
+        if len(records) > self.max_batch_records:
+            raise RecordBatchTooLargeError(f"{len(records)} records do not fit a batch")
         base = self.end_offset
         size = sum(len(serialize(r)) for r in records)
         self.log.append(Batch(base, epoch, 0, size, base + len(records) - 1, list(records)))

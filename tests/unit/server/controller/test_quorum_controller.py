@@ -13,7 +13,11 @@ import pytest
 from control_manager_support import BOOTSTRAP, MockTime, controller_config, registration
 from fake_raft import FakeRaftQuorum, new_controller, settle
 
-from tiercel.protocol.errors import NotControllerError, TopicExistsError
+from tiercel.protocol.errors import (
+    NotControllerError,
+    RecordBatchTooLargeError,
+    TopicExistsError,
+)
 from tiercel.protocol.metadata.broker_records import RegisterBrokerRecord
 from tiercel.protocol.metadata.log_control_records import NoOpRecord
 from tiercel.protocol.metadata.metadata_version import FEATURE_NAME
@@ -128,6 +132,20 @@ async def test_an_append_refused_by_raft_renounces(
     with pytest.raises(NotControllerError):
         await active.register_broker(registration(1))
     assert not active.is_active
+
+
+async def test_a_batch_too_large_fails_the_request_only(
+    controllers: tuple[FakeRaftQuorum, list[QuorumController]],
+) -> None:
+    quorum, (active, _) = controllers
+    quorum.elect(0)
+    await unfenced_broker(active, 1)
+    quorum.max_batch_records = 3
+    with pytest.raises(RecordBatchTooLargeError):
+        await active.create_topics([CreatableTopic("t", 5)])
+    assert active.is_active and "t" not in active.state.replication.topics_by_name
+    [created] = await active.create_topics([CreatableTopic("u", 1)])
+    assert created.error is None
 
 
 async def test_expired_sessions_are_fenced_by_the_periodic_task() -> None:
