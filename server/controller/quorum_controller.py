@@ -333,7 +333,16 @@ class QuorumController:
         self._periodic = [
             loop.create_task(self._write_no_op_records(epoch)),
             loop.create_task(self._fence_stale_brokers(epoch)),
+            loop.create_task(self._elect_unclean_leaders(epoch)),
         ]
+        if self.config.leader_imbalance_check_interval_ms is not None:
+            self._periodic.append(
+                loop.create_task(
+                    self._balance_partition_leaders(
+                        epoch, self.config.leader_imbalance_check_interval_ms
+                    )
+                )
+            )
 
     def _cancel_periodic_tasks(self) -> None:
         for task in self._periodic:
@@ -367,6 +376,44 @@ class QuorumController:
             await asyncio.sleep(delay_ms / 1000)
             if self._claim_epoch == epoch:
                 await _ignore_not_controller(self.maybe_fence_stale_broker())
+
+    async def _balance_partition_leaders(self, epoch: int, interval_ms: int) -> None:
+        # Kafka's maybeScheduleNextBalancePartitionLeaders: every interval, or again soon
+        # (10 ms) while a run hit maxElectionsPerImbalance.
+        delay_ms = interval_ms
+        while self._claim_epoch == epoch:
+            await asyncio.sleep(delay_ms / 1000)
+            delay_ms = interval_ms
+            if self._claim_epoch != epoch:
+                return
+            if self._live.replication.are_partition_leaders_imbalanced():
+                more = await _ignore_not_controller(
+                    self._write(
+                        "maybeBalancePartitionLeaders",
+                        lambda: self._live.replication.maybe_balance_partition_leaders(
+                            self.config.max_elections_per_imbalance
+                        ),
+                    )
+                )
+                delay_ms = 10 if more else interval_ms
+
+    async def _elect_unclean_leaders(self, epoch: int) -> None:
+        # Kafka's maybeScheduleNextElectUncleanLeaders.
+        interval_ms = self.config.unclean_leader_election_check_interval_ms
+        delay_ms = interval_ms
+        while self._claim_epoch == epoch:
+            await asyncio.sleep(delay_ms / 1000)
+            if self._claim_epoch != epoch:
+                return
+            more = await _ignore_not_controller(
+                self._write(
+                    "maybeElectUncleanLeaders",
+                    lambda: self._live.replication.maybe_elect_unclean_leaders(
+                        self.config.max_elections_per_imbalance
+                    ),
+                )
+            )
+            delay_ms = 10 if more else interval_ms
 
     # -- snapshots ------------------------------------------------------------------
 
@@ -559,6 +606,9 @@ def _not_controller(leader: LeaderAndEpoch) -> NotControllerError:
     return NotControllerError(f"The active controller appears to be node {leader.leader_id}.")
 
 
-async def _ignore_not_controller(write: Awaitable[object]) -> None:
-    with contextlib.suppress(NotControllerError):
-        await write
+async def _ignore_not_controller(write: Awaitable[T]) -> T | None:
+    """The write's result, or None if this controller lost its leadership meanwhile."""
+    try:
+        return await write
+    except NotControllerError:
+        return None

@@ -36,6 +36,13 @@ class QuorumControllerConfig:
     max_partitions: int = 10000
     # unclean.leader.election.enable (the broker-wide default)
     unclean_leader_election_enable: bool = False
+    # auto.leader.rebalance.enable and leader.imbalance.check.interval.seconds: preferred
+    # elections this often (None: never)
+    leader_imbalance_check_interval_ms: int | None = 300_000
+    # Kafka's QuorumController uncleanLeaderElectionCheckIntervalMs
+    unclean_leader_election_check_interval_ms: int = 300_000
+    # Kafka's maxElectionsPerImbalance: elections per run of either task
+    max_elections_per_imbalance: int = 1000
     # metadata.max.idle.interval.ms: a NoOpRecord this often on the active controller
     max_idle_interval_ms: int = 500
     # metadata.log.max.record.bytes.between.snapshots

@@ -94,6 +94,8 @@ class ReplicationControlManager:
         self._leaders: dict[int, set[TopicIdPartition]] = {}
         self._leaderless: set[TopicIdPartition] = set()
         self._reassigning: set[TopicIdPartition] = set()
+        # Partitions not led by their preferred replica (Kafka's imbalancedPartitions).
+        self._imbalanced: set[TopicIdPartition] = set()
 
     # -- queries --------------------------------------------------------------------
 
@@ -161,6 +163,7 @@ class ReplicationControlManager:
             else:
                 self._leaders[old.leader].discard(tp)
             self._reassigning.discard(tp)
+            self._imbalanced.discard(tp)
         if new is not None:
             for broker_id in new.isr:
                 self._isr_members.setdefault(broker_id, set()).add(tp)
@@ -170,6 +173,8 @@ class ReplicationControlManager:
                 self._leaders.setdefault(new.leader, set()).add(tp)
             if new.is_reassigning:
                 self._reassigning.add(tp)
+            if new.leader != new.preferred_replica:
+                self._imbalanced.add(tp)
 
     def records(self) -> Iterator[ApiMessageAndVersion]:
         version = self.feature_control.metadata_version
@@ -516,6 +521,44 @@ class ReplicationControlManager:
             return EligibleLeadersNotAvailableError()
         records.append(record)
         return None
+
+    def are_partition_leaders_imbalanced(self) -> bool:
+        return bool(self._imbalanced)
+
+    def maybe_balance_partition_leaders(self, max_elections: int) -> ControllerResult[bool]:
+        """Preferred elections for up to ``max_elections`` partitions not led by their
+        preferred replica (Kafka's ``maybeBalancePartitionLeaders``, the periodic task
+        of ``auto.leader.rebalance.enable``); True if more may be waiting."""
+        records: list[ApiMessageAndVersion] = []
+        for tp in sorted(self._imbalanced):
+            if len(records) >= max_elections:
+                break
+            partition = self.topics[tp.topic_id].parts[tp.partition_id]
+            builder = PartitionChangeBuilder(
+                partition,
+                tp.topic_id,
+                tp.partition_id,
+                self.cluster_control.is_active,
+                self.feature_control.metadata_version,
+                self.default_dir,
+            ).set_election(Election.PREFERRED)
+            record = builder.build()
+            if record is not None:
+                records.append(record)
+        return ControllerResult(records, len(records) >= max_elections)
+
+    def maybe_elect_unclean_leaders(self, max_elections: int) -> ControllerResult[bool]:
+        """Unclean elections for leaderless partitions of topics that allow them (Kafka's
+        ``maybeElectUncleanLeaders``: a topic whose setting was turned on after its
+        partitions lost their leaders); True if more may be waiting."""
+        records: list[ApiMessageAndVersion] = []
+        for tp in self.partitions_with_no_leader():
+            if len(records) >= max_elections:
+                break
+            name = self.topics[tp.topic_id].name
+            if self.configuration_control.unclean_leader_election_enabled_for_topic(name):
+                self._elect_leader(name, tp.partition_id, ElectionType.UNCLEAN, records)
+        return ControllerResult(records, len(records) >= max_elections)
 
     # -- reassignments --------------------------------------------------------------
 

@@ -22,7 +22,11 @@ from tiercel.protocol.metadata.broker_records import RegisterBrokerRecord
 from tiercel.protocol.metadata.log_control_records import NoOpRecord
 from tiercel.protocol.metadata.metadata_version import FEATURE_NAME
 from tiercel.server.controller.control_managers import ControlManagers
-from tiercel.server.controller.controller_requests import BrokerHeartbeatRequest, CreatableTopic
+from tiercel.server.controller.controller_requests import (
+    AlterPartitionData,
+    BrokerHeartbeatRequest,
+    CreatableTopic,
+)
 from tiercel.server.controller.quorum_controller import QuorumController
 
 
@@ -207,5 +211,36 @@ async def test_snapshots_reproduce_the_state() -> None:
             assert standby.state.records() == snapshot.records
         finally:
             await standby.close()
+    finally:
+        await controller.close()
+
+
+async def test_preferred_leaders_are_restored_by_the_periodic_task() -> None:
+    quorum = FakeRaftQuorum()
+    controller = new_controller(quorum, 0, leader_imbalance_check_interval_ms=20)
+    try:
+        quorum.elect(0)
+        epochs = {b: await unfenced_broker(controller, b) for b in (1, 2)}
+        [created] = await controller.create_topics([CreatableTopic("t", assignments={0: (1, 2)})])
+        assert created.topic_id is not None
+        await controller.process_broker_heartbeat(
+            BrokerHeartbeatRequest(1, epochs[1], controller.last_committed_offset, want_fence=True)
+        )
+        await controller.process_broker_heartbeat(
+            BrokerHeartbeatRequest(1, epochs[1], controller.last_committed_offset)
+        )
+        partition = controller.state.replication.partition(created.topic_id, 0)
+        assert partition is not None and partition.leader == 2
+        isr = AlterPartitionData(
+            0, partition.leader_epoch, ((2, -1), (1, -1)), partition.partition_epoch
+        )
+        await controller.alter_partition(2, epochs[2], [(created.topic_id, "t", [isr])], 3)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 10
+        while (p := controller.committed_state.replication.partition(created.topic_id, 0)) and (
+            p.leader != 1
+        ):
+            assert loop.time() < deadline, "the preferred leader was not restored"
+            await asyncio.sleep(0.02)
     finally:
         await controller.close()

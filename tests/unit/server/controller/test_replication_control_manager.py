@@ -33,6 +33,7 @@ from tiercel.protocol.metadata.topic_records import PartitionRecord, TopicRecord
 from tiercel.server.controller.configuration_control_manager import (
     ConfigResource,
     ConfigResourceType,
+    OpType,
 )
 from tiercel.server.controller.controller_exceptions import (
     IneligibleReplicaError,
@@ -390,3 +391,51 @@ def test_max_partitions_bounds_the_cluster_before_any_placement() -> None:
         [CreatePartitionsTopic("t", 6), CreatePartitionsTopic("u", 6)], False
     ).response
     assert grown["t"] is None and isinstance(grown["u"], PolicyViolationError)
+
+
+def test_balancing_moves_leadership_back_to_preferred_replicas() -> None:
+    ctx = ManagersContext()
+    ctx.add_brokers(1, 2)
+    topic = ctx.create_topic("t", partitions=4, factor=2)
+    replication = ctx.state.replication
+    assert not replication.are_partition_leaders_imbalanced()
+    ctx.heartbeat(1, want_fence=True)
+    ctx.heartbeat(1)
+    assert replication.are_partition_leaders_imbalanced()
+    # Broker 1 is back but not in the ISRs yet: no preferred leader can be elected.
+    assert ctx.run(replication.maybe_balance_partition_leaders(1000)) is False
+    led_elsewhere = [p for p in range(4) if ctx.partition(topic, p).replicas[0] == 1]
+    assert led_elsewhere and all(ctx.partition(topic, p).leader == 2 for p in led_elsewhere)
+    for p in led_elsewhere:
+        part = ctx.partition(topic, p)
+        data = AlterPartitionData(p, part.leader_epoch, ((2, -1), (1, -1)), part.partition_epoch)
+        epoch = ctx.state.cluster.broker_registrations[2].epoch
+        ctx.run(replication.alter_partition(2, epoch, [(topic, "t", [data])], 3))
+    assert ctx.run(replication.maybe_balance_partition_leaders(1)) is True  # one at a time
+    ctx.run(replication.maybe_balance_partition_leaders(1000))
+    assert all(ctx.partition(topic, p).leader == 1 for p in led_elsewhere)
+    assert not replication.are_partition_leaders_imbalanced()
+
+
+def test_unclean_elections_follow_a_later_topic_setting() -> None:
+    ctx = ManagersContext()
+    ctx.add_brokers(1, 2)
+    topic = ctx.create_topic("t", factor=2)
+    leader = ctx.partition(topic).leader
+    other = 3 - leader
+    part = ctx.partition(topic)
+    data = AlterPartitionData(0, part.leader_epoch, ((leader, -1),), part.partition_epoch)
+    epoch = ctx.state.cluster.broker_registrations[leader].epoch
+    ctx.run(ctx.state.replication.alter_partition(leader, epoch, [(topic, "t", [data])], 3))
+    ctx.heartbeat(leader, want_fence=True)
+    assert ctx.partition(topic).leader == -1
+    assert ctx.run(ctx.state.replication.maybe_elect_unclean_leaders(1000)) is False
+    assert ctx.partition(topic).leader == -1
+    resource = ConfigResource(ConfigResourceType.TOPIC, "t")
+    ctx.run(
+        ctx.state.configuration.incremental_alter_configs(
+            {resource: {"unclean.leader.election.enable": (OpType.SET, "true")}}
+        )
+    )
+    ctx.run(ctx.state.replication.maybe_elect_unclean_leaders(1000))
+    assert ctx.partition(topic).leader == other and ctx.partition(topic).isr == (other,)
