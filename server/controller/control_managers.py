@@ -39,6 +39,7 @@ from tiercel.server.controller.configuration_control_manager import (
 )
 from tiercel.server.controller.controller_exceptions import BrokerIdNotRegisteredError
 from tiercel.server.controller.feature_control_manager import FeatureControlManager
+from tiercel.server.controller.partition_commands import PartitionCommands
 from tiercel.server.controller.producer_id_control_manager import ProducerIdControlManager
 from tiercel.server.controller.quorum_controller_config import QuorumControllerConfig
 from tiercel.server.controller.replication_control_manager import ReplicationControlManager
@@ -76,6 +77,7 @@ class ControlManagers:
             ),
             rng,
         )
+        self.partitions = PartitionCommands(self.replication)
         self.producer_ids = ProducerIdControlManager(self.cluster)
         self._replayers: dict[type[MetadataRecord], Callable[[Any, int], None]] = {
             FeatureLevelRecord: lambda r, _: self.feature.replay(r),

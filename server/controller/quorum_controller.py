@@ -511,7 +511,7 @@ class QuorumController:
     ) -> list[tuple[uuid.UUID, str, list[AlterPartitionResult]]]:
         return await self._write(
             "alterPartition",
-            lambda: self._live.replication.alter_partition(
+            lambda: self._live.partitions.alter_partition(
                 broker_id, broker_epoch, topics, request_version
             ),
         )
@@ -529,7 +529,7 @@ class QuorumController:
     ) -> dict[tuple[str, int], KafkaError | None]:
         return await self._write(
             "alterPartitionReassignments",
-            lambda: self._live.replication.alter_partition_reassignments(changes),
+            lambda: self._live.partitions.alter_partition_reassignments(changes),
         )
 
     async def list_partition_reassignments(
@@ -537,7 +537,7 @@ class QuorumController:
     ) -> list[OngoingReassignment]:
         return await self._read(
             "listPartitionReassignments",
-            lambda s: s.replication.list_partition_reassignments(topics),
+            lambda s: s.partitions.list_partition_reassignments(topics),
         )
 
     async def incremental_alter_configs(

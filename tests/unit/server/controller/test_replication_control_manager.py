@@ -209,7 +209,7 @@ def alter(
     )
     epoch = ctx.state.cluster.broker_registrations[broker].epoch
     [(_, _, [result])] = ctx.run(
-        ctx.state.replication.alter_partition(broker, epoch, [(topic, "t", [data])], 3)
+        ctx.state.partitions.alter_partition(broker, epoch, [(topic, "t", [data])], 3)
     )
     return result.error if result.error is not None else result
 
@@ -246,9 +246,9 @@ def test_alter_partition_errors_in_kafkas_order() -> None:
     assert isinstance(error, IneligibleReplicaError)
     assert error.error_code == ErrorCode.ineligible_replica
     with pytest.raises(StaleBrokerEpochError):
-        ctx.state.replication.alter_partition(leader, 999, [], 3)
+        ctx.state.partitions.alter_partition(leader, 999, [], 3)
     data = AlterPartitionData(0, 0, ((leader, -1),), 0)
-    [(_, _, [unknown])] = ctx.state.replication.alter_partition(
+    [(_, _, [unknown])] = ctx.state.partitions.alter_partition(
         leader,
         ctx.state.cluster.broker_registrations[leader].epoch,
         [(uuid.UUID(int=1), "", [data])],
@@ -316,19 +316,19 @@ def test_reassignment_adds_then_completes_through_alter_partition() -> None:
     topic = ctx.create_topic("t", factor=1)
     old = ctx.partition(topic).replicas[0]
     new = next(b for b in (1, 2, 3) if b != old)
-    results = ctx.run(ctx.state.replication.alter_partition_reassignments({"t": {0: (new,)}}))
+    results = ctx.run(ctx.state.partitions.alter_partition_reassignments({"t": {0: (new,)}}))
     assert results == {("t", 0): None}
     part = ctx.partition(topic)
     assert part.replicas == (new, old) and part.adding_replicas == (new,)
     assert part.removing_replicas == (old,)
-    assert ctx.state.replication.list_partition_reassignments(None) == [
+    assert ctx.state.partitions.list_partition_reassignments(None) == [
         OngoingReassignment("t", 0, (new, old), (new,), (old,))
     ]
     error = alter(ctx, topic, old, (old, new))
     assert isinstance(error, NewLeaderElectedError)
     part = ctx.partition(topic)
     assert part.replicas == (new,) and part.isr == (new,) and part.leader == new
-    assert ctx.state.replication.list_partition_reassignments({"t": [0]}) == []
+    assert ctx.state.partitions.list_partition_reassignments({"t": [0]}) == []
 
 
 def test_cancelling_a_reassignment_reverts_it() -> None:
@@ -337,13 +337,13 @@ def test_cancelling_a_reassignment_reverts_it() -> None:
     topic = ctx.create_topic("t", factor=1)
     old = ctx.partition(topic).replicas[0]
     new = next(b for b in (1, 2, 3) if b != old)
-    ctx.run(ctx.state.replication.alter_partition_reassignments({"t": {0: (new,)}}))
-    results = ctx.run(ctx.state.replication.alter_partition_reassignments({"t": {0: None}}))
+    ctx.run(ctx.state.partitions.alter_partition_reassignments({"t": {0: (new,)}}))
+    results = ctx.run(ctx.state.partitions.alter_partition_reassignments({"t": {0: None}}))
     assert results == {("t", 0): None}
     part = ctx.partition(topic)
     assert part.replicas == (old,) and not part.is_reassigning
     results = ctx.run(
-        ctx.state.replication.alter_partition_reassignments({"t": {0: None}, "x": {0: (1,)}})
+        ctx.state.partitions.alter_partition_reassignments({"t": {0: None}, "x": {0: (1,)}})
     )
     assert isinstance(results[("t", 0)], NoReassignmentInProgressError)
     assert isinstance(results[("x", 0)], UnknownTopicOrPartitionError)
@@ -354,7 +354,7 @@ def test_state_written_back_as_records_replays_to_the_same_state() -> None:
     ctx.add_brokers(1, 2, 3)
     topic = ctx.create_topic("t", partitions=3, factor=2, **{"retention.ms": "5"})
     ctx.heartbeat(1, want_fence=True)
-    ctx.run(ctx.state.replication.alter_partition_reassignments({"t": {0: (3,)}}))
+    ctx.run(ctx.state.partitions.alter_partition_reassignments({"t": {0: (3,)}}))
     fresh = ManagersContext()
     fresh.replay(list(ctx.state.records()))
     assert fresh.state.replication.topics == ctx.state.replication.topics
@@ -363,8 +363,8 @@ def test_state_written_back_as_records_replays_to_the_same_state() -> None:
     assert fresh.state.replication.partitions_with_no_leader() == (
         ctx.state.replication.partitions_with_no_leader()
     )
-    assert fresh.state.replication.list_partition_reassignments(None) == (
-        ctx.state.replication.list_partition_reassignments(None)
+    assert fresh.state.partitions.list_partition_reassignments(None) == (
+        ctx.state.partitions.list_partition_reassignments(None)
     )
     assert topic in fresh.state.replication.topics
 
@@ -410,7 +410,7 @@ def test_balancing_moves_leadership_back_to_preferred_replicas() -> None:
         part = ctx.partition(topic, p)
         data = AlterPartitionData(p, part.leader_epoch, ((2, -1), (1, -1)), part.partition_epoch)
         epoch = ctx.state.cluster.broker_registrations[2].epoch
-        ctx.run(replication.alter_partition(2, epoch, [(topic, "t", [data])], 3))
+        ctx.run(ctx.state.partitions.alter_partition(2, epoch, [(topic, "t", [data])], 3))
     assert ctx.run(replication.maybe_balance_partition_leaders(1)) is True  # one at a time
     ctx.run(replication.maybe_balance_partition_leaders(1000))
     assert all(ctx.partition(topic, p).leader == 1 for p in led_elsewhere)
@@ -426,7 +426,7 @@ def test_unclean_elections_follow_a_later_topic_setting() -> None:
     part = ctx.partition(topic)
     data = AlterPartitionData(0, part.leader_epoch, ((leader, -1),), part.partition_epoch)
     epoch = ctx.state.cluster.broker_registrations[leader].epoch
-    ctx.run(ctx.state.replication.alter_partition(leader, epoch, [(topic, "t", [data])], 3))
+    ctx.run(ctx.state.partitions.alter_partition(leader, epoch, [(topic, "t", [data])], 3))
     ctx.heartbeat(leader, want_fence=True)
     assert ctx.partition(topic).leader == -1
     assert ctx.run(ctx.state.replication.maybe_elect_unclean_leaders(1000)) is False
