@@ -21,10 +21,10 @@ Leadership. The Raft client tells its listener it leads only once the listener h
 replayed to the start of the epoch (as Kafka's ``claim`` relies on), so the new active
 controller writes nothing before it has seen every committed record. On an empty log it
 first writes the bootstrap records (metadata.version's FeatureLevelRecord and the rest of
-the bootstrap checkpoint; Kafka's ``ActivationRecordsGenerator``). While active it
-fences brokers whose session expired, writes a NoOpRecord every
-``metadata.max.idle.interval.ms``, and every controller snapshots its committed state
-after ``metadata.log.max.record.bytes.between.snapshots`` new bytes.
+the bootstrap checkpoint; Kafka's ``ActivationRecordsGenerator``). While active it runs
+`ControllerPeriodicTasks` (session expiry, NoOpRecords, preferred and unclean
+elections); every controller snapshots its committed state after
+``metadata.log.max.record.bytes.between.snapshots`` new bytes.
 """
 
 from __future__ import annotations
@@ -34,17 +34,17 @@ import contextlib
 import logging
 import random
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from tiercel.protocol.errors import KafkaError, NotControllerError, UnknownServerError
-from tiercel.protocol.metadata.log_control_records import NoOpRecord
 from tiercel.protocol.metadata.metadata_record_serde import ApiMessageAndVersion
 from tiercel.server.controller.broker_registration import BrokerRegistrationRequest
 from tiercel.server.controller.configuration_control_manager import ConfigResource, OpType
 from tiercel.server.controller.control_managers import ControlManagers
 from tiercel.server.controller.controller_event_queue import ControllerEventQueue
+from tiercel.server.controller.controller_periodic_tasks import ControllerPeriodicTasks
 from tiercel.server.controller.controller_requests import (
     AlterPartitionData,
     AlterPartitionResult,
@@ -114,7 +114,7 @@ class QuorumController:
         self._snapshot_in_progress = False
         self._deferred: list[_Deferred] = []
         self._pending: set[asyncio.Future[Any]] = set()
-        self._periodic: list[asyncio.Task[None]] = []
+        self._periodic: ControllerPeriodicTasks | None = None
 
     def _new_state(self) -> ControlManagers:
         return ControlManagers(self.config, self._time, self._rng)
@@ -294,7 +294,7 @@ class QuorumController:
                 _log.warning("renouncing after failing to write the bootstrap records: %s", e)
                 self._renounce()
                 return
-        self._start_periodic_tasks(epoch)
+        self._start_periodic_tasks()
 
     def _renounce(self) -> None:
         _log.info("renouncing the leadership of epoch %d", self._claim_epoch)
@@ -328,92 +328,15 @@ class QuorumController:
 
     # -- periodic tasks -------------------------------------------------------------
 
-    def _start_periodic_tasks(self, epoch: int) -> None:
-        loop = asyncio.get_running_loop()
-        self._periodic = [
-            loop.create_task(self._write_no_op_records(epoch)),
-            loop.create_task(self._fence_stale_brokers(epoch)),
-            loop.create_task(self._elect_unclean_leaders(epoch)),
-        ]
-        if self.config.leader_imbalance_check_interval_ms is not None:
-            self._periodic.append(
-                loop.create_task(
-                    self._balance_partition_leaders(
-                        epoch, self.config.leader_imbalance_check_interval_ms
-                    )
-                )
-            )
+    def _start_periodic_tasks(self) -> None:
+        self._periodic = ControllerPeriodicTasks(
+            self.config, self._time, lambda: self._live, self._write
+        )
 
     def _cancel_periodic_tasks(self) -> None:
-        for task in self._periodic:
-            task.cancel()
-        self._periodic = []
-
-    async def _write_no_op_records(self, epoch: int) -> None:
-        # Kafka's maybeScheduleNextWriteNoOpRecord: readers see the log advance (and the
-        # high watermark with it) even when nothing changes.
-        while self._claim_epoch == epoch:
-            await asyncio.sleep(self.config.max_idle_interval_ms / 1000)
-            await _ignore_not_controller(
-                self._write(
-                    "writeNoOpRecord",
-                    lambda: ControllerResult([ApiMessageAndVersion(NoOpRecord(), 0)], None),
-                )
-            )
-
-    async def _fence_stale_brokers(self, epoch: int) -> None:
-        # Kafka's rescheduleMaybeFenceStaleBrokers: wake when the first session expires.
-        while self._claim_epoch == epoch:
-            heartbeats = self._live.cluster.heartbeat_manager
-            unfenced = [
-                b for b, r in self._live.cluster.broker_registrations.items() if not r.fenced
-            ]
-            next_check = None if heartbeats is None else heartbeats.next_check_time_ms(unfenced)
-            if next_check is None:
-                delay_ms = self.config.session_timeout_ms
-            else:
-                delay_ms = max(1, next_check - self._time.milliseconds())
-            await asyncio.sleep(delay_ms / 1000)
-            if self._claim_epoch == epoch:
-                await _ignore_not_controller(self.maybe_fence_stale_broker())
-
-    async def _balance_partition_leaders(self, epoch: int, interval_ms: int) -> None:
-        # Kafka's maybeScheduleNextBalancePartitionLeaders: every interval, or again soon
-        # (10 ms) while a run hit maxElectionsPerImbalance.
-        delay_ms = interval_ms
-        while self._claim_epoch == epoch:
-            await asyncio.sleep(delay_ms / 1000)
-            delay_ms = interval_ms
-            if self._claim_epoch != epoch:
-                return
-            if self._live.replication.are_partition_leaders_imbalanced():
-                more = await _ignore_not_controller(
-                    self._write(
-                        "maybeBalancePartitionLeaders",
-                        lambda: self._live.replication.maybe_balance_partition_leaders(
-                            self.config.max_elections_per_imbalance
-                        ),
-                    )
-                )
-                delay_ms = 10 if more else interval_ms
-
-    async def _elect_unclean_leaders(self, epoch: int) -> None:
-        # Kafka's maybeScheduleNextElectUncleanLeaders.
-        interval_ms = self.config.unclean_leader_election_check_interval_ms
-        delay_ms = interval_ms
-        while self._claim_epoch == epoch:
-            await asyncio.sleep(delay_ms / 1000)
-            if self._claim_epoch != epoch:
-                return
-            more = await _ignore_not_controller(
-                self._write(
-                    "maybeElectUncleanLeaders",
-                    lambda: self._live.replication.maybe_elect_unclean_leaders(
-                        self.config.max_elections_per_imbalance
-                    ),
-                )
-            )
-            delay_ms = 10 if more else interval_ms
+        if self._periodic is not None:
+            self._periodic.cancel()
+            self._periodic = None
 
     # -- snapshots ------------------------------------------------------------------
 
@@ -604,11 +527,3 @@ def _not_controller(leader: LeaderAndEpoch) -> NotControllerError:
     if leader.leader_id is None:
         return NotControllerError("No controller appears to be active.")
     return NotControllerError(f"The active controller appears to be node {leader.leader_id}.")
-
-
-async def _ignore_not_controller(write: Awaitable[T]) -> T | None:
-    """The write's result, or None if this controller lost its leadership meanwhile."""
-    try:
-        return await write
-    except NotControllerError:
-        return None
