@@ -1,6 +1,7 @@
 """The quorum controller's event handling against a model (issue 18, item 5): random
 sequences of broker registrations, heartbeats, session expiry, topic creation and
-deletion, AlterPartition, elections, reassignments, commits and leader changes run
+deletion, new partitions, unclean election settings, AlterPartition, elections,
+reassignments, held commits and leader changes run
 against two QuorumControllers on an in-memory Raft quorum, and after every step:
 
 - every partition's leader is in its ISR and an unfenced broker, or there is none; the
@@ -29,12 +30,18 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from tiercel.protocol.errors import KafkaError
 from tiercel.protocol.metadata.metadata_record_serde import ApiMessageAndVersion
+from tiercel.server.controller.configuration_control_manager import (
+    ConfigResource,
+    ConfigResourceType,
+    OpType,
+)
 from tiercel.server.controller.control_managers import ControlManagers
 from tiercel.server.controller.controller_requests import (
     AlterPartitionData,
     BrokerHeartbeatRequest,
     CreatableTopic,
     CreatableTopicResult,
+    CreatePartitionsTopic,
     ElectionType,
 )
 from tiercel.server.controller.quorum_controller import QuorumController
@@ -158,6 +165,20 @@ class QuorumControllerMachine(RuleBasedStateMachine):
                 self.topics.discard(name)
 
         self.submit(delete(self.active))
+
+    @precondition(lambda self: self.active is not None)
+    @rule(name=TOPICS, count=st.integers(1, 4))
+    def create_partitions(self, name: str, count: int) -> None:
+        assert self.active is not None
+        self.submit(self.active.create_partitions([CreatePartitionsTopic(name, count)]))
+
+    @precondition(lambda self: self.active is not None)
+    @rule(name=TOPICS, enable=st.booleans())
+    def set_unclean_leader_election(self, name: str, enable: bool) -> None:
+        assert self.active is not None
+        resource = ConfigResource(ConfigResourceType.TOPIC, name)
+        change = {"unclean.leader.election.enable": (OpType.SET, str(enable).lower())}
+        self.submit(self.active.incremental_alter_configs({resource: change}))
 
     @precondition(lambda self: self.active is not None)
     @rule(name=TOPICS, partition=st.integers(0, 2), data=st.data())
