@@ -30,10 +30,12 @@ class ControllerEventQueue:
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name=self._name)
 
-    def append(self, name: str, event: Event) -> None:
+    def append(self, name: str, event: Event) -> bool:
+        """Queue ``event``; False (and nothing queued) once the queue is closed."""
         if self._closed:
-            raise RuntimeError(f"{self._name} is closed")
+            return False
         self._events.put_nowait((name, event))
+        return True
 
     async def _run(self) -> None:
         while True:

@@ -154,7 +154,8 @@ class QuorumController:
 
     async def _write(self, name: str, op: Callable[[], ControllerResult[T]]) -> T:
         future = self._future()
-        self._queue.append(name, lambda: self._run_write(name, op, future))
+        if not self._queue.append(name, lambda: self._run_write(name, op, future)):
+            future.set_exception(NotControllerError("The controller is shutting down."))
         result: T = await future
         return result
 
@@ -165,7 +166,8 @@ class QuorumController:
             if not future.done():
                 _complete(future, lambda: op(self._committed))
 
-        self._queue.append(name, run)
+        if not self._queue.append(name, run):
+            future.set_exception(NotControllerError("The controller is shutting down."))
         result: T = await future
         return result
 
@@ -222,7 +224,8 @@ class QuorumController:
     # -- Raft listener ----------------------------------------------------------------
 
     def handle_commit(self, reader: BatchReader[ApiMessageAndVersion]) -> None:
-        self._queue.append("handleCommit", lambda: self._handle_commit(reader))
+        if not self._queue.append("handleCommit", lambda: self._handle_commit(reader)):
+            reader.close()
 
     def _handle_commit(self, reader: BatchReader[ApiMessageAndVersion]) -> None:
         try:
@@ -239,7 +242,8 @@ class QuorumController:
         self._maybe_generate_snapshot()
 
     def handle_load_snapshot(self, reader: SnapshotReader[ApiMessageAndVersion]) -> None:
-        self._queue.append("handleLoadSnapshot", lambda: self._handle_load_snapshot(reader))
+        if not self._queue.append("handleLoadSnapshot", lambda: self._handle_load_snapshot(reader)):
+            reader.close()
 
     def _handle_load_snapshot(self, reader: SnapshotReader[ApiMessageAndVersion]) -> None:
         if self.is_active:

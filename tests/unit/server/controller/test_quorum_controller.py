@@ -27,6 +27,7 @@ from tiercel.server.controller.controller_requests import (
     BrokerHeartbeatRequest,
     CreatableTopic,
 )
+from tiercel.server.controller.feature_control_manager import UpgradeType
 from tiercel.server.controller.quorum_controller import QuorumController
 
 
@@ -244,3 +245,22 @@ async def test_preferred_leaders_are_restored_by_the_periodic_task() -> None:
             await asyncio.sleep(0.02)
     finally:
         await controller.close()
+
+
+async def test_a_closed_controller_refuses_commands_and_ignores_raft() -> None:
+    quorum = FakeRaftQuorum()
+    controller = new_controller(quorum, 0)
+    quorum.elect(0)
+    await settle(controller)
+    await controller.close()
+    with pytest.raises(NotControllerError, match="shutting down"):
+        await controller.create_topics([CreatableTopic("t")])
+    with pytest.raises(NotControllerError, match="shutting down"):
+        await controller.finalized_features()
+    successor = new_controller(quorum, 1)
+    try:
+        quorum.elect(1)  # the closed controller is told, and given the commits, in vain
+        await successor.update_features({FEATURE_NAME: 25}, {FEATURE_NAME: UpgradeType.UPGRADE})
+        assert quorum.high_watermark == quorum.end_offset == 2
+    finally:
+        await successor.close()
