@@ -111,6 +111,7 @@ class QuorumController:
         self.last_committed_epoch = 0
         self._last_committed_timestamp = -1
         self._new_bytes_since_snapshot = 0
+        self._last_snapshot_ms = self._time.milliseconds()
         self._snapshot_in_progress = False
         self._deferred: list[_Deferred] = []
         self._pending: set[asyncio.Future[Any]] = set()
@@ -345,15 +346,24 @@ class QuorumController:
     # -- snapshots ------------------------------------------------------------------
 
     def _maybe_generate_snapshot(self) -> None:
-        if (
-            self._snapshot_in_progress
-            or self._new_bytes_since_snapshot < self.config.snapshot_max_new_record_bytes
-            or self.last_committed_offset < 0
-        ):
+        # Kafka's SnapshotGenerator: after metadata.log.max.record.bytes.between.snapshots
+        # new bytes, or metadata.log.max.snapshot.interval.ms after the last snapshot if
+        # anything is new.
+        now = self._time.milliseconds()
+        due = self._new_bytes_since_snapshot >= self.config.snapshot_max_new_record_bytes or (
+            self._new_bytes_since_snapshot > 0
+            and now - self._last_snapshot_ms >= self.config.snapshot_max_interval_ms
+        )
+        if self._snapshot_in_progress or not due or self.last_committed_offset < 0:
             return
         snapshot_id = OffsetAndEpoch(self.last_committed_offset + 1, self.last_committed_epoch)
-        writer = self._raft.create_snapshot(snapshot_id, self._last_committed_timestamp)
         self._new_bytes_since_snapshot = 0
+        self._last_snapshot_ms = now
+        try:
+            writer = self._raft.create_snapshot(snapshot_id, self._last_committed_timestamp)
+        except ValueError as e:
+            _log.warning("cannot snapshot at %s: %s", snapshot_id, e)
+            return
         if writer is None:
             return
         records = self._committed.records()

@@ -47,6 +47,8 @@ class QuorumControllerConfig:
     max_idle_interval_ms: int = 500
     # metadata.log.max.record.bytes.between.snapshots
     snapshot_max_new_record_bytes: int = 20 * 1024 * 1024
+    # metadata.log.max.snapshot.interval.ms
+    snapshot_max_interval_ms: int = 60 * 60 * 1000
     supported_features: Mapping[str, VersionRange] = field(
         default_factory=lambda: dict(DEFAULT_SUPPORTED_FEATURES)
     )

@@ -264,3 +264,24 @@ async def test_a_closed_controller_refuses_commands_and_ignores_raft() -> None:
         assert quorum.high_watermark == quorum.end_offset == 2
     finally:
         await successor.close()
+
+
+async def test_a_snapshot_is_taken_once_the_interval_has_passed() -> None:
+    quorum = FakeRaftQuorum()
+    time = MockTime()
+    controller = new_controller(quorum, 0, time=time, snapshot_max_interval_ms=60_000)
+    try:
+        quorum.elect(0)
+        await unfenced_broker(controller, 1)
+        assert quorum.snapshots == []
+        time.sleep(60_000)
+        await controller.create_topics([CreatableTopic("t")])
+        await settle(controller)
+        [snapshot] = quorum.snapshots
+        assert snapshot.snapshot_id.offset == quorum.high_watermark
+        time.sleep(30_000)  # new records, but within the interval of the last snapshot
+        await controller.create_topics([CreatableTopic("u")])
+        await settle(controller)
+        assert len(quorum.snapshots) == 1
+    finally:
+        await controller.close()
