@@ -227,28 +227,28 @@ class ClusterControlManager:
         return BrokerControlState.UNFENCED
 
     def fence_record(self, broker_id: int) -> ApiMessageAndVersion:
-        return self._change_record(broker_id, fenced=FENCE)
+        return self._change_record(broker_id, 0, fenced=FENCE)
 
     def unfence_record(self, broker_id: int) -> ApiMessageAndVersion:
-        return self._change_record(broker_id, fenced=UNFENCE)
+        return self._change_record(broker_id, 0, fenced=UNFENCE)
 
     def controlled_shutdown_record(self, broker_id: int) -> ApiMessageAndVersion:
-        return self._change_record(broker_id, in_controlled_shutdown=IN_CONTROLLED_SHUTDOWN)
+        return self._change_record(broker_id, 1, in_controlled_shutdown=IN_CONTROLLED_SHUTDOWN)
 
     def _change_record(
-        self, broker_id: int, fenced: int = 0, in_controlled_shutdown: int = 0
+        self, broker_id: int, version: int, fenced: int = 0, in_controlled_shutdown: int = 0
     ) -> ApiMessageAndVersion:
         # Every metadata.version from 3.3-IV2 writes BrokerRegistrationChangeRecord, not
-        # Fence/UnfenceBrokerRecord; v1 has InControlledShutdown, v2 LogDirs (3.7-IV2).
+        # Fence/UnfenceBrokerRecord: v0 for fencing, v1 for InControlledShutdown, as
+        # Kafka's ReplicationControlManager writes them (v2 adds LogDirs).
         registration = self._registrations[broker_id]
-        version = self.feature_control.metadata_version
         record = BrokerRegistrationChangeRecord(
             broker_id=broker_id,
             broker_epoch=registration.epoch,
             fenced=fenced,
             in_controlled_shutdown=in_controlled_shutdown,
         )
-        return ApiMessageAndVersion(record, 2 if version.is_directory_assignment_supported() else 1)
+        return ApiMessageAndVersion(record, version)
 
     def unregister_record(self, broker_id: int) -> ApiMessageAndVersion:
         registration = self._registrations.get(broker_id)

@@ -73,7 +73,7 @@ def test_heartbeat_unfencing_writes_a_registration_change_record() -> None:
     assert [r.message for r in result.records] == [
         BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=epoch, fenced=-1)
     ]
-    assert result.records[0].version == 2
+    assert result.records[0].version == 0
 
 
 def test_a_stale_epoch_is_refused() -> None:
@@ -236,3 +236,18 @@ def test_a_new_incarnation_leaves_every_isr_until_it_is_unfenced() -> None:
     assert ctx.partition(only).leader == -1 and ctx.partition(only).isr == (1,)
     ctx.heartbeat(1)
     assert ctx.partition(only).leader == 1
+
+
+def test_controlled_shutdown_is_a_version_1_registration_change() -> None:
+    ctx = ManagersContext()
+    ctx.add_brokers(1, 2)
+    ctx.run(ctx.state.topics.create_topics([CreatableTopic("t", assignments={0: (1, 2)})], False))
+    epoch = ctx.state.cluster.broker_registrations[1].epoch
+    request = BrokerHeartbeatRequest(1, epoch, ctx.offset, want_shut_down=True)
+    offset = ctx.state.cluster.register_broker_record_offset(1)
+    result = ctx.state.replication.process_broker_heartbeat(request, offset)
+    first = result.records[0]
+    assert first.version == 1
+    assert first.message == BrokerRegistrationChangeRecord(
+        broker_id=1, broker_epoch=epoch, in_controlled_shutdown=1
+    )
