@@ -9,7 +9,6 @@ from tiercel.protocol.errors import ErrorCode, KafkaError
 __all__ = [
     "BrokerIdNotRegisteredError",
     "DuplicateBrokerRegistrationError",
-    "FeatureUpdateFailedError",
     "InconsistentClusterIdError",
     "IneligibleReplicaError",
     "InvalidRegistrationError",
@@ -42,10 +41,6 @@ class InvalidRegistrationError(KafkaError):
 
 class InvalidUpdateVersionError(KafkaError):
     error_code = ErrorCode.invalid_update_version
-
-
-class FeatureUpdateFailedError(KafkaError):
-    error_code = ErrorCode.feature_update_failed
 
 
 class IneligibleReplicaError(KafkaError):

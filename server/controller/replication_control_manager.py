@@ -56,6 +56,8 @@ TopicPartitionKey = tuple[str, int]
 
 @dataclass(slots=True)
 class TopicControlInfo:
+    """A topic and its partitions by id (Kafka's ``TopicControlInfo``). Event-loop only."""
+
     name: str
     id: uuid.UUID
     parts: dict[int, PartitionRegistration] = field(default_factory=dict)
