@@ -132,6 +132,43 @@ class ClusterControlManager:
     ) -> ControllerResult[int]:
         """Kafka's ``registerBroker``; the reply is the broker epoch."""
         heartbeats = self._heartbeats()
+        existing = self._validate_registration(request, heartbeats)
+        version = self.feature_control.metadata_version
+        features = _checked_features(request, finalized)
+        records: list[ApiMessageAndVersion] = []
+        if existing is not None and request.incarnation_id == existing.incarnation_id:
+            # The same incarnation again (a retried request): amended, epoch and state kept.
+            epoch, fenced, shutting = (
+                existing.epoch,
+                existing.fenced,
+                existing.in_controlled_shutdown,
+            )
+        else:
+            epoch, fenced, shutting = new_broker_epoch, True, False
+            self.broker_unclean_shutdown_handler(request.broker_id, records)
+            heartbeats.remove(request.broker_id)
+        record = RegisterBrokerRecord(
+            broker_id=request.broker_id,
+            incarnation_id=request.incarnation_id,
+            broker_epoch=epoch,
+            end_points=request.listeners,
+            features=tuple(
+                BrokerFeature(name=n, min_supported_version=r.min, max_supported_version=r.max)
+                for n, r in sorted(features.items())
+            ),
+            rack=request.rack,
+            fenced=fenced,
+            in_controlled_shutdown=shutting,
+            log_dirs=request.log_dirs if version.is_directory_assignment_supported() else (),
+        )
+        heartbeats.register(request.broker_id)
+        records.append(ApiMessageAndVersion(record, version.register_broker_record_version()))
+        return ControllerResult(records, record.broker_epoch)
+
+    def _validate_registration(
+        self, request: BrokerRegistrationRequest, heartbeats: BrokerHeartbeatManager
+    ) -> BrokerRegistration | None:
+        """The broker's current registration, after Kafka's refusals."""
         if request.cluster_id != self.cluster_id:
             raise InconsistentClusterIdError(
                 f"Expected cluster ID {self.cluster_id}, but got cluster ID {request.cluster_id}"
@@ -147,49 +184,9 @@ class ClusterControlManager:
             )
         if request.is_migrating_zk_broker:
             raise BrokerIdNotRegisteredError("Controller does not support registering ZK brokers.")
-        version = self.feature_control.metadata_version
-        if version.is_directory_assignment_supported():
+        if self.feature_control.metadata_version.is_directory_assignment_supported():
             self._check_log_dirs(request)
-        features = dict(request.features)
-        # A broker that names no metadata.version range supports only the first KRaft one.
-        features.setdefault(
-            FEATURE_NAME, VersionRange(MINIMUM_VERSION.feature_level, MINIMUM_VERSION.feature_level)
-        )
-        for name, level in finalized.levels.items():
-            _check_feature(name, level, features.get(name, VersionRange(0, 0)))
-        if existing is not None and request.incarnation_id == existing.incarnation_id:
-            # The same incarnation again (a retried request): amended, epoch and state kept.
-            new_incarnation = False
-            epoch, fenced, shutting = (
-                existing.epoch,
-                existing.fenced,
-                existing.in_controlled_shutdown,
-            )
-        else:
-            new_incarnation = True
-            epoch, fenced, shutting = new_broker_epoch, True, False
-        records: list[ApiMessageAndVersion] = []
-        if new_incarnation:
-            self.broker_unclean_shutdown_handler(request.broker_id, records)
-        record = RegisterBrokerRecord(
-            broker_id=request.broker_id,
-            incarnation_id=request.incarnation_id,
-            broker_epoch=epoch,
-            end_points=request.listeners,
-            features=tuple(
-                BrokerFeature(name=n, min_supported_version=r.min, max_supported_version=r.max)
-                for n, r in sorted(features.items())
-            ),
-            rack=request.rack,
-            fenced=fenced,
-            in_controlled_shutdown=shutting,
-            log_dirs=request.log_dirs if version.is_directory_assignment_supported() else (),
-        )
-        if new_incarnation:
-            heartbeats.remove(request.broker_id)
-        heartbeats.register(request.broker_id)
-        records.append(ApiMessageAndVersion(record, version.register_broker_record_version()))
-        return ControllerResult(records, record.broker_epoch)
+        return existing
 
     def _check_log_dirs(self, request: BrokerRegistrationRequest) -> None:
         if not request.log_dirs:
@@ -306,6 +303,21 @@ class ClusterControlManager:
         version = self.feature_control.metadata_version
         for broker_id in sorted(self._registrations):
             yield self._registrations[broker_id].to_record(version)
+
+
+def _checked_features(
+    request: BrokerRegistrationRequest, finalized: FinalizedControllerFeatures
+) -> dict[str, VersionRange]:
+    """The broker's supported features, every finalized level among them (Kafka's
+    ``processRegistrationFeature``); a broker that names no metadata.version range
+    supports only the first KRaft one."""
+    features = dict(request.features)
+    features.setdefault(
+        FEATURE_NAME, VersionRange(MINIMUM_VERSION.feature_level, MINIMUM_VERSION.feature_level)
+    )
+    for name, level in finalized.levels.items():
+        _check_feature(name, level, features.get(name, VersionRange(0, 0)))
+    return features
 
 
 def _check_feature(name: str, finalized: int, supported: VersionRange) -> None:
