@@ -207,8 +207,12 @@ class FakeRaftClient:
 def new_controller(
     quorum: FakeRaftQuorum, node_id: int = 0, time: object = None, **overrides: object
 ) -> QuorumController:
+    """A started controller. On the real clock sessions last an hour unless a test says
+    otherwise, so a slow machine never fences a broker behind a test's back."""
+    settings: dict[str, object] = {"session_timeout_ms": 3_600_000}
+    settings.update(overrides)
     controller = QuorumController(
-        controller_config(node_id, **overrides),
+        controller_config(node_id, **settings),
         quorum.client(node_id),
         BOOTSTRAP,
         time=time,  # type: ignore[arg-type]
