@@ -12,6 +12,7 @@ is refused while the registered one still has a live session
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from typing import Final
 
@@ -19,8 +20,11 @@ from tiercel.protocol.errors import UnsupportedVersionError
 from tiercel.protocol.metadata.broker_records import (
     BrokerFeature,
     BrokerRegistrationChangeRecord,
+    ControllerEndpoint,
+    ControllerFeature,
     FenceBrokerRecord,
     RegisterBrokerRecord,
+    RegisterControllerRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
 )
@@ -76,6 +80,7 @@ class ClusterControlManager:
         self._feature_control = feature_control
         self._registrations: dict[int, BrokerRegistration] = {}
         self._register_broker_record_offsets: dict[int, int] = {}
+        self._controller_registrations: dict[int, RegisterControllerRecord] = {}
         self.heartbeat_manager: BrokerHeartbeatManager | None = None
         # Records that take a broker restarted without a clean shutdown out of every ISR
         # (Kafka's BrokerUncleanShutdownHandler, ReplicationControlManager's).
@@ -299,10 +304,46 @@ class ClusterControlManager:
             )
         self._registrations[broker_id] = registration.cloned_with(fenced, in_controlled_shutdown)
 
+    @property
+    def controller_registrations(self) -> Mapping[int, RegisterControllerRecord]:
+        return self._controller_registrations
+
+    def register_controller(
+        self,
+        controller_id: int,
+        incarnation_id: uuid.UUID,
+        listeners: tuple[ControllerEndpoint, ...],
+        features: Mapping[str, VersionRange],
+        zk_migration_ready: bool = False,
+    ) -> ControllerResult[None]:
+        """Kafka's ``registerController`` (KIP-919): how brokers and tools reach a
+        controller, from metadata.version 3.7-IV0."""
+        if not self.feature_control.metadata_version.is_controller_registration_supported():
+            raise UnsupportedVersionError(
+                "The current MetadataVersion is too old to support controller registrations."
+            )
+        record = RegisterControllerRecord(
+            controller_id=controller_id,
+            incarnation_id=incarnation_id,
+            zk_migration_ready=zk_migration_ready,
+            end_points=listeners,
+            features=tuple(
+                ControllerFeature(name=n, min_supported_version=r.min, max_supported_version=r.max)
+                for n, r in sorted(features.items())
+            ),
+        )
+        return ControllerResult([ApiMessageAndVersion(record, 0)], None)
+
+    def replay_register_controller(self, record: RegisterControllerRecord) -> None:
+        self._controller_registrations[record.controller_id] = record
+
     def records(self) -> Iterator[ApiMessageAndVersion]:
         version = self.feature_control.metadata_version
         for broker_id in sorted(self._registrations):
             yield self._registrations[broker_id].to_record(version)
+        if version.is_controller_registration_supported():
+            for controller_id in sorted(self._controller_registrations):
+                yield ApiMessageAndVersion(self._controller_registrations[controller_id], 0)
 
 
 def _checked_features(

@@ -17,6 +17,7 @@ from tiercel.protocol.metadata.broker_records import (
     BrokerRegistrationChangeRecord,
     FenceBrokerRecord,
     RegisterBrokerRecord,
+    RegisterControllerRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
 )
@@ -82,6 +83,7 @@ class ControlManagers:
         self._replayers: dict[type[MetadataRecord], Callable[[Any, int], None]] = {
             FeatureLevelRecord: lambda r, _: self.feature.replay(r),
             RegisterBrokerRecord: self.cluster.replay_register,
+            RegisterControllerRecord: lambda r, _: self.cluster.replay_register_controller(r),
             UnregisterBrokerRecord: lambda r, _: self.cluster.replay_unregister(r),
             FenceBrokerRecord: lambda r, _: self.cluster.replay_fence(r),
             UnfenceBrokerRecord: lambda r, _: self.cluster.replay_unfence(r),
@@ -108,7 +110,7 @@ class ControlManagers:
 
     def replay(self, record: MetadataRecord, offset: int) -> None:
         """Apply one record written at ``offset``. A record type no manager handles yet
-        (ACLs, SCRAM, quotas, delegation tokens, controller registrations) is refused:
+        (ACLs, SCRAM, quotas, delegation tokens) is refused:
         skipping it would silently lose state."""
         replayer = self._replayers.get(type(record))
         if replayer is None:

@@ -19,12 +19,12 @@ from tiercel.server.controller.configuration_control_manager import (
     ConfigResourceType,
     OpType,
 )
+from tiercel.server.controller.controller_request_context import ControllerRequestContext
 from tiercel.server.controller.controller_requests import (
     CreatableTopic,
     CreatePartitionsTopic,
     ElectionType,
 )
-from tiercel.server.controller.quorum_controller import QuorumController
 
 __all__ = [
     "alter_configs",
@@ -44,7 +44,10 @@ def error_fields(error: KafkaError | None) -> dict[str, Any]:
     return {"error_code": error.error_code, "error_message": error.message}
 
 
-async def create_topics(controller: QuorumController, version: int, request: Any) -> dict[str, Any]:
+async def create_topics(
+    context: ControllerRequestContext, version: int, request: Any
+) -> dict[str, Any]:
+    controller = context.controller
     topics = [
         CreatableTopic(
             name=t.name,
@@ -74,7 +77,10 @@ async def create_topics(controller: QuorumController, version: int, request: Any
     }
 
 
-async def delete_topics(controller: QuorumController, version: int, request: Any) -> dict[str, Any]:
+async def delete_topics(
+    context: ControllerRequestContext, version: int, request: Any
+) -> dict[str, Any]:
+    controller = context.controller
     """By name (v0-5) or, from v6, by name or id (Kafka's ``ControllerApis.deleteTopics``)."""
     names = [t.name for t in request.topics if t.name is not None]
     found = await controller.find_topic_ids(names) if names else {}
@@ -102,8 +108,9 @@ async def delete_topics(controller: QuorumController, version: int, request: Any
 
 
 async def create_partitions(
-    controller: QuorumController, version: int, request: Any
+    context: ControllerRequestContext, version: int, request: Any
 ) -> dict[str, Any]:
+    controller = context.controller
     topics = [
         CreatePartitionsTopic(
             name=t.name,
@@ -121,7 +128,10 @@ async def create_partitions(
     }
 
 
-async def elect_leaders(controller: QuorumController, version: int, request: Any) -> dict[str, Any]:
+async def elect_leaders(
+    context: ControllerRequestContext, version: int, request: Any
+) -> dict[str, Any]:
+    controller = context.controller
     # v0 has no ElectionType: always preferred.
     election = ElectionType(request.election_type if version >= 1 else 0)
     partitions = (
@@ -143,8 +153,9 @@ async def elect_leaders(controller: QuorumController, version: int, request: Any
 
 
 async def alter_partition_reassignments(
-    controller: QuorumController, version: int, request: Any
+    context: ControllerRequestContext, version: int, request: Any
 ) -> dict[str, Any]:
+    controller = context.controller
     changes = {
         t.name: {
             p.partition_index: None if p.replicas is None else tuple(p.replicas)
@@ -174,8 +185,9 @@ async def alter_partition_reassignments(
 
 
 async def list_partition_reassignments(
-    controller: QuorumController, version: int, request: Any
+    context: ControllerRequestContext, version: int, request: Any
 ) -> dict[str, Any]:
+    controller = context.controller
     topics = (
         None
         if request.topics is None
@@ -226,8 +238,9 @@ def _config_responses(
 
 
 async def incremental_alter_configs(
-    controller: QuorumController, version: int, request: Any
+    context: ControllerRequestContext, version: int, request: Any
 ) -> dict[str, Any]:
+    controller = context.controller
     changes = {
         key: {c.name: (OpType(c.config_operation), c.value) for c in r.configs}
         for r in request.resources
@@ -237,7 +250,10 @@ async def incremental_alter_configs(
     return {"throttle_time": 0, "responses": _config_responses(request.resources, results)}
 
 
-async def alter_configs(controller: QuorumController, version: int, request: Any) -> dict[str, Any]:
+async def alter_configs(
+    context: ControllerRequestContext, version: int, request: Any
+) -> dict[str, Any]:
+    controller = context.controller
     changes = {
         key: {c.name: c.value for c in r.configs}
         for r in request.resources

@@ -1,7 +1,7 @@
 """The requests a controller listener answers (Kafka's ``ControllerApis``): the brokers'
 lifecycle (BrokerRegistration, BrokerHeartbeat, UnregisterBroker), AlterPartition,
-AllocateProducerIds, UpdateFeatures and ApiVersions here, the admin requests in
-`controller_admin_apis`.
+AllocateProducerIds, UpdateFeatures, ControllerRegistration, DescribeCluster (KIP-919:
+the controllers) and ApiVersions here, the admin requests in `controller_admin_apis`.
 
 `handle` takes a request decoded by kio and returns the response's fields as nested
 mappings, as ``server/handlers`` do, so the network layer that serves a controller
@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from tiercel.protocol.errors import ErrorCode, KafkaError, UnknownServerError
-from tiercel.protocol.metadata.broker_records import BrokerEndpoint
+from tiercel.protocol.metadata.broker_records import BrokerEndpoint, ControllerEndpoint
 from tiercel.server.controller import controller_admin_apis as admin
 from tiercel.server.controller.broker_registration import BrokerRegistrationRequest
+from tiercel.server.controller.controller_request_context import ControllerRequestContext
 from tiercel.server.controller.controller_requests import (
     AlterPartitionData,
     BrokerHeartbeatRequest,
@@ -34,7 +35,7 @@ __all__ = ["CONTROLLER_API_VERSIONS", "ControllerApis"]
 
 _log = logging.getLogger(__name__)
 
-Handler = Callable[[QuorumController, int, Any], Awaitable[dict[str, Any]]]
+Handler = Callable[[ControllerRequestContext, int, Any], Awaitable[dict[str, Any]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,8 +46,9 @@ class _Api:
 
 
 async def _broker_registration(
-    controller: QuorumController, version: int, request: Any
+    context: ControllerRequestContext, version: int, request: Any
 ) -> dict[str, Any]:
+    controller = context.controller
     registration = BrokerRegistrationRequest(
         broker_id=request.broker_id,
         cluster_id=request.cluster_id,
@@ -73,8 +75,9 @@ async def _broker_registration(
 
 
 async def _broker_heartbeat(
-    controller: QuorumController, version: int, request: Any
+    context: ControllerRequestContext, version: int, request: Any
 ) -> dict[str, Any]:
+    controller = context.controller
     reply = await controller.process_broker_heartbeat(
         BrokerHeartbeatRequest(
             broker_id=request.broker_id,
@@ -94,15 +97,17 @@ async def _broker_heartbeat(
 
 
 async def _unregister_broker(
-    controller: QuorumController, version: int, request: Any
+    context: ControllerRequestContext, version: int, request: Any
 ) -> dict[str, Any]:
+    controller = context.controller
     await controller.unregister_broker(request.broker_id)
     return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None}
 
 
 async def _allocate_producer_ids(
-    controller: QuorumController, version: int, request: Any
+    context: ControllerRequestContext, version: int, request: Any
 ) -> dict[str, Any]:
+    controller = context.controller
     block = await controller.allocate_producer_ids(request.broker_id, request.broker_epoch)
     return {
         "throttle_time": 0,
@@ -113,8 +118,9 @@ async def _allocate_producer_ids(
 
 
 async def _alter_partition(
-    controller: QuorumController, version: int, request: Any
+    context: ControllerRequestContext, version: int, request: Any
 ) -> dict[str, Any]:
+    controller = context.controller
     topics = [
         (
             t.topic_id,
@@ -164,8 +170,9 @@ async def _alter_partition(
 
 
 async def _update_features(
-    controller: QuorumController, version: int, request: Any
+    context: ControllerRequestContext, version: int, request: Any
 ) -> dict[str, Any]:
+    controller = context.controller
     updates = {u.feature: u.max_version_level for u in request.feature_updates}
     upgrade_types = {
         u.feature: (
@@ -190,7 +197,10 @@ async def _update_features(
     return {"throttle_time": 0, **fields, "results": results}
 
 
-async def _api_versions(controller: QuorumController, version: int, request: Any) -> dict[str, Any]:
+async def _api_versions(
+    context: ControllerRequestContext, version: int, request: Any
+) -> dict[str, Any]:
+    controller = context.controller
     finalized = await controller.finalized_features()
     return {
         "error_code": ErrorCode.none,
@@ -211,6 +221,67 @@ async def _api_versions(controller: QuorumController, version: int, request: Any
     }
 
 
+async def _controller_registration(
+    context: ControllerRequestContext, version: int, request: Any
+) -> dict[str, Any]:
+    await context.controller.register_controller(
+        request.controller_id,
+        request.incarnation_id,
+        tuple(
+            ControllerEndpoint(
+                name=listener.name,
+                host=listener.host,
+                port=listener.port,
+                security_protocol=listener.security_protocol,
+            )
+            for listener in request.listeners
+        ),
+        {
+            f.name: VersionRange(f.min_supported_version, f.max_supported_version)
+            for f in request.features
+        },
+    )
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None}
+
+
+# DescribeCluster's EndpointType (KIP-919).
+_BROKER_ENDPOINTS: Final = 1
+_CONTROLLER_ENDPOINTS: Final = 2
+
+
+async def _describe_cluster(
+    context: ControllerRequestContext, version: int, request: Any
+) -> dict[str, Any]:
+    """The registered controllers reachable on this listener (Kafka's
+    ``ControllerApis.handleDescribeCluster`` and ``computeDescribeClusterResponse``)."""
+    endpoint_type = request.endpoint_type if version >= 1 else _BROKER_ENDPOINTS
+    if endpoint_type not in (_BROKER_ENDPOINTS, _CONTROLLER_ENDPOINTS):
+        error = ErrorCode.invalid_request if version == 0 else ErrorCode.unsupported_endpoint_type
+        return {"throttle_time": 0, "error_code": error, "error_message": None}
+    if endpoint_type != _CONTROLLER_ENDPOINTS:
+        error = ErrorCode.invalid_request if version == 0 else ErrorCode.mismatched_endpoint_type
+        return {"throttle_time": 0, "error_code": error, "error_message": None}
+    controller = context.controller
+    registrations = await controller.controller_registrations()
+    nodes = [
+        {"broker_id": node_id, "host": e.host, "port": e.port, "rack": None, "is_fenced": False}
+        for node_id, r in sorted(registrations.items())
+        for e in r.end_points
+        if e.name == context.listener_name
+    ]
+    leader = controller.leader_and_epoch.leader_id
+    return {
+        "throttle_time": 0,
+        "error_code": ErrorCode.none,
+        "error_message": None,
+        "endpoint_type": _CONTROLLER_ENDPOINTS,
+        "cluster_id": controller.config.cluster_id,
+        "controller_id": -1 if leader is None else leader,
+        "brokers": nodes,
+        "cluster_authorized_operations": -(2**31),
+    }
+
+
 # Kafka 4.0's versions, within what kio decodes (AlterPartition from v2).
 _APIS: Final[Mapping[int, _Api]] = {
     18: _Api(0, 4, _api_versions),
@@ -224,10 +295,12 @@ _APIS: Final[Mapping[int, _Api]] = {
     46: _Api(0, 0, admin.list_partition_reassignments),
     56: _Api(2, 3, _alter_partition),
     57: _Api(0, 2, _update_features),
+    60: _Api(0, 2, _describe_cluster),
     62: _Api(0, 4, _broker_registration),
     63: _Api(0, 1, _broker_heartbeat),
     64: _Api(0, 0, _unregister_broker),
     67: _Api(0, 0, _allocate_producer_ids),
+    70: _Api(0, 0, _controller_registration),
 }
 CONTROLLER_API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
     key: (api.min_version, api.max_version) for key, api in _APIS.items()
@@ -237,8 +310,9 @@ CONTROLLER_API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
 class ControllerApis:
     """Event-loop only."""
 
-    def __init__(self, controller: QuorumController) -> None:
+    def __init__(self, controller: QuorumController, listener_name: str) -> None:
         self.controller = controller
+        self._context = ControllerRequestContext(controller, listener_name)
 
     async def handle(self, api_key: int, api_version: int, request: Any) -> dict[str, Any]:
         """The response fields; a refused request as ``error_code`` (and
@@ -248,7 +322,7 @@ class ControllerApis:
         if api is None or not api.min_version <= api_version <= api.max_version:
             raise ValueError(f"API {api_key} v{api_version} is not served by a controller")
         try:
-            return await api.handler(self.controller, api_version, request)
+            return await api.handler(self._context, api_version, request)
         except KafkaError as e:
             return _error_response(api_key, request, e)
         except Exception as e:

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from tiercel.protocol.errors import KafkaError, NotControllerError, UnknownServerError
+from tiercel.protocol.metadata.broker_records import ControllerEndpoint, RegisterControllerRecord
 from tiercel.protocol.metadata.metadata_record_serde import ApiMessageAndVersion
 from tiercel.server.controller.broker_registration import BrokerRegistrationRequest
 from tiercel.server.controller.configuration_control_manager import ConfigResource, OpType
@@ -60,6 +61,7 @@ from tiercel.server.controller.controller_result import ControllerResult
 from tiercel.server.controller.feature_control_manager import (
     FinalizedControllerFeatures,
     UpgradeType,
+    VersionRange,
 )
 from tiercel.server.controller.producer_id_control_manager import ProducerIdsBlock
 from tiercel.server.controller.quorum_controller_config import QuorumControllerConfig
@@ -134,6 +136,10 @@ class QuorumController:
     @property
     def is_active(self) -> bool:
         return self._claim_epoch != _NOT_ACTIVE
+
+    @property
+    def leader_and_epoch(self) -> LeaderAndEpoch:
+        return self._raft.leader_and_epoch
 
     @property
     def committed_state(self) -> ControlManagers:
@@ -409,6 +415,26 @@ class QuorumController:
     async def unregister_broker(self, broker_id: int) -> None:
         await self._write(
             "unregisterBroker", lambda: self._live.replication.unregister_broker(broker_id)
+        )
+
+    async def register_controller(
+        self,
+        controller_id: int,
+        incarnation_id: uuid.UUID,
+        listeners: tuple[ControllerEndpoint, ...],
+        features: Mapping[str, VersionRange],
+    ) -> None:
+        """ControllerRegistration (KIP-919)."""
+        await self._write(
+            "registerController",
+            lambda: self._live.cluster.register_controller(
+                controller_id, incarnation_id, listeners, features
+            ),
+        )
+
+    async def controller_registrations(self) -> dict[int, RegisterControllerRecord]:
+        return await self._read(
+            "controllerRegistrations", lambda s: dict(s.cluster.controller_registrations)
         )
 
     async def maybe_fence_stale_broker(self) -> int | None:

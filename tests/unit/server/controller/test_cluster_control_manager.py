@@ -14,6 +14,7 @@ from control_manager_support import CLUSTER_ID, ManagersContext, registration
 from tiercel.protocol.errors import ErrorCode, UnsupportedVersionError
 from tiercel.protocol.metadata.broker_records import (
     BrokerRegistrationChangeRecord,
+    ControllerEndpoint,
     FenceBrokerRecord,
     RegisterBrokerRecord,
     UnfenceBrokerRecord,
@@ -212,9 +213,15 @@ def test_registrations_are_written_back_as_they_are() -> None:
     ctx = ManagersContext()
     ctx.add_brokers(1, racks=["r"])
     ctx.register(2)
+    endpoint = ControllerEndpoint(name="CONTROLLER", host="c", port=9093)
+    ctx.run(ctx.state.cluster.register_controller(3000, uuid.UUID(int=5), (endpoint,), {}))
     fresh = ManagersContext()
     fresh.replay(list(ctx.state.records()))
     assert fresh.state.cluster.broker_registrations == ctx.state.cluster.broker_registrations
+    assert fresh.state.cluster.controller_registrations == (
+        ctx.state.cluster.controller_registrations
+    )
+    assert fresh.state.cluster.controller_registrations[3000].end_points == (endpoint,)
 
 
 def test_a_new_incarnation_leaves_every_isr_until_it_is_unfenced() -> None:

@@ -27,7 +27,7 @@ from tiercel.server.controller.quorum_controller import QuorumController
 
 class Apis:
     def __init__(self, controller: QuorumController) -> None:
-        self.apis = ControllerApis(controller)
+        self.apis = ControllerApis(controller, "CONTROLLER")
 
     async def call(self, api_key: int, version: int, fields: dict[str, Any]) -> Any:
         request = build_entity(request_class(api_key, version), fields, fill_missing=True)
@@ -352,3 +352,49 @@ async def test_older_versions_alter_partition_v2_and_update_features_v0(
     )
     assert downgrade.error_code == ErrorCode.none
     assert [r.error_code for r in downgrade.results] == [ErrorCode.none]
+
+
+async def test_controllers_register_and_are_described(
+    cluster: tuple[FakeRaftQuorum, Apis, Apis],
+) -> None:
+    _, active, standby = cluster
+    for node_id in (0, 1):
+        registered = await active.call(
+            70,
+            0,
+            {
+                "controller_id": node_id,
+                "incarnation_id": uuid.UUID(int=50 + node_id),
+                "listeners": [
+                    {
+                        "name": "CONTROLLER",
+                        "host": "c",
+                        "port": 9093 + node_id,
+                        "security_protocol": 0,
+                    },
+                    {"name": "OTHER", "host": "o", "port": 19093, "security_protocol": 0},
+                ],
+                "features": [
+                    {
+                        "name": "metadata.version",
+                        "min_supported_version": 7,
+                        "max_supported_version": 25,
+                    }
+                ],
+            },
+        )
+        assert registered.error_code == ErrorCode.none
+    await settle(standby.apis.controller)
+    described = await standby.call(60, 2, {"endpoint_type": 2})
+    assert described.error_code == ErrorCode.none
+    assert described.controller_id == 0 and described.cluster_id == CLUSTER_ID
+    assert [(b.broker_id, b.host, b.port) for b in described.brokers] == [
+        (0, "c", 9093),
+        (1, "c", 9094),
+    ]
+    brokers = await standby.call(60, 1, {"endpoint_type": 1})
+    assert brokers.error_code == ErrorCode.mismatched_endpoint_type
+    unknown = await standby.call(60, 1, {"endpoint_type": 7})
+    assert unknown.error_code == ErrorCode.unsupported_endpoint_type
+    old = await standby.call(60, 0, {})
+    assert old.error_code == ErrorCode.invalid_request
