@@ -1,7 +1,7 @@
 """The quorum controller's event handling against a model (issue 18, item 5): random
 sequences of broker registrations, heartbeats, session expiry, topic creation and
 deletion, new partitions, unclean election settings, AlterPartition, elections,
-reassignments, held commits and leader changes run
+reassignments, held commits, leader changes and standbys reloaded from snapshots run
 against two QuorumControllers on an in-memory Raft quorum, and after every step:
 
 - every partition's leader is in its ISR and an unfenced broker, or there is none; the
@@ -23,7 +23,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 from control_manager_support import MockTime, controller_config, registration
-from fake_raft import FakeRaftQuorum, new_controller, settle
+from fake_raft import FakeRaftQuorum, FakeSnapshot, new_controller, settle
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -45,6 +45,7 @@ from tiercel.server.controller.controller_requests import (
     ElectionType,
 )
 from tiercel.server.controller.quorum_controller import QuorumController
+from tiercel.server.raft.offset_and_epoch import OffsetAndEpoch
 
 BROKERS = st.integers(1, 3)
 TOPICS = st.sampled_from(["a", "b", "c"])
@@ -239,6 +240,19 @@ class QuorumControllerMachine(RuleBasedStateMachine):
     @rule(node=st.sampled_from((*NODES, None)))
     def change_leader(self, node: int | None) -> None:
         self.quorum.elect(node)
+        self.settle()
+
+    @rule(node=st.sampled_from(NODES))
+    def standby_loads_a_snapshot(self, node: int) -> None:
+        """A standby starts over from a snapshot of the committed log (as when it has
+        fallen behind the leader's log start)."""
+        controller = self.controllers[node]
+        if controller.is_active or self.quorum.high_watermark == 0:
+            return
+        records = replay(self.quorum.committed_records()).records()
+        epoch = self.quorum.leader_and_epoch.epoch
+        snapshot = FakeSnapshot(OffsetAndEpoch(self.quorum.high_watermark, epoch), 0, records)
+        self.quorum.load_snapshot(node, snapshot)
         self.settle()
 
     @rule(node=st.sampled_from(NODES))
