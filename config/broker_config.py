@@ -240,6 +240,27 @@ class BrokerConfig:
 
     remote_log_storage_system_enable = _Key("remote.log.storage.system.enable", bool)
 
+    controller_quorum_election_timeout_ms = _Key("controller.quorum.election.timeout.ms", int)
+    controller_quorum_fetch_timeout_ms = _Key("controller.quorum.fetch.timeout.ms", int)
+    controller_quorum_election_backoff_max_ms = _Key(
+        "controller.quorum.election.backoff.max.ms", int
+    )
+    controller_quorum_append_linger_ms = _Key("controller.quorum.append.linger.ms", int)
+    controller_quorum_request_timeout_ms = _Key("controller.quorum.request.timeout.ms", int)
+    controller_quorum_retry_backoff_ms = _Key("controller.quorum.retry.backoff.ms", int)
+    metadata_log_segment_bytes = _Key("metadata.log.segment.bytes", int)
+    metadata_log_segment_ms = _Key("metadata.log.segment.ms", int)
+    metadata_max_retention_bytes = _Key("metadata.max.retention.bytes", int)
+    metadata_max_retention_ms = _Key("metadata.max.retention.ms", int)
+    metadata_log_max_record_bytes_between_snapshots = _Key(
+        "metadata.log.max.record.bytes.between.snapshots", int
+    )
+    metadata_log_max_snapshot_interval_ms = _Key("metadata.log.max.snapshot.interval.ms", int)
+    metadata_max_idle_interval_ms = _Key("metadata.max.idle.interval.ms", int)
+    broker_heartbeat_interval_ms = _Key("broker.heartbeat.interval.ms", int)
+    broker_session_timeout_ms = _Key("broker.session.timeout.ms", int)
+    initial_broker_registration_timeout_ms = _Key("initial.broker.registration.timeout.ms", int)
+
     @property
     def process_roles(self) -> frozenset[str]:
         """The KRaft roles of this node (empty: not a KRaft node)."""

@@ -15,7 +15,7 @@ import re
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, Protocol
 
 from tiercel.config.broker_config import BrokerConfig
 from tiercel.config.config_def import ConfigError
@@ -109,11 +109,35 @@ class CreatedTopic:
     overrides: dict[str, str]
 
 
+class TopicCreator(Protocol):
+    """Where a KRaft broker's own topic creations go: the active controller."""
+
+    async def create_topic(self, name: str, planned: CreatedTopic) -> None: ...
+
+
 class AdminManager:
-    def __init__(self, config: BrokerConfig, store: MetadataStore, cache: MetadataCache) -> None:
+    """With a MetadataStore it writes there; in KRaft mode it has a `TopicCreator`
+    instead, for the broker's own creations (internal topics, Metadata's auto-creation),
+    while the admin requests go to the controller (`forwarding_manager`) and never reach
+    the write methods here."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        store: MetadataStore | None,
+        cache: MetadataCache,
+        topic_creator: TopicCreator | None = None,
+    ) -> None:
         self._config = config
-        self._store = store
+        self._metadata_store = store
         self._cache = cache
+        self._topic_creator = topic_creator
+
+    @property
+    def _store(self) -> MetadataStore:
+        if self._metadata_store is None:
+            raise RuntimeError("a KRaft broker forwards admin requests to the controller")
+        return self._metadata_store
 
     def plan_topic(self, topic: NewTopic, pending_partitions: int = 0) -> CreatedTopic:
         """Validate a topic creation and work out its assignment (raises Kafka errors).
@@ -156,7 +180,11 @@ class AdminManager:
 
     async def create_topic(self, name: str, planned: CreatedTopic) -> None:
         """Write config then assignment in one transaction (Kafka writes the config
-        first, so brokers never see the topic without its overrides)."""
+        first, so brokers never see the topic without its overrides); in KRaft mode,
+        ask the controller."""
+        if self._topic_creator is not None:
+            await self._topic_creator.create_topic(name, planned)
+            return
         try:
             await self._store.multi(
                 [

@@ -26,7 +26,7 @@ import os
 import signal
 import socket
 from collections.abc import Sequence
-from typing import Final
+from typing import Final, Protocol
 
 from tiercel.config.broker_config import BrokerConfig, Listener
 from tiercel.config.log_config import LogConfig
@@ -39,6 +39,7 @@ from tiercel.server.coordinator.group.group_config import GroupCoordinatorConfig
 from tiercel.server.coordinator.group.group_coordinator import GroupCoordinator
 from tiercel.server.coordinator.group.group_metadata_manager import GroupMetadataManager
 from tiercel.server.coordinator.transaction.producer_id_manager import ProducerIdManager
+from tiercel.server.coordinator.transaction.rpc_producer_id_manager import RpcProducerIdManager
 from tiercel.server.coordinator.transaction.transaction_config import TransactionConfig
 from tiercel.server.coordinator.transaction.transaction_coordinator import TransactionCoordinator
 from tiercel.server.coordinator.transaction.transaction_marker_channel import (
@@ -49,8 +50,10 @@ from tiercel.server.coordinator.transaction.transaction_state_manager import (
 )
 from tiercel.server.handlers.add_partitions_to_txn import verify_partitions
 from tiercel.server.kafka_apis import KafkaApis
-from tiercel.server.log_dir_failure_handler import LogDirFailureHandler
+from tiercel.server.kraft_broker_metadata import KRaftBrokerMetadata, KRaftLogDirEvents
+from tiercel.server.log_dir_failure_handler import LogDirFailureHandler, StoreLogDirEvents
 from tiercel.server.metadata import zk_data as zk
+from tiercel.server.metadata.broker_metadata_publisher import BrokerMetadataPublisher
 from tiercel.server.metadata.local_store import LocalMetadataStore
 from tiercel.server.metadata.metadata_cache import MetadataCache, TopicMetadata
 from tiercel.server.metadata.metadata_listener import MetadataListener
@@ -78,8 +81,21 @@ _REGISTRATION_RETRY_S: Final = 0.25
 
 
 class BrokerServer:
-    def __init__(self, config: BrokerConfig) -> None:
+    """``kraft``: this broker is the broker role of a KRaft node, which learns metadata
+    from the quorum (`KRaftBrokerMetadata`) instead of a MetadataStore; the node gives
+    it the cluster id and the scheduler it shares with the Raft client."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        kraft: KRaftBrokerMetadata | None = None,
+        cluster_id: str | None = None,
+        scheduler: Scheduler | None = None,
+    ) -> None:
         self.config = config
+        self._kraft = kraft
+        self._kraft_cluster_id = cluster_id
+        self._given_scheduler = scheduler
         self._ready = asyncio.Event()
         self._stopping = asyncio.Event()
         self._topic_overrides: dict[str, dict[str, str]] = {}
@@ -99,15 +115,22 @@ class BrokerServer:
 
     async def startup(self) -> None:
         config = self.config
+        kraft = self._kraft
         loop = asyncio.get_running_loop()
-        self.scheduler = Scheduler(loop, max(4, config.num_recovery_threads_per_data_dir))
+        self.scheduler = self._given_scheduler or Scheduler(
+            loop, max(4, config.num_recovery_threads_per_data_dir)
+        )
         for path in config.log_dirs:
             os.makedirs(path, exist_ok=True)
-        self.store: MetadataStore = _metadata_store(config)
-        await self.store.start()
-        await self._ensure_persistent_paths()
-        cluster_id = await self._cluster_id()
-        await self._load_topic_overrides()
+        store: MetadataStore | None = None
+        if kraft is None:
+            store = self.store = _metadata_store(config)
+            await store.start()
+            await self._ensure_persistent_paths()
+            cluster_id = await self._cluster_id()
+            await self._load_topic_overrides()
+        else:
+            cluster_id = self._kraft_cluster_id
         self.log_manager = LogManager(config, self.scheduler, self.log_config_for)
         cluster_id = await self.log_manager.startup(cluster_id)
         self.cache = MetadataCache(config.node_id, cluster_id)
@@ -118,10 +141,16 @@ class BrokerServer:
             self.scheduler,
             self.log_config_for,
             self.cache,
-            ZkAlterPartitionManager(self.store),
+            (
+                ZkAlterPartitionManager(_present(store))
+                if kraft is None
+                else kraft.alter_partition_manager(self.cache)
+            ),
         )
         self.replica_manager.startup()
-        admin_manager = AdminManager(config, self.store, self.cache)
+        admin_manager = AdminManager(
+            config, store, self.cache, None if kraft is None else kraft.topic_creator()
+        )
         self.remote_log_wiring = await start_remote_log_manager(
             config, self.replica_manager, self.cache, admin_manager
         )
@@ -137,7 +166,11 @@ class BrokerServer:
             self.group_coordinator.on_leadership_change
         )
         self.group_coordinator.startup()
-        producer_id_manager = ProducerIdManager(config.node_id, self.store)
+        producer_id_manager: ProducerIdManager | RpcProducerIdManager = (
+            ProducerIdManager(config.node_id, _present(store))
+            if kraft is None
+            else kraft.producer_id_manager()
+        )
         self.transaction_coordinator = _transaction_coordinator(
             config, self.replica_manager, self.cache, self.scheduler, producer_id_manager
         )
@@ -156,7 +189,7 @@ class BrokerServer:
             txn_config.request_timeout_ms,
             functools.partial(verify_partitions, self.cache, self.transaction_coordinator),
         )
-        self.controller = Controller(config, self.store)
+        self.controller = None if store is None else Controller(config, store)
         services = BrokerServices(
             config=config,
             node_id=config.node_id,
@@ -170,10 +203,11 @@ class BrokerServer:
             producer_id_manager=producer_id_manager,
             transaction_coordinator=self.transaction_coordinator,
             controller=self.controller,
+            forwarding_manager=None if kraft is None else kraft.forwarding_manager(),
         )
         self._apis = KafkaApis(services)
         self.socket_server = SocketServer(
-            list(config.listeners),
+            [e for e in config.listeners if e.name not in config.controller_listener_names],
             self._handle_frame,
             config.socket_request_max_bytes,
             config.queued_max_requests,
@@ -182,15 +216,10 @@ class BrokerServer:
             config.socket_receive_buffer_bytes,
         )
         await self.socket_server.start()
-        await self._register_broker()
-        self.store.add_session_listener(self._on_new_session)
-        self.log_dir_failure_handler = LogDirFailureHandler(
-            config.node_id, self.log_manager, self.replica_manager, self.store
-        )
-        self.log_dir_failure_handler.startup()
-        await self.controller.startup()
-        self.listener = MetadataListener(self.store, self.cache, self._on_topic)
-        await self.listener.start()
+        if kraft is None:
+            await self._start_store_metadata(_present(store))
+        else:
+            await self._start_kraft_metadata(kraft)
         self.replica_manager.delete_stray_logs()
         self._ready.set()
         log_event(
@@ -201,6 +230,34 @@ class BrokerServer:
             cluster_id=cluster_id,
             listeners=",".join(str(e) for e in self._advertised_endpoints()),
         )
+
+    async def _start_store_metadata(self, store: MetadataStore) -> None:
+        """Register in the store, start the controller election, follow the store."""
+        config = self.config
+        await self._register_broker()
+        store.add_session_listener(self._on_new_session)
+        self.log_dir_failure_handler = LogDirFailureHandler(
+            config.node_id, self.log_manager, self.replica_manager, StoreLogDirEvents(store)
+        )
+        self.log_dir_failure_handler.startup()
+        assert self.controller is not None
+        await self.controller.startup()
+        self.listener = MetadataListener(store, self.cache, self._on_topic)
+        await self.listener.start()
+
+    async def _start_kraft_metadata(self, kraft: KRaftBrokerMetadata) -> None:
+        """Publish the metadata log's images here, then register with the controller
+        and wait until caught up and unfenced (Kafka's BrokerServer.startup)."""
+        kraft.loader.install_publisher(BrokerMetadataPublisher(self.cache, self._on_topic))
+        kraft.start_loading()
+        self.log_dir_failure_handler = LogDirFailureHandler(
+            self.config.node_id,
+            self.log_manager,
+            self.replica_manager,
+            KRaftLogDirEvents(kraft.lifecycle, kraft.log_dir_ids),
+        )
+        self.log_dir_failure_handler.startup()
+        await kraft.register_and_catch_up(self._advertised_endpoints())
 
     async def _handle_frame(
         self, connection: Connection, frame: bytes | memoryview
@@ -253,7 +310,10 @@ class BrokerServer:
         """Advertised listeners with port 0 resolved to the bound port and an empty
         host to this machine's name."""
         endpoints = []
+        controller_listeners = self.config.controller_listener_names
         for listener in self.config.advertised_listeners:
+            if listener.name in controller_listeners:
+                continue  # served by the node's controller, not by this broker
             port = listener.port or self.socket_server.bound_ports.get(listener.name, 0)
             host = listener.host or socket.getfqdn()
             endpoints.append(Listener(listener.name, host, port))
@@ -309,7 +369,11 @@ class BrokerServer:
 
     async def shutdown(self) -> None:
         log_event(_log, logging.INFO, "broker_stopping", node_id=self.config.node_id)
-        if self.config.controlled_shutdown_enable and self.config.zookeeper_connect is not None:
+        kraft = self._kraft
+        if kraft is not None:
+            if self.config.controlled_shutdown_enable:
+                await kraft.controlled_shutdown(self.config.broker_session_timeout_ms / 1000)
+        elif self.config.controlled_shutdown_enable and self.config.zookeeper_connect is not None:
             # With the local store no other broker can take over: nothing to wait for.
             await ControlledShutdown(self.config, self.store, self.cache).run()
         await self.log_dir_failure_handler.shutdown()
@@ -324,11 +388,16 @@ class BrokerServer:
         await self.socket_server.shutdown()
         if self._reregistration is not None:
             self._reregistration.cancel()
-        await self.listener.stop()
-        await self.controller.shutdown()
+        if kraft is None:
+            await self.listener.stop()
+            assert self.controller is not None
+            await self.controller.shutdown()
+        else:
+            await kraft.close()
         await self.log_manager.shutdown()
-        await self.store.close()
-        self.scheduler.shutdown()
+        if kraft is None:
+            await self.store.close()
+            self.scheduler.shutdown()
         log_event(_log, logging.INFO, "broker_stopped", node_id=self.config.node_id)
 
 
@@ -337,7 +406,7 @@ def _transaction_coordinator(
     replica_manager: ReplicaManager,
     cache: MetadataCache,
     scheduler: Scheduler,
-    producer_id_manager: ProducerIdManager,
+    producer_id_manager: ProducerIdManager | RpcProducerIdManager,
 ) -> TransactionCoordinator:
     txn_config = TransactionConfig.from_broker_config(config)
     manager = TransactionStateManager(txn_config, replica_manager, cache, scheduler)
@@ -352,6 +421,12 @@ def _transaction_coordinator(
     return TransactionCoordinator(
         manager, markers, producer_id_manager.generate_producer_id, scheduler
     )
+
+
+def _present(store: MetadataStore | None) -> MetadataStore:
+    """The store of a broker that is not a KRaft node's."""
+    assert store is not None
+    return store
 
 
 def _metadata_store(config: BrokerConfig) -> MetadataStore:
@@ -380,7 +455,11 @@ def _cluster_id_from_log_dirs(log_dirs: list[str]) -> str | None:
     return None
 
 
-def install_signal_handlers(server: BrokerServer) -> None:
+class _Stoppable(Protocol):
+    def request_stop(self) -> None: ...
+
+
+def install_signal_handlers(server: _Stoppable) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, server.request_stop)

@@ -18,6 +18,7 @@ from tiercel.config.loader import load_broker_config
 from tiercel.config.logging_setup import configure_logging, log_event
 from tiercel.server.broker_server import BrokerServer, install_signal_handlers
 from tiercel.server.kafka_apis import preload_schemas
+from tiercel.server.kafka_raft_server import KafkaRaftServer
 from tiercel.server.remote_segments_command import (
     add_remote_segments_parser,
     run_remote_segments,
@@ -47,7 +48,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 async def _run_broker(config: BrokerConfig) -> int:
-    server = BrokerServer(config)
+    server: BrokerServer | KafkaRaftServer = (
+        KafkaRaftServer(config) if config.kraft_mode else BrokerServer(config)
+    )
     install_signal_handlers(server)
     await server.run()
     return 0
@@ -62,14 +65,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(args.log_level)
     try:
         config = load_broker_config(args.config, args.override)
-        if config.kraft_mode:
-            # The configuration and `tiercel storage format` come first; the Raft quorum,
-            # the quorum controller and the brokers' metadata log follow (README).
-            raise ConfigError(
-                "process.roles is set, but this version of Tiercel cannot run a KRaft node "
-                "yet: leave process.roles unset (embedded store or zookeeper.connect)",
-                "process.roles",
-            )
         # Every schema module is imported before the event loop starts, so that no
         # request ever waits on an import.
         preload_schemas()

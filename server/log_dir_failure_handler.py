@@ -16,11 +16,11 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable
-from typing import Final
+from typing import Final, Protocol
 
 from tiercel.config.logging_setup import log_event
 from tiercel.server.metadata.log_dir_event import LogDirEvent, propagate_log_dir_event
-from tiercel.server.metadata.store import MetadataStore, MetadataStoreError
+from tiercel.server.metadata.store import MetadataStore, MetadataStoreError, SessionListener
 from tiercel.server.replica_manager import ReplicaManager
 from tiercel.storage.log_manager import LogManager
 
@@ -35,6 +35,30 @@ def halt(status: int) -> None:
     os._exit(status)
 
 
+class LogDirEventSink(Protocol):
+    """Where the controller learns of a failed log dir."""
+
+    async def publish(self, event: LogDirEvent) -> None:
+        """Raises MetadataStoreError while the event cannot be published yet."""
+
+    def add_session_listener(self, listener: SessionListener) -> None:
+        """``listener`` runs when the published events were lost and must go again."""
+
+
+class StoreLogDirEvents:
+    """The event as a notification node in the MetadataStore, for the ZooKeeper-era
+    controller (Kafka's propagateLogDirEvent); it lives with the store session."""
+
+    def __init__(self, store: MetadataStore) -> None:
+        self._store = store
+
+    async def publish(self, event: LogDirEvent) -> None:
+        await propagate_log_dir_event(self._store, event)
+
+    def add_session_listener(self, listener: SessionListener) -> None:
+        self._store.add_session_listener(listener)
+
+
 class LogDirFailureHandler:
     """Event-loop only. Handles each offline dir once, in the order they failed; its
     event lives with the store session, so a new session publishes the events again."""
@@ -44,13 +68,13 @@ class LogDirFailureHandler:
         node_id: int,
         log_manager: LogManager,
         replica_manager: ReplicaManager,
-        store: MetadataStore,
+        events: LogDirEventSink,
         halt: Callable[[int], None] = halt,
     ) -> None:
         self._node_id = node_id
         self._log_manager = log_manager
         self._replica_manager = replica_manager
-        self._store = store
+        self._sink = events
         self._halt = halt
         self._task: asyncio.Task[None] | None = None
         self._events: list[LogDirEvent] = []
@@ -58,7 +82,7 @@ class LogDirFailureHandler:
     def startup(self) -> None:
         """Start taking offline dirs; call after the broker registered (a new session
         registers first, then publishes the events)."""
-        self._store.add_session_listener(self._on_new_session)
+        self._sink.add_session_listener(self._on_new_session)
         self._task = asyncio.get_running_loop().create_task(self._run(), name="log-dir-failure")
 
     async def _on_new_session(self) -> None:
@@ -104,7 +128,7 @@ class LogDirFailureHandler:
     async def _publish(self, event: LogDirEvent) -> None:
         while True:
             try:
-                await propagate_log_dir_event(self._store, event)
+                await self._sink.publish(event)
                 return
             except MetadataStoreError as e:
                 log_event(_log, logging.ERROR, "log_dir_event_failed", reason=repr(e))

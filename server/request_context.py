@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from tiercel.protocol.errors import NotControllerError
 from tiercel.protocol.request_header import RequestHeader
 
 if TYPE_CHECKING:
@@ -13,6 +14,9 @@ if TYPE_CHECKING:
     from tiercel.server.controller.controller import Controller
     from tiercel.server.coordinator.group.group_coordinator import GroupCoordinator
     from tiercel.server.coordinator.transaction.producer_id_manager import ProducerIdManager
+    from tiercel.server.coordinator.transaction.rpc_producer_id_manager import (
+        RpcProducerIdManager,
+    )
     from tiercel.server.coordinator.transaction.transaction_coordinator import (
         TransactionCoordinator,
     )
@@ -36,10 +40,11 @@ class BrokerServices:
     admin_manager: AdminManager
     scheduler: Scheduler
     group_coordinator: GroupCoordinator
-    producer_id_manager: ProducerIdManager
+    producer_id_manager: ProducerIdManager | RpcProducerIdManager
     transaction_coordinator: TransactionCoordinator
-    controller: Controller
-    """Serves the controller's admin APIs while this broker is the active controller."""
+    controller: Controller | None
+    """Serves the controller's admin APIs while this broker is the active controller;
+    None on a KRaft broker, which forwards them to the quorum's (`forwarding_manager`)."""
     api_versions: list[tuple[int, int, int]] = field(default_factory=list)
     """(api_key, min, max) as ApiVersions advertises them; set by KafkaApis."""
     forwarding_manager: ForwardingManager | None = None
@@ -53,6 +58,15 @@ class RequestContext:
     client_address: str
     listener_name: str
     broker: BrokerServices
+
+    @property
+    def controller(self) -> Controller:
+        """The ZooKeeper-era controller, for the admin APIs a KRaft broker forwards
+        instead of handling (so they never get here on one)."""
+        controller = self.broker.controller
+        if controller is None:
+            raise NotControllerError("this broker forwards the request to the controller")
+        return controller
 
     @property
     def api_version(self) -> int:

@@ -179,8 +179,12 @@ class ClusterControlManager:
                 f"Expected cluster ID {self.cluster_id}, but got cluster ID {request.cluster_id}"
             )
         existing = self._registrations.get(request.broker_id)
+        # A fenced broker has no session to protect (Kafka's
+        # BrokerHeartbeatManager.hasValidSession): a broker that stopped after its
+        # controlled shutdown, or was fenced, starts again at once.
         if (
             existing is not None
+            and not existing.fenced
             and heartbeats.has_valid_session(request.broker_id)
             and request.incarnation_id != existing.incarnation_id
         ):

@@ -37,7 +37,7 @@ def _targets(request: Any) -> dict[TopicPartition, Target]:
 async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
     try:
         # v0 has no allow_replication_factor_change (KIP-860): the factor may change.
-        results = await ctx.broker.controller.alter_partition_reassignments(
+        results = await ctx.controller.alter_partition_reassignments(
             _targets(request), allow_rf_change=True
         )
     except NotControllerError as e:

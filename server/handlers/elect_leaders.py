@@ -82,7 +82,7 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
         election_type = ElectionType(getattr(request, "election_type", ElectionType.PREFERRED))
     except ValueError:
         return _response(ErrorCode.invalid_request, {})
-    outcome = await ctx.broker.controller.elect_leaders(_requested(cache, request), election_type)
+    outcome = await ctx.controller.elect_leaders(_requested(cache, request), election_type)
     elected = {tp: leader for tp, leader in outcome.items() if isinstance(leader, int)}
     if elected:
         await wait_for_metadata(

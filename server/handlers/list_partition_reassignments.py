@@ -32,7 +32,7 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
         }
     )
     try:
-        ongoing = await ctx.broker.controller.list_partition_reassignments(partitions)
+        ongoing = await ctx.controller.list_partition_reassignments(partitions)
     except NotControllerError as e:
         return {"throttle_time": 0, **error_fields(e), "topics": []}
     by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)

@@ -7,11 +7,13 @@ log config.
 
 Alive brokers are the registered, unfenced ones (Kafka's KRaftMetadataCache
 getAliveBrokers); those in a controlled shutdown are listed as shutting down, so that
-no ISR waits for them (KIP-841).
+no ISR waits for them (KIP-841). The controller id clients see is one of the alive
+brokers, which forwards what only the controller handles.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Awaitable, Callable
 
 from tiercel.config.broker_config import Listener
@@ -44,6 +46,11 @@ class BrokerMetadataPublisher:
             alive = {i: _cached(b) for i, b in brokers.items() if not b.fenced}
             shutting_down = frozenset(i for i, b in brokers.items() if b.in_controlled_shutdown)
             self._cache.put_brokers(alive, shutting_down)
+            if self._cache.controller_id not in alive:
+                # Clients send the controller's admin requests to any broker, which
+                # forwards them: the "controller" is a random alive broker (Kafka's
+                # KRaftMetadataCache.getControllerId, getRandomAliveBrokerId).
+                self._cache.set_controller(random.choice(sorted(alive)) if alive else -1)
         for name in sorted(_changed_topic_names(delta)):
             topic = image.topics.topics_by_name.get(name)
             if topic is None:

@@ -71,6 +71,7 @@ class MetadataLoader:
             self._publish_in_order(), name="metadata-publisher"
         )
         self._leader_listeners: list[Callable[[LeaderAndEpoch], None]] = []
+        self._applied = asyncio.Event()
 
     def install_publisher(self, publisher: MetadataPublisher) -> None:
         """Add a publisher before the first image is published (every publisher sees
@@ -79,6 +80,12 @@ class MetadataLoader:
         if self.image.provenance.last_contained_offset >= 0:
             raise RuntimeError(f"publisher {publisher.name} installed after the first image")
         self._publishers.append(publisher)
+
+    async def wait_until_applied(self, end_offset: int) -> None:
+        """Until every publisher has taken an image of the log up to ``end_offset``
+        (exclusive, as a high watermark)."""
+        while self.last_applied_offset < end_offset - 1:
+            await self._applied.wait()
 
     def add_leader_listener(self, listener: Callable[[LeaderAndEpoch], None]) -> None:
         self._leader_listeners.append(listener)
@@ -223,3 +230,5 @@ class MetadataLoader:
             self.last_applied_offset = max(
                 self.last_applied_offset, image.provenance.last_contained_offset
             )
+            self._applied.set()
+            self._applied = asyncio.Event()

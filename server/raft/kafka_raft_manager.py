@@ -57,6 +57,7 @@ class KafkaRaftManager(Generic[T]):
         listener: Listener | None = None,
         log_config: MetadataLogConfig | None = None,
         time: Time | None = None,
+        local_endpoints: Endpoints | None = None,
     ) -> None:
         self.node_id = node_id
         self.directory_id = directory_id
@@ -73,6 +74,8 @@ class KafkaRaftManager(Generic[T]):
         self._channel: KafkaNetworkChannel | None = None
         self._log: KafkaMetadataLog | None = None
         self._driver: KafkaRaftClientDriver | None = None
+        # A node whose controller listeners another server serves names them here.
+        self._given_endpoints = local_endpoints
 
     async def start_listener(self) -> int | None:
         """Bind the controller listener; its port (None without a listener)."""
@@ -131,7 +134,7 @@ class KafkaRaftManager(Generic[T]):
     def _local_endpoints(self) -> Endpoints:
         server, listener = self._server, self._listener
         if server is None or listener is None:
-            return Endpoints()
+            return self._given_endpoints or Endpoints()
         port = server.bound_ports[listener.name]
         return Endpoints.of({self.listener_name: HostPort(listener.host or "localhost", port)})
 

@@ -111,10 +111,20 @@ class BrokerProcess:
         return args
 
     def start(self, timeout: float = 30.0) -> BrokerProcess:
+        self.launch()
+        return self.wait_started(timeout)
+
+    def launch(self) -> None:
+        """Start the process without waiting for it to serve (the voters of a KRaft
+        quorum must all be launched before any of them can start)."""
         assert self.proc is None or self.proc.poll() is not None, "already running"
         if self.port is not None:
-            # A restart keeps the port, so clients and advertised listeners stay valid.
-            self.overrides["listeners"] = f"PLAINTEXT://127.0.0.1:{self.port}"
+            # A restart keeps the port, so clients and advertised listeners stay valid
+            # (a KRaft node's controller listener has its port from the start).
+            listeners = self.overrides.get("listeners", "PLAINTEXT://127.0.0.1:0")
+            self.overrides["listeners"] = str(listeners).replace(
+                "PLAINTEXT://127.0.0.1:0", f"PLAINTEXT://127.0.0.1:{self.port}"
+            )
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._runs += 1
         # asyncio debug mode: the loop reports any callback that blocks it.
@@ -129,6 +139,10 @@ class BrokerProcess:
             self.proc = subprocess.Popen(
                 self.command(), stdout=log, stderr=log, cwd=self.data_dir, env=env
             )
+
+    def wait_started(self, timeout: float = 30.0) -> BrokerProcess:
+        """Wait until the launched broker serves, and learn its port."""
+        assert self.proc is not None
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             match = _STARTED.search(self._this_run_log())

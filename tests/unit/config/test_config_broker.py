@@ -331,9 +331,8 @@ def test_every_key_is_read_by_the_broker_or_refused_unless_default() -> None:
         # Read by BrokerConfig to split off the plugin keys.
         "remote.log.storage.manager.impl.prefix",
         "remote.log.metadata.manager.impl.prefix",
-        # Checked by BrokerConfig against node.id, the roles and the listeners
-        # (kraft_validation); a KRaft node refuses to start until the Raft quorum and
-        # the controller that read them run (server/cli.py).
+        # Parsed by BrokerConfig (quorum_voters, controller_listener_names), which the
+        # KRaft node reads.
         "controller.quorum.voters",
         "controller.listener.names",
     }

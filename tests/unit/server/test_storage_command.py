@@ -117,13 +117,6 @@ def test_info_shows_the_metadata_and_the_problems(
     assert "node.id=1, version=1}" in out and "problem" not in out
 
 
-def test_a_broker_with_process_roles_refuses_to_start_for_now(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert main(["broker", *kraft_args(tmp_path)]) == 1
-    assert "cannot run a KRaft node yet" in capsys.readouterr().err
-
-
 def feature_levels(directory: Path) -> dict[str, int]:
     metadata = read_bootstrap_metadata(str(directory))
     return {r.message.name: r.message.feature_level for r in metadata.records

@@ -108,6 +108,20 @@ def test_same_incarnation_keeps_its_epoch_and_state_new_one_gets_a_new_epoch() -
     assert registered is not None and registered.fenced and registered.epoch == new_epoch
 
 
+def test_a_fenced_broker_registers_a_new_incarnation_at_once() -> None:
+    """Kafka's hasValidSession is false for a fenced broker: one that stopped after its
+    controlled shutdown (and was fenced by it) restarts without waiting for a session
+    timeout."""
+    ctx = ManagersContext()
+    epoch = ctx.register(1)  # registered, not caught up yet: fenced
+    registered = ctx.state.cluster.registration(1)
+    assert registered is not None and registered.fenced
+    finalized = ctx.state.feature.finalized_features(0)
+    restarted = registration(1, incarnation=uuid.UUID(int=98))
+    new_epoch = ctx.run(ctx.state.cluster.register_broker(restarted, ctx.offset, finalized))
+    assert new_epoch > epoch
+
+
 def test_registration_refusals() -> None:
     ctx = ManagersContext()
     finalized = ctx.state.feature.finalized_features(0)

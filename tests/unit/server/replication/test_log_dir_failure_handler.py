@@ -19,7 +19,7 @@ from replication_support import CONFIG, TOPIC_ID, StateStore, batch, values
 from tiercel.config.broker_config import BrokerConfig
 from tiercel.protocol.errors import ErrorCode
 from tiercel.server.delayed_fetch import FetchRequestPartition
-from tiercel.server.log_dir_failure_handler import LogDirFailureHandler
+from tiercel.server.log_dir_failure_handler import LogDirFailureHandler, StoreLogDirEvents
 from tiercel.server.metadata.local_store import LocalMetadataStore
 from tiercel.server.metadata.log_dir_event import LOG_DIR_EVENT_NOTIFICATION_PATH, LogDirEvent
 from tiercel.server.metadata.metadata_cache import MetadataCache, TopicMetadata
@@ -71,7 +71,7 @@ async def broker(tmp_path: Path, scheduler: Scheduler) -> AsyncIterator[Broker]:
         config, 1, log_manager, scheduler, lambda topic: CONFIG, MetadataCache(1, "c"), StateStore()
     )
     halted: list[int] = []
-    handler = LogDirFailureHandler(1, log_manager, rm, store, halted.append)
+    handler = LogDirFailureHandler(1, log_manager, rm, StoreLogDirEvents(store), halted.append)
     handler.startup()
     yield Broker(rm, log_manager, store, handler, halted, dirs)
     await handler.shutdown()

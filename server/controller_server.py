@@ -1,0 +1,236 @@
+"""A KRaft node's controller role (Kafka's ControllerServer): the QuorumController on
+the node's Raft client, and the controller listeners serving the quorum's RPCs, the
+brokers' lifecycle and AlterPartition, the controller's admin APIs, and the requests
+brokers forward in an Envelope (KIP-590).
+
+One dispatcher serves every controller listener, as Kafka's ControllerApis does:
+ApiVersions (the Raft, controller and Envelope APIs together), the Raft RPCs to the Raft
+client, Envelope unwrapped and its request handled as if its client had sent it here,
+everything else to `ControllerApis`. A standby answers an Envelope with NOT_CONTROLLER,
+so that the forwarding broker sends it again to the active controller.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, NoReturn
+
+from tiercel.config.broker_config import BrokerConfig, Listener
+from tiercel.config.config_def import ConfigError
+from tiercel.config.logging_setup import log_event
+from tiercel.protocol.entities import (
+    ChunkWriter,
+    build_entity,
+    decode_request_body,
+    encode_entity,
+    request_class,
+    response_class,
+)
+from tiercel.protocol.errors import ErrorCode
+from tiercel.protocol.metadata.metadata_record_serde import ApiMessageAndVersion
+from tiercel.protocol.request_header import (
+    API_VERSIONS_KEY,
+    parse_request_header,
+    peek_api,
+    response_header_bytes,
+    size_prefix,
+)
+from tiercel.server.controller.controller_apis import CONTROLLER_API_VERSIONS, ControllerApis
+from tiercel.server.controller.quorum_controller import QuorumController
+from tiercel.server.controller.quorum_controller_config import QuorumControllerConfig
+from tiercel.server.network.connection import Buffer, CloseConnection, Connection
+from tiercel.server.network.socket_server import SocketServer
+from tiercel.server.raft.kafka_raft_client import KafkaRaftClient
+from tiercel.server.raft.raft_request_handler import handle_raft_request, is_raft_request
+from tiercel.server.raft.raft_wire import RAFT_API_VERSIONS
+
+__all__ = ["ControllerServer", "quorum_controller_config"]
+
+_log: Final = logging.getLogger("tiercel.controller")
+
+_ENVELOPE: Final = 58
+_ENVELOPE_VERSIONS: Final = (0, 0)
+
+
+def quorum_controller_config(config: BrokerConfig, cluster_id: str) -> QuorumControllerConfig:
+    """The node's keys the quorum controller runs on (Kafka's ControllerServer building
+    its QuorumController)."""
+    rebalance = config.auto_leader_rebalance_enable
+    return QuorumControllerConfig(
+        node_id=config.node_id,
+        cluster_id=cluster_id,
+        quorum_node_ids=frozenset(v.node_id for v in config.quorum_voters),
+        session_timeout_ms=config.broker_session_timeout_ms,
+        default_num_partitions=config.num_partitions,
+        default_replication_factor=config.default_replication_factor,
+        delete_topic_enable=config.delete_topic_enable,
+        max_partitions=config.max_partitions,
+        unclean_leader_election_enable=config.unclean_leader_election_enable,
+        leader_imbalance_check_interval_ms=(
+            config.leader_imbalance_check_interval_seconds * 1000 if rebalance else None
+        ),
+        max_idle_interval_ms=config.metadata_max_idle_interval_ms,
+        snapshot_max_new_record_bytes=config.metadata_log_max_record_bytes_between_snapshots,
+        snapshot_max_interval_ms=config.metadata_log_max_snapshot_interval_ms,
+        validate_broker_configs=_validate_broker_configs,
+    )
+
+
+def _validate_broker_configs(configs: Mapping[str, str]) -> None:
+    """Dynamic broker configs are not Tiercel's yet (the operations issue): any is
+    refused, as Kafka refuses a key that is not dynamically updatable."""
+    if configs:
+        names = ", ".join(sorted(configs))
+        raise ConfigError(f"Cannot update these configs dynamically: {names}")
+
+
+class ControllerServer:
+    """Event-loop only. `bind` first (a port 0 listener learns its port before the
+    quorum's configuration is final), then `start` once the Raft client runs."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self._config = config
+        self.listeners: list[Listener] = [
+            listener
+            for listener in config.listeners
+            if listener.name in config.controller_listener_names
+        ]
+        self._server = SocketServer(
+            self.listeners,
+            self._handle_frame,
+            config.socket_request_max_bytes,
+            config.queued_max_requests,
+            config.connections_max_idle_ms,
+        )
+        self._raft: KafkaRaftClient[ApiMessageAndVersion] | None = None
+        self.controller: QuorumController | None = None
+        self._apis: dict[str, ControllerApis] = {}
+
+    async def bind(self) -> Mapping[str, int]:
+        """Listen on the controller listeners; their bound ports by listener name."""
+        await self._server.start()
+        return dict(self._server.bound_ports)
+
+    def start(
+        self,
+        cluster_id: str,
+        raft: KafkaRaftClient[ApiMessageAndVersion],
+        bootstrap_records: Sequence[ApiMessageAndVersion],
+    ) -> QuorumController:
+        controller = QuorumController(
+            quorum_controller_config(self._config, cluster_id), raft, bootstrap_records
+        )
+        controller.start()
+        self._raft = raft
+        self.controller = controller
+        self._apis = {name: ControllerApis(controller, name) for name in self._server.bound_ports}
+        return controller
+
+    async def shutdown(self) -> None:
+        await self._server.shutdown()
+        if self.controller is not None:
+            await self.controller.close()
+
+    async def _handle_frame(
+        self, connection: Connection, frame: bytes | memoryview
+    ) -> Sequence[Buffer] | None:
+        raft, apis = self._raft, self._apis.get(connection.listener_name)
+        if raft is None or apis is None:
+            raise CloseConnection()  # not started: the peer backs off and tries again
+        try:
+            api_key, api_version, correlation_id = peek_api(frame)
+        except Exception as e:
+            _close(connection, f"invalid request header: {e}")
+        if api_key == API_VERSIONS_KEY:
+            return await self._api_versions(apis, api_version, correlation_id)
+        request = _decode(connection, frame, api_key, api_version)
+        if is_raft_request(api_key, api_version):
+            response = await handle_raft_request(
+                raft, api_key, api_version, correlation_id, request, connection.listener_name
+            )
+            return _encode(api_key, api_version, correlation_id, response)
+        if api_key == _ENVELOPE and api_version == 0:
+            envelope = await self._envelope(connection, apis, request)
+            return _encode(api_key, api_version, correlation_id, envelope)
+        if not _served(CONTROLLER_API_VERSIONS, api_key, api_version):
+            _close(connection, f"unsupported api {api_key} v{api_version}")
+        values = await apis.handle(api_key, api_version, request)
+        return _encode(api_key, api_version, correlation_id, values)
+
+    async def _api_versions(
+        self, apis: ControllerApis, api_version: int, correlation_id: int
+    ) -> list[Buffer]:
+        """The controller's answer with the Raft RPCs and Envelope added to its APIs;
+        an unknown version answered in v0 with UNSUPPORTED_VERSION (KIP-511)."""
+        low, high = CONTROLLER_API_VERSIONS[API_VERSIONS_KEY]
+        version = api_version if low <= api_version <= high else 0
+        values = await apis.handle(API_VERSIONS_KEY, version, None)
+        versions = {**CONTROLLER_API_VERSIONS, **RAFT_API_VERSIONS, _ENVELOPE: _ENVELOPE_VERSIONS}
+        values["api_keys"] = [
+            {"api_key": key, "min_version": lo, "max_version": hi}
+            for key, (lo, hi) in sorted(versions.items())
+        ]
+        if version != api_version:
+            values["error_code"] = ErrorCode.unsupported_version
+        return _encode(API_VERSIONS_KEY, version, correlation_id, values)
+
+    async def _envelope(
+        self, connection: Connection, apis: ControllerApis, envelope: Any
+    ) -> Mapping[str, Any]:
+        """Kafka's ControllerApis.handleEnvelopeRequest: the inner request handled, its
+        response (header and all, under the client's correlation id) sent back."""
+        controller = self.controller
+        if controller is None or not controller.is_active:
+            return {"error_code": ErrorCode.not_controller, "response_data": None}
+        inner = envelope.request_data
+        try:
+            api_key, api_version, correlation_id = peek_api(inner)
+        except Exception:
+            return {"error_code": ErrorCode.invalid_request, "response_data": None}
+        if not _served(CONTROLLER_API_VERSIONS, api_key, api_version):
+            return {"error_code": ErrorCode.unsupported_version, "response_data": None}
+        request = _decode(connection, inner, api_key, api_version)
+        values = await apis.handle(api_key, api_version, request)
+        response = b"".join(bytes(b) for b in _encode(api_key, api_version, correlation_id, values))
+        return {"error_code": ErrorCode.none, "response_data": response[4:]}
+
+
+def _served(versions: Mapping[int, tuple[int, int]], api_key: int, api_version: int) -> bool:
+    served = versions.get(api_key)
+    return served is not None and served[0] <= api_version <= served[1]
+
+
+def _decode(
+    connection: Connection, frame: bytes | memoryview, api_key: int, api_version: int
+) -> Any:
+    try:
+        request_type = request_class(api_key, api_version)
+        header = parse_request_header(frame, request_type.__flexible__)
+        return decode_request_body(request_type, frame, header.size)
+    except Exception as e:  # kio's native reader has several exception types
+        _close(connection, f"invalid request {api_key} v{api_version}: {type(e).__name__}: {e}")
+
+
+def _encode(api_key: int, api_version: int, correlation_id: int, values: Any) -> list[Buffer]:
+    response_type = response_class(api_key, api_version)
+    entity = (
+        values if not isinstance(values, Mapping) else build_entity(response_type, values, True)
+    )
+    writer = ChunkWriter()
+    writer.write(
+        response_header_bytes(correlation_id, response_type.__header_schema__.__version__ >= 1)
+    )
+    encode_entity(writer, entity)
+    return [size_prefix(writer.size), *writer.chunks()]
+
+
+def _close(connection: Connection, reason: str) -> NoReturn:
+    log_event(
+        _log,
+        logging.WARNING,
+        "controller_connection_closed",
+        client=connection.client_address,
+        reason=reason,
+    )
+    raise CloseConnection()

@@ -1,0 +1,130 @@
+"""KRaft nodes as users run them: directories formatted with `tiercel storage format`,
+`tiercel broker` with process.roles. A combined node serves clients alone (admin
+requests forwarded to its controller, consumer groups, a restart that registers again
+at once); an unformatted node refuses to start with Kafka's message; three combined
+nodes replicate a topic and survive the SIGKILL of one of them: its leaderships move to
+the others, a controller is elected again, and nothing acknowledged is lost."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+from support.broker import BrokerProcess
+from support.kraft import controller_ports, format_node, kraft_node
+
+
+@pytest.fixture
+def nodes() -> Iterator[list[BrokerProcess]]:
+    started: list[BrokerProcess] = []
+    yield started
+    for node in started:
+        node.kill()
+
+
+def produce(bootstrap: str, topic: str, count: int, start: int = 0) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    delivered: list[object] = []
+    for i in range(start, start + count):
+        producer.produce(
+            topic, key=b"k%d" % i, value=b"v%d" % i, on_delivery=lambda e, m: delivered.append(e)
+        )
+    assert producer.flush(60) == 0
+    assert delivered == [None] * count
+
+
+def consume_all(bootstrap: str, topic: str, count: int, group: str) -> set[bytes]:
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest"}
+    )
+    consumer.subscribe([topic])
+    values: set[bytes] = set()
+    deadline = time.monotonic() + 60
+    try:
+        while len(values) < count and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                values.add(message.value())
+    finally:
+        consumer.close()
+    return values
+
+
+def create_topic(bootstrap: str, topic: NewTopic) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([topic])[topic.topic].result(60)
+
+
+def test_a_combined_node_serves_alone(tmp_path: Path, nodes: list[BrokerProcess]) -> None:
+    node = kraft_node(tmp_path, 1, controller_ports([1]))
+    nodes.append(node)
+    node.start()
+    # CreateTopics goes to the broker, which forwards it to the controller (KIP-590).
+    create_topic(node.bootstrap, NewTopic("events", 3, 1))
+    produce(node.bootstrap, "events", 200)
+    assert len(consume_all(node.bootstrap, "events", 200, "g1")) == 200
+    assert (Path(node.overrides["metadata.log.dir"]) / "__cluster_metadata-0").is_dir()
+    # A clean stop fenced the broker: it registers again at once, not after a session.
+    assert node.stop() == 0
+    started = time.monotonic()
+    node.start()
+    assert time.monotonic() - started < 8
+    produce(node.bootstrap, "events", 50, start=200)
+    assert len(consume_all(node.bootstrap, "events", 250, "g2")) == 250
+
+
+def test_an_unformatted_node_refuses_to_start(tmp_path: Path) -> None:
+    node = kraft_node(tmp_path, 1, controller_ports([1]), formatted=False)
+    assert "No readable meta.properties files found." in refusal(node)
+    # Formatted, then given a log dir formatting never saw (Kafka's initializeLogDirs).
+    format_node(node)
+    added = tmp_path / "added"
+    node.overrides["log.dirs"] = f"{node.overrides['log.dirs']},{added}"
+    assert (
+        f"No `meta.properties` found in {added} (have you run `tiercel storage format` to "
+        "format the directory?)"
+    ) in refusal(node)
+
+
+def refusal(node: BrokerProcess) -> str:
+    """What the node says when it exits at start-up (exit code 1)."""
+    result = subprocess.run(node.command(), capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    return result.stdout + result.stderr
+
+
+def test_three_combined_nodes_survive_a_killed_node(
+    tmp_path: Path, nodes: list[BrokerProcess]
+) -> None:
+    ports = controller_ports([1, 2, 3])
+    nodes.extend(kraft_node(tmp_path, i, ports) for i in (1, 2, 3))
+    # Voters start together: each waits for a quorum before its broker registers.
+    for node in nodes:
+        node.launch()
+    for node in nodes:
+        node.wait_started(60)
+    bootstrap = ",".join(n.bootstrap for n in nodes)
+    create_topic(bootstrap, NewTopic("replicated", 3, 3))
+    produce(bootstrap, "replicated", 500)
+
+    nodes[0].kill()
+    survivors = ",".join(n.bootstrap for n in nodes[1:])
+    admin = AdminClient({"bootstrap.servers": survivors})
+    deadline = time.monotonic() + 60
+    while True:
+        partitions = admin.list_topics("replicated", timeout=10).topics["replicated"].partitions
+        if all(p.leader in (2, 3) and 1 not in p.isrs for p in partitions.values()):
+            break
+        assert time.monotonic() < deadline, f"leaderships did not move: {partitions}"
+        time.sleep(0.2)
+    # A controller leads again: a new topic can be created, and nothing acknowledged
+    # before the kill is lost.
+    create_topic(survivors, NewTopic("after", 1, 2))
+    produce(survivors, "replicated", 100, start=500)
+    assert len(consume_all(survivors, "replicated", 600, "g")) == 600

@@ -1,0 +1,67 @@
+"""KRaft nodes of real processes for the KRaft tests: each node's directories formatted
+with `tiercel storage format`, as a user formats them, then started with `tiercel
+broker`. Controller listeners get free ports picked before the start, since every
+voter's address goes into controller.quorum.voters; broker listeners bind port 0 and
+keep their port across restarts (`BrokerProcess`)."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Final
+
+from support.broker import TIERCEL, BrokerProcess
+from support.zookeeper import free_port
+
+CLUSTER_ID: Final = "MkU3OEVBNTcwNTJENDM2Qg"
+
+
+def controller_ports(node_ids: list[int]) -> dict[int, int]:
+    return {node_id: free_port() for node_id in node_ids}
+
+
+def format_node(node: BrokerProcess, cluster_id: str = CLUSTER_ID) -> str:
+    """Run `tiercel storage format` on the node's configuration; its output."""
+    args = [str(TIERCEL), "storage", "format", "-t", cluster_id]
+    for key, value in node.overrides.items():
+        args += ["--override", f"{key}={value}"]
+    result = subprocess.run(args, capture_output=True, text=True, timeout=60, check=False)
+    if result.returncode != 0:
+        raise RuntimeError(f"format failed: {result.stderr}")
+    return result.stdout
+
+
+def kraft_node(
+    root: Path,
+    node_id: int,
+    voters: Mapping[int, int],
+    roles: str = "broker,controller",
+    overrides: Mapping[str, object] | None = None,
+    formatted: bool = True,
+) -> BrokerProcess:
+    """A node of the quorum ``voters`` (node id to controller port); a voter serves its
+    controller listener on its port."""
+    listeners = []
+    if "broker" in roles:
+        listeners.append("PLAINTEXT://127.0.0.1:0")
+    if "controller" in roles:
+        listeners.append(f"CONTROLLER://127.0.0.1:{voters[node_id]}")
+    data_dir = root / f"node-{node_id}"
+    node = BrokerProcess(
+        data_dir,
+        {
+            "node.id": node_id,
+            "process.roles": roles,
+            "controller.quorum.voters": ",".join(
+                f"{i}@127.0.0.1:{port}" for i, port in sorted(voters.items())
+            ),
+            "controller.listener.names": "CONTROLLER",
+            "listeners": ",".join(listeners),
+            "metadata.log.dir": str(data_dir / "metadata"),
+            **(overrides or {}),
+        },
+    )
+    if formatted:
+        format_node(node)
+    return node
