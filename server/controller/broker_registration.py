@@ -1,0 +1,105 @@
+"""A registered broker as the controller knows it (Kafka's ``BrokerRegistration``) and
+what a broker asks when it registers (BrokerRegistrationRequest's fields)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from tiercel.protocol.metadata.broker_records import (
+    BrokerEndpoint,
+    BrokerFeature,
+    RegisterBrokerRecord,
+)
+from tiercel.protocol.metadata.metadata_record_serde import ApiMessageAndVersion
+from tiercel.protocol.metadata.metadata_version import MetadataVersion
+from tiercel.server.controller.feature_control_manager import VersionRange
+
+__all__ = ["BrokerRegistration", "BrokerRegistrationRequest"]
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistrationRequest:
+    """BrokerRegistration (62)'s request, as the controller's command takes it."""
+
+    broker_id: int
+    cluster_id: str
+    incarnation_id: uuid.UUID
+    listeners: tuple[BrokerEndpoint, ...]
+    features: Mapping[str, VersionRange]
+    rack: str | None = None
+    is_migrating_zk_broker: bool = False
+    log_dirs: tuple[uuid.UUID, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistration:
+    """Invariant: ``epoch`` is the offset of the RegisterBrokerRecord that created this
+    incarnation (Kafka's broker epoch). A value; safe anywhere."""
+
+    id: int
+    epoch: int
+    incarnation_id: uuid.UUID
+    listeners: tuple[BrokerEndpoint, ...]
+    supported_features: Mapping[str, VersionRange]
+    rack: str | None
+    fenced: bool
+    in_controlled_shutdown: bool
+    log_dirs: tuple[uuid.UUID, ...]
+
+    @property
+    def is_active(self) -> bool:
+        """May lead and receive new replicas (Kafka's ``ClusterControlManager.isActive``)."""
+        return not self.fenced and not self.in_controlled_shutdown
+
+    @staticmethod
+    def from_record(record: RegisterBrokerRecord) -> BrokerRegistration:
+        return BrokerRegistration(
+            id=record.broker_id,
+            epoch=record.broker_epoch,
+            incarnation_id=record.incarnation_id,
+            listeners=record.end_points,
+            supported_features={
+                f.name: VersionRange(f.min_supported_version, f.max_supported_version)
+                for f in record.features
+            },
+            rack=record.rack,
+            fenced=record.fenced,
+            in_controlled_shutdown=record.in_controlled_shutdown,
+            log_dirs=record.log_dirs,
+        )
+
+    def cloned_with(
+        self, fenced: bool | None = None, in_controlled_shutdown: bool | None = None
+    ) -> BrokerRegistration:
+        """Kafka's ``BrokerRegistration.cloneWith``: None keeps a field."""
+        return replace(
+            self,
+            fenced=self.fenced if fenced is None else fenced,
+            in_controlled_shutdown=(
+                self.in_controlled_shutdown
+                if in_controlled_shutdown is None
+                else in_controlled_shutdown
+            ),
+        )
+
+    def to_record(self, version: MetadataVersion) -> ApiMessageAndVersion:
+        """The RegisterBrokerRecord that recreates this registration (Kafka's
+        ``BrokerRegistration.toRecord``), for snapshots."""
+        record_version = version.register_broker_record_version()
+        record = RegisterBrokerRecord(
+            broker_id=self.id,
+            incarnation_id=self.incarnation_id,
+            broker_epoch=self.epoch,
+            end_points=self.listeners,
+            features=tuple(
+                BrokerFeature(name=n, min_supported_version=r.min, max_supported_version=r.max)
+                for n, r in sorted(self.supported_features.items())
+            ),
+            rack=self.rack,
+            fenced=self.fenced,
+            in_controlled_shutdown=self.in_controlled_shutdown,
+            log_dirs=self.log_dirs if record_version >= 3 else (),
+        )
+        return ApiMessageAndVersion(record, record_version)

@@ -1,0 +1,263 @@
+"""The admin requests a controller listener answers (the admin half of Kafka's
+``ControllerApis``): CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders,
+AlterPartitionReassignments, ListPartitionReassignments, IncrementalAlterConfigs and
+AlterConfigs, translated between kio's request entities, the quorum controller's
+commands and the response fields as nested mappings (the convention of
+``server/handlers``). A standby's NotControllerError travels up to `ControllerApis`,
+which answers NOT_CONTROLLER.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from tiercel.protocol.errors import ErrorCode, InvalidRequestError, KafkaError
+from tiercel.server.controller.configuration_control_manager import (
+    ConfigResource,
+    ConfigResourceType,
+    OpType,
+)
+from tiercel.server.controller.controller_request_context import ControllerRequestContext
+from tiercel.server.controller.controller_requests import (
+    CreatableTopic,
+    CreatePartitionsTopic,
+    ElectionType,
+)
+
+__all__ = [
+    "alter_configs",
+    "alter_partition_reassignments",
+    "create_partitions",
+    "create_topics",
+    "delete_topics",
+    "elect_leaders",
+    "incremental_alter_configs",
+    "list_partition_reassignments",
+]
+
+
+def error_fields(error: KafkaError | None) -> dict[str, Any]:
+    if error is None:
+        return {"error_code": ErrorCode.none, "error_message": None}
+    return {"error_code": error.error_code, "error_message": error.message}
+
+
+async def create_topics(
+    context: ControllerRequestContext, version: int, request: Any
+) -> dict[str, Any]:
+    controller = context.controller
+    topics = [
+        CreatableTopic(
+            name=t.name,
+            num_partitions=t.num_partitions,
+            replication_factor=t.replication_factor,
+            assignments={a.partition_index: tuple(a.broker_ids) for a in t.assignments},
+            configs={c.name: c.value for c in t.configs},
+        )
+        for t in request.topics
+    ]
+    results = await controller.create_topics(topics, request.validate_only)
+    return {
+        "throttle_time": 0,
+        "topics": [
+            {
+                "name": r.name,
+                "topic_id": r.topic_id,
+                **error_fields(r.error),
+                "num_partitions": r.num_partitions,
+                "replication_factor": r.replication_factor,
+                # The controller does not describe configs (Kafka's ControllerApis
+                # answers them only to principals that may describe the topic).
+                "configs": None,
+            }
+            for r in results
+        ],
+    }
+
+
+async def delete_topics(
+    context: ControllerRequestContext, version: int, request: Any
+) -> dict[str, Any]:
+    controller = context.controller
+    """By name (v0-5) or, from v6, by name or id (Kafka's ``ControllerApis.deleteTopics``)."""
+    names = [t.name for t in request.topics if t.name is not None]
+    found = await controller.find_topic_ids(names) if names else {}
+    wanted: list[tuple[str | None, uuid.UUID | None, KafkaError | None]] = []
+    for topic in request.topics:
+        if topic.name is not None and topic.topic_id not in (None, uuid.UUID(int=0)):
+            wanted.append((topic.name, None, InvalidRequestError("Both topic name and id given")))
+        elif topic.name is not None:
+            resolved = found[topic.name]
+            if isinstance(resolved, KafkaError):
+                wanted.append((topic.name, None, resolved))
+            else:
+                wanted.append((topic.name, resolved, None))
+        else:
+            wanted.append((None, topic.topic_id, None))
+    ids = [topic_id for _, topic_id, error in wanted if error is None and topic_id is not None]
+    results = await controller.delete_topics(ids) if ids else {}
+    responses = []
+    for name, topic_id, refused in wanted:
+        error = refused if refused is not None or topic_id is None else results[topic_id]
+        responses.append(
+            {"name": name, "topic_id": topic_id or uuid.UUID(int=0), **error_fields(error)}
+        )
+    return {"throttle_time": 0, "responses": responses}
+
+
+async def create_partitions(
+    context: ControllerRequestContext, version: int, request: Any
+) -> dict[str, Any]:
+    controller = context.controller
+    topics = [
+        CreatePartitionsTopic(
+            name=t.name,
+            count=t.count,
+            assignments=(
+                None if t.assignments is None else tuple(tuple(a.broker_ids) for a in t.assignments)
+            ),
+        )
+        for t in request.topics
+    ]
+    results = await controller.create_partitions(topics, request.validate_only)
+    return {
+        "throttle_time": 0,
+        "results": [{"name": name, **error_fields(e)} for name, e in results.items()],
+    }
+
+
+async def elect_leaders(
+    context: ControllerRequestContext, version: int, request: Any
+) -> dict[str, Any]:
+    controller = context.controller
+    # v0 has no ElectionType: always preferred.
+    election = ElectionType(request.election_type if version >= 1 else 0)
+    partitions = (
+        None
+        if request.topic_partitions is None
+        else {t.topic: list(t.partitions) for t in request.topic_partitions}
+    )
+    results = await controller.elect_leaders(election, partitions)
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for (topic, partition), error in results.items():
+        by_topic.setdefault(topic, []).append({"partition_id": partition, **error_fields(error)})
+    return {
+        "throttle_time": 0,
+        "error_code": ErrorCode.none,
+        "replica_election_results": [
+            {"topic": topic, "partition_result": parts} for topic, parts in by_topic.items()
+        ],
+    }
+
+
+async def alter_partition_reassignments(
+    context: ControllerRequestContext, version: int, request: Any
+) -> dict[str, Any]:
+    controller = context.controller
+    changes = {
+        t.name: {
+            p.partition_index: None if p.replicas is None else tuple(p.replicas)
+            for p in t.partitions
+        }
+        for t in request.topics
+    }
+    results = await controller.alter_partition_reassignments(changes)
+    return {
+        "throttle_time": 0,
+        "error_code": ErrorCode.none,
+        "error_message": None,
+        "responses": [
+            {
+                "name": t.name,
+                "partitions": [
+                    {
+                        "partition_index": p.partition_index,
+                        **error_fields(results[(t.name, p.partition_index)]),
+                    }
+                    for p in t.partitions
+                ],
+            }
+            for t in request.topics
+        ],
+    }
+
+
+async def list_partition_reassignments(
+    context: ControllerRequestContext, version: int, request: Any
+) -> dict[str, Any]:
+    controller = context.controller
+    topics = (
+        None
+        if request.topics is None
+        else {t.name: list(t.partition_indexes) for t in request.topics}
+    )
+    ongoing = await controller.list_partition_reassignments(topics)
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for r in ongoing:
+        by_topic.setdefault(r.topic, []).append(
+            {
+                "partition_index": r.partition,
+                "replicas": r.replicas,
+                "adding_replicas": r.adding_replicas,
+                "removing_replicas": r.removing_replicas,
+            }
+        )
+    return {
+        "throttle_time": 0,
+        "error_code": ErrorCode.none,
+        "error_message": None,
+        "topics": [{"name": name, "partitions": parts} for name, parts in by_topic.items()],
+    }
+
+
+def _resource(resource: Any) -> ConfigResource | KafkaError:
+    try:
+        return ConfigResource(ConfigResourceType(resource.resource_type), resource.resource_name)
+    except ValueError:
+        # BROKER_LOGGER and the others are answered by brokers, not the controller.
+        return InvalidRequestError(f"Unexpected resource type {resource.resource_type}")
+
+
+def _config_responses(
+    resources: Any, results: Mapping[ConfigResource, KafkaError | None]
+) -> list[dict[str, Any]]:
+    responses = []
+    for resource in resources:
+        key = _resource(resource)
+        error = key if isinstance(key, KafkaError) else results[key]
+        responses.append(
+            {
+                **error_fields(error),
+                "resource_type": resource.resource_type,
+                "resource_name": resource.resource_name,
+            }
+        )
+    return responses
+
+
+async def incremental_alter_configs(
+    context: ControllerRequestContext, version: int, request: Any
+) -> dict[str, Any]:
+    controller = context.controller
+    changes = {
+        key: {c.name: (OpType(c.config_operation), c.value) for c in r.configs}
+        for r in request.resources
+        if isinstance(key := _resource(r), ConfigResource)
+    }
+    results = await controller.incremental_alter_configs(changes, request.validate_only)
+    return {"throttle_time": 0, "responses": _config_responses(request.resources, results)}
+
+
+async def alter_configs(
+    context: ControllerRequestContext, version: int, request: Any
+) -> dict[str, Any]:
+    controller = context.controller
+    changes = {
+        key: {c.name: c.value for c in r.configs}
+        for r in request.resources
+        if isinstance(key := _resource(r), ConfigResource)
+    }
+    results = await controller.legacy_alter_configs(changes, request.validate_only)
+    return {"throttle_time": 0, "responses": _config_responses(request.resources, results)}
