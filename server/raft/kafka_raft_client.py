@@ -37,12 +37,12 @@ from tiercel.server.raft import (
     raft_quorum_epoch,
     raft_vote,
 )
+from tiercel.server.raft.batch import Batch
 from tiercel.server.raft.batch_accumulator import BatchAccumulator
 from tiercel.server.raft.endpoints import Endpoints, Node
 from tiercel.server.raft.errors import BrokerNotAvailableError, NotLeaderError
 from tiercel.server.raft.leader_and_epoch import UNKNOWN_LEADER_AND_EPOCH, LeaderAndEpoch
 from tiercel.server.raft.leader_state import LeaderState
-from tiercel.server.raft.listener_context import STARTING_NEXT_OFFSET, ListenerContext
 from tiercel.server.raft.metadata_log_config import MAX_BATCH_SIZE_BYTES
 from tiercel.server.raft.network_channel import NetworkChannel
 from tiercel.server.raft.nominee_state import NomineeState
@@ -52,6 +52,7 @@ from tiercel.server.raft.quorum_config import QuorumConfig
 from tiercel.server.raft.quorum_state import QuorumState
 from tiercel.server.raft.quorum_state_store import QuorumStateStore
 from tiercel.server.raft.raft_client_listener import Listener
+from tiercel.server.raft.raft_listeners import RaftListeners
 from tiercel.server.raft.raft_message import (
     Completion,
     InboundRequest,
@@ -63,14 +64,11 @@ from tiercel.server.raft.raft_message import (
 )
 from tiercel.server.raft.raft_util import error_response
 from tiercel.server.raft.record_serde import RecordSerde
-from tiercel.server.raft.records_iterator import iter_decoded_batches
 from tiercel.server.raft.records_snapshot import (
-    RecordsSnapshotReader,
     RecordsSnapshotWriter,
-    SnapshotReader,
 )
 from tiercel.server.raft.replica_key import ReplicaKey
-from tiercel.server.raft.replicated_log import Isolation, ReplicatedLog
+from tiercel.server.raft.replicated_log import ReplicatedLog
 from tiercel.server.raft.request_manager import RequestManager
 from tiercel.server.raft.threshold_purgatory import ThresholdPurgatory
 from tiercel.server.raft.timer import Time, Timer
@@ -142,8 +140,7 @@ class KafkaRaftClient(Generic[T]):
         self.append_purgatory = ThresholdPurgatory()
         self.shutdown_state: GracefulShutdown | None = None
         self._snapshot_cleaning_timer = Timer(time, SNAPSHOT_CLEANING_INTERVAL_MS)
-        self._listener_contexts: dict[int, ListenerContext[T]] = {}
-        self._pending_registrations: list[tuple[bool, Listener[T]]] = []
+        self.listeners = RaftListeners(log, serde, message_queue.wakeup)
         self.voters = VoterSet.from_addresses(channel.listener_name, config.voters)
         self.request_manager = RequestManager(
             self._bootstrap_nodes(), config.retry_backoff_ms, config.request_timeout_ms, self.random
@@ -200,11 +197,11 @@ class KafkaRaftClient(Generic[T]):
     # -- the public API (Kafka's RaftClient) ----------------------------------------------
 
     def register(self, listener: Listener[T]) -> None:
-        self._pending_registrations.append((True, listener))
-        self.message_queue.wakeup()
+        """From the next poll on, ``listener`` gets the committed data (Kafka's register)."""
+        self.listeners.register(listener)
 
     def unregister(self, listener: Listener[T]) -> None:
-        self._pending_registrations.append((False, listener))
+        self.listeners.unregister(listener)
 
     @property
     def leader_and_epoch(self) -> LeaderAndEpoch:
@@ -300,8 +297,7 @@ class KafkaRaftClient(Generic[T]):
         until another voter leads; listeners are told to stop appending."""
         _log.info("beginning graceful shutdown of the raft client")
         self.shutdown_state = GracefulShutdown(self.time, timeout_ms)
-        for context in self._listener_contexts.values():
-            context.listener.begin_shutdown()
+        self.listeners.begin_shutdown()
         self.message_queue.wakeup()
         return self.shutdown_state.completion
 
@@ -740,62 +736,19 @@ class KafkaRaftClient(Generic[T]):
         self.update_listeners_progress(high_watermark.message_offset)
 
     def update_listeners_progress(self, high_watermark: int) -> None:
-        for context in list(self._listener_contexts.values()):
-            self._update_listener_progress(context, high_watermark)
+        self.listeners.update_progress(high_watermark)
 
-    def _update_listener_progress(self, context: ListenerContext[T], high_watermark: int) -> None:
-        next_offset = context.next_expected_offset
-        start = self.log.start_offset
-        if next_offset < high_watermark and (
-            next_offset == STARTING_NEXT_OFFSET or next_offset < start
-        ):
-            snapshot = self.latest_snapshot()
-            if snapshot is not None:
-                context.fire_handle_snapshot(snapshot)
-            elif next_offset == STARTING_NEXT_OFFSET:
-                context.reset_offset_to_smallest_log_offset()
-            else:
-                raise RuntimeError(
-                    f"Snapshot expected since next offset of {context.listener!r} is "
-                    f"{next_offset}, log start offset is {start} and high-watermark is "
-                    f"{high_watermark}"
-                )
-        elif next_offset == STARTING_NEXT_OFFSET:
-            context.reset_offset_to_smallest_log_offset()
-        next_offset = context.next_expected_offset
-        if 0 <= next_offset < high_watermark:
-            records = self.log.read(next_offset, Isolation.COMMITTED).records
-            batches = list(iter_decoded_batches(records, self.serde))
-            if batches:
-                context.fire_handle_commit(batches)
-
-    def latest_snapshot(self) -> SnapshotReader[T] | None:
-        raw = self.log.latest_snapshot()
-        return None if raw is None else RecordsSnapshotReader(raw, self.serde)
-
-    def maybe_fire_handle_commit(self, batch: Any) -> None:
-        """A committed batch of the leader's own, from memory, to the listeners whose next
-        offset it is."""
-        for context in self._listener_contexts.values():
-            if context.next_expected_offset == batch.base_offset:
-                context.fire_handle_commit([batch])
+    def maybe_fire_handle_commit(self, batch: Batch[T]) -> None:
+        self.listeners.fire_handle_commit(batch)
 
     def maybe_fire_leader_change(self, leader_state: LeaderState[T] | None = None) -> None:
-        leader = self.quorum.leader_and_epoch
-        for context in self._listener_contexts.values():
-            if leader_state is None:
-                context.maybe_fire_leader_change(leader)
-            else:
-                context.maybe_fire_leader_change(leader, leader_state.epoch_start_offset)
+        """Tell the listeners of the current leader; of this replica's own leadership
+        (``leader_state`` given) once they have reached its epoch's start."""
+        start = None if leader_state is None else leader_state.epoch_start_offset
+        self.listeners.fire_leader_change(self.quorum.leader_and_epoch, start)
 
     def _poll_listeners(self) -> None:
-        pending, self._pending_registrations = self._pending_registrations, []
-        for register, listener in pending:
-            key = id(listener)
-            if register and key not in self._listener_contexts:
-                self._listener_contexts[key] = ListenerContext(listener, self.message_queue.wakeup)
-            elif not register:
-                self._listener_contexts.pop(key, None)
+        self.listeners.apply_registrations()
         high_watermark = self.quorum.high_watermark
         if high_watermark is not None:
             self.update_listeners_progress(high_watermark.message_offset)

@@ -252,5 +252,9 @@ async def _poll_unattached(client: KafkaRaftClient[Any], now: int) -> int:
         if state.has_election_timeout_expired(now):
             await client.transition_to_prospective(now)
             return 0
-    backoff = _send_fetch_to_any_bootstrap(client, now)
-    return min(backoff, state.remaining_election_time_ms(now))
+        backoff = _send_fetch_to_any_bootstrap(client, now)
+        return min(backoff, state.remaining_election_time_ms(now))
+    # An observer never acts on its election timer (Kafka's pollUnattachedAsObserver
+    # still waits for it, which, once it has run out at start, polls without waiting
+    # until a leader is known): only its fetch backoff.
+    return _send_fetch_to_any_bootstrap(client, now)

@@ -5,13 +5,19 @@ poll, and a closing client's answers."""
 from __future__ import annotations
 
 from mock_raft_log import MockLog
-from raft_client_context import FETCH_MAX_WAIT_MS, RaftClientTestContext, node
+from raft_client_context import (
+    ELECTION_TIMEOUT_MS,
+    FETCH_MAX_WAIT_MS,
+    RaftClientTestContext,
+    node,
+)
 from raft_rpcs import answer, become_leader, fetch, partition_of
 from raft_support import batch
 
 from tiercel.protocol.errors import ErrorCode
 from tiercel.server.raft.election_state import ElectionState
 from tiercel.server.raft.offset_and_epoch import OffsetAndEpoch
+from tiercel.server.raft.raft_poll import poll_current_state
 from tiercel.server.raft.record_serde import IdentitySerde
 from tiercel.server.raft.records_iterator import iter_decoded_batches
 
@@ -162,3 +168,14 @@ async def test_a_closing_client_answers_what_it_will_not_handle() -> None:
     assert answer(queued).error_code == ErrorCode.broker_not_available
     late = ctx.deliver_request(fetch(3, epoch, end, epoch))
     assert answer(late).error_code == ErrorCode.broker_not_available
+
+
+async def test_an_observer_without_a_leader_waits_for_its_fetch_not_its_election_timer() -> None:
+    ctx = await RaftClientTestContext(4, [1, 2, 3]).start()
+    assert ctx.quorum.is_observer and ctx.quorum.is_unattached
+    ctx.time.sleep(10 * ELECTION_TIMEOUT_MS)
+    assert await poll_current_state(ctx.client, ctx.time.milliseconds()) > 0
+    (request,) = ctx.sent(1)
+    assert request.destination.id in (1, 2, 3)
+    assert await poll_current_state(ctx.client, ctx.time.milliseconds()) > 0
+    assert ctx.quorum.is_unattached

@@ -78,3 +78,32 @@ async def test_a_later_successor_waits_its_turn() -> None:
     ctx.time.sleep(ctx.client.config.election_backoff_max_ms)
     await ctx.poll()
     assert ctx.quorum.is_prospective
+
+
+async def test_a_leader_shutting_down_resigns_and_waits_for_a_successor() -> None:
+    ctx = await RaftClientTestContext(1, [1, 2, 3]).start()
+    await become_leader(ctx)
+    epoch = ctx.quorum.epoch
+    done = ctx.client.shutdown(5000)
+    assert ctx.listener.shutting_down
+    await ctx.poll(2)
+    assert ctx.quorum.is_resigned and not done.done
+    assert sorted(r.destination.id for r in ctx.sent(54)) == [2, 3]
+    ctx.deliver_request(begin_quorum_epoch(2, epoch + 1, voter=1, endpoints=endpoints_of(2)))
+    await ctx.poll_until_idle()
+    await ctx.poll()
+    assert done.done and not ctx.client.is_running
+    assert ctx.quorum.leader_id == 2
+
+
+async def test_a_shutdown_gives_up_waiting_after_its_timeout() -> None:
+    ctx = await RaftClientTestContext(1, [1, 2, 3]).start()
+    await become_leader(ctx)
+    done = ctx.client.shutdown(1000)
+    await ctx.poll(2)
+    assert not done.done
+    ctx.time.sleep(1000)
+    await ctx.poll()
+    failures: list[BaseException | None] = []
+    done.when_complete(lambda _, error: failures.append(error))
+    assert isinstance(failures[0], TimeoutError) and not ctx.client.is_running
