@@ -28,7 +28,7 @@ from tiercel.server.node_to_controller_channel import (
     NodeToControllerChannel,
 )
 
-__all__ = ["FORWARDED_APIS", "ForwardingManager", "error_response"]
+__all__ = ["FORWARDED_APIS", "FORWARDED_ONLY_APIS", "ForwardingManager", "error_response"]
 
 _ENVELOPE: Final = 58
 _ENVELOPE_VERSIONS: Final = (0, 0)
@@ -37,8 +37,13 @@ _ENVELOPE_VERSIONS: Final = (0, 0)
 CREATE_TOPICS, DELETE_TOPICS, ALTER_CONFIGS, CREATE_PARTITIONS = 19, 20, 33, 37
 ELECT_LEADERS, INCREMENTAL_ALTER_CONFIGS = 43, 44
 ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 45, 46
+DESCRIBE_QUORUM = 55
+# APIs a KRaft broker serves only by forwarding them, with the versions it accepts
+# (Kafka 4.0's DescribeQuorum, which kafka-metadata-quorum --bootstrap-server sends).
+FORWARDED_ONLY_APIS: Final = {DESCRIBE_QUORUM: (0, 2)}
 FORWARDED_APIS: Final = frozenset(
     {
+        DESCRIBE_QUORUM,
         CREATE_TOPICS,
         DELETE_TOPICS,
         ALTER_CONFIGS,
