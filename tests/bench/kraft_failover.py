@@ -26,11 +26,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from support.broker import BrokerProcess  # noqa: E402
-from support.kraft import controller_ports, kraft_node  # noqa: E402
-from tiercel.server.replication.broker_client import BrokerClient  # noqa: E402
+from support.broker import BrokerProcess
+from support.kraft import controller_ports, kraft_node
+from tiercel.server.replication.broker_client import BrokerClient
 
 TOPIC = "failover"
 
