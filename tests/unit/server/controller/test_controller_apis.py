@@ -236,6 +236,10 @@ async def test_update_features_and_api_versions(cluster: tuple[FakeRaftQuorum, A
     assert [(f.name, f.max_version_level) for f in versions.finalized_features] == [
         ("metadata.version", 25)
     ]
+    assert [(f.name, f.min_version, f.max_version) for f in versions.supported_features] == [
+        ("group.version", 0, 1),
+        ("metadata.version", 7, 25),
+    ]
     refused = await apis.call(
         57,
         1,
