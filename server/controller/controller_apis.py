@@ -14,12 +14,12 @@ and any other error with its code, as Kafka's ``ControllerApis`` does through
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from tiercel.protocol.errors import ErrorCode, KafkaError, UnknownServerError
+from tiercel.protocol.error_responses import api_error_message, error_response
+from tiercel.protocol.errors import ErrorCode, KafkaError
 from tiercel.protocol.metadata.broker_records import BrokerEndpoint, ControllerEndpoint
 from tiercel.server.controller import controller_admin_apis as admin
 from tiercel.server.controller.broker_registration import BrokerRegistrationRequest
@@ -324,47 +324,7 @@ class ControllerApis:
         try:
             return await api.handler(self._context, api_version, request)
         except KafkaError as e:
-            return _error_response(api_key, request, e)
-        except Exception as e:
+            return error_response(api_key, request, e.error_code, api_error_message(e))
+        except Exception:
             _log.exception("controller request %d v%d failed", api_key, api_version)
-            return _error_response(api_key, request, UnknownServerError(str(e)))
-
-
-def _error_response(api_key: int, request: Any, error: KafkaError) -> dict[str, Any]:
-    """Kafka's ``AbstractRequest.getErrorResponse``: the error at the top level, and on
-    every topic or resource the request named where the response lists them."""
-    fields = admin.error_fields(error)
-    response: dict[str, Any] = {"throttle_time": 0, **fields}
-    if api_key == 19:
-        response["topics"] = [
-            {
-                "name": t.name,
-                "topic_id": None,
-                **fields,
-                "num_partitions": -1,
-                "replication_factor": -1,
-                "configs": None,
-            }
-            for t in request.topics
-        ]
-    elif api_key == 20:
-        response["responses"] = [
-            {"name": t.name, "topic_id": t.topic_id or uuid.UUID(int=0), **fields}
-            for t in request.topics
-        ]
-    elif api_key == 37:
-        response["results"] = [{"name": t.name, **fields} for t in request.topics]
-    elif api_key in (33, 44):
-        response["responses"] = [
-            {**fields, "resource_type": r.resource_type, "resource_name": r.resource_name}
-            for r in request.resources
-        ]
-    elif api_key == 43:
-        response["replica_election_results"] = [
-            {
-                "topic": t.topic,
-                "partition_result": [{"partition_id": p, **fields} for p in t.partitions],
-            }
-            for t in request.topic_partitions or ()
-        ]
-    return response
+            return error_response(api_key, request, ErrorCode.unknown_server_error)

@@ -299,7 +299,39 @@ async def test_a_standby_answers_not_controller(cluster: tuple[FakeRaftQuorum, A
     assert registered.error_code == ErrorCode.not_controller
 
 
-async def test_older_versions_alter_partition_v2_and_update_features_v0(
+async def test_a_standby_refuses_older_requests_on_every_topic(
+    cluster: tuple[FakeRaftQuorum, Apis, Apis],
+) -> None:
+    _, active, standby = cluster
+    await start_broker(active, 1)
+    created = await active.call(
+        19,
+        7,
+        {
+            "topics": [
+                {"name": n, "num_partitions": 1, "replication_factor": 1, "configs": []}
+                for n in ("a", "b")
+            ],
+            "timeout": 1000,
+        },
+    )
+    assert [t.error_code for t in created.topics] == [ErrorCode.none] * 2
+    await settle(standby.apis.controller)
+    # DeleteTopics v1-5 name their topics in topic_names, not topics.
+    deleted = await standby.call(20, 5, {"topic_names": ["a", "b"], "timeout_ms": 1000})
+    assert [(t.name, t.error_code) for t in deleted.responses] == [
+        ("a", ErrorCode.not_controller),
+        ("b", ErrorCode.not_controller),
+    ]
+    altered = await standby.call(
+        44, 1, {"resources": [{"resource_type": 2, "resource_name": "a", "configs": []}]}
+    )
+    (resource,) = altered.responses
+    assert resource.error_code == ErrorCode.not_controller
+    assert resource.error_message == "The active controller appears to be node 0."
+
+
+async def test_older_versions_alter_partition_v2_update_features_v0_delete_topics_v5(
     cluster: tuple[FakeRaftQuorum, Apis, Apis],
 ) -> None:
     _, apis, _ = cluster
@@ -356,6 +388,13 @@ async def test_older_versions_alter_partition_v2_and_update_features_v0(
     )
     assert downgrade.error_code == ErrorCode.none
     assert [r.error_code for r in downgrade.results] == [ErrorCode.none]
+    # DeleteTopics before v6 names its topics in topic_names.
+    deleted = await apis.call(20, 5, {"topic_names": ["t", "u"], "timeout_ms": 1000})
+    assert [(r.name, r.error_code) for r in deleted.responses] == [
+        ("t", ErrorCode.none),
+        ("u", ErrorCode.unknown_topic_or_partition),
+    ]
+    assert await apis.apis.controller.find_topic_ids(["t"]) != {"t": topic_id}
 
 
 async def test_controllers_register_and_are_described(
