@@ -85,6 +85,9 @@ async def _broker_heartbeat(
             current_metadata_offset=request.current_metadata_offset,
             want_fence=request.want_fence,
             want_shut_down=request.want_shut_down,
+            offline_log_dirs=(
+                tuple(d for d in request.offline_log_dirs if d is not None) if version >= 1 else ()
+            ),
         )
     )
     return {

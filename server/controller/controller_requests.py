@@ -112,6 +112,8 @@ class BrokerHeartbeatRequest:
     current_metadata_offset: int
     want_fence: bool = False
     want_shut_down: bool = False
+    # v1+: the broker's failed log directories (KIP-858)
+    offline_log_dirs: tuple[uuid.UUID, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -98,6 +98,47 @@ async def test_broker_lifecycle_and_producer_ids(
     assert again.error_code == ErrorCode.broker_id_not_registered
 
 
+async def test_a_heartbeat_naming_a_failed_directory_moves_leadership(
+    cluster: tuple[FakeRaftQuorum, Apis, Apis],
+) -> None:
+    _, apis, _ = cluster
+    epochs = {b: await start_broker(apis, b) for b in (1, 2)}
+    created = await apis.call(
+        19,
+        7,
+        {
+            "topics": [
+                {
+                    "name": "t",
+                    "num_partitions": -1,
+                    "replication_factor": -1,
+                    "assignments": [{"partition_index": 0, "broker_ids": [1, 2]}],
+                    "configs": [],
+                }
+            ],
+            "timeout": 1000,
+        },
+    )
+    assert created.topics[0].error_code == ErrorCode.none
+    controller = apis.apis.controller
+    topic_id = (await controller.find_topic_ids(["t"]))["t"]
+    led = controller.state.replication.partition(topic_id, 0)
+    assert led is not None and led.leader == 1
+    heartbeat = await apis.call(
+        63,
+        1,
+        {
+            "broker_id": 1,
+            "broker_epoch": epochs[1],
+            "current_metadata_offset": epochs[1],
+            "offline_log_dirs": [uuid.UUID(int=101)],
+        },
+    )
+    assert heartbeat.error_code == ErrorCode.none and not heartbeat.is_fenced
+    partition = controller.state.replication.partition(topic_id, 0)
+    assert partition is not None and (partition.leader, partition.isr) == (2, (2,))
+
+
 async def test_admin_requests(cluster: tuple[FakeRaftQuorum, Apis, Apis]) -> None:
     _, apis, _ = cluster
     for broker_id in (1, 2):
