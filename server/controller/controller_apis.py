@@ -1,7 +1,8 @@
 """The requests a controller listener answers (Kafka's ``ControllerApis``): the brokers'
 lifecycle (BrokerRegistration, BrokerHeartbeat, UnregisterBroker), AlterPartition,
-AllocateProducerIds, UpdateFeatures, ControllerRegistration, DescribeCluster (KIP-919:
-the controllers) and ApiVersions here, the admin requests in `controller_admin_apis`.
+AssignReplicasToDirs (KIP-858), AllocateProducerIds, UpdateFeatures,
+ControllerRegistration, DescribeCluster (KIP-919: the controllers) and ApiVersions here,
+the admin requests in `controller_admin_apis`.
 
 `handle` takes a request decoded by kio and returns the response's fields as nested
 mappings, as ``server/handlers`` do, so the network layer that serves a controller
@@ -27,6 +28,7 @@ from tiercel.server.controller.controller_request_context import ControllerReque
 from tiercel.server.controller.controller_requests import (
     AlterPartitionData,
     BrokerHeartbeatRequest,
+    DirectoryAssignment,
 )
 from tiercel.server.controller.feature_control_manager import UpgradeType, VersionRange
 from tiercel.server.controller.quorum_controller import QuorumController
@@ -96,6 +98,44 @@ async def _broker_heartbeat(
         "is_caught_up": reply.is_caught_up,
         "is_fenced": reply.is_fenced,
         "should_shut_down": reply.should_shut_down,
+    }
+
+
+async def _assign_replicas_to_dirs(
+    context: ControllerRequestContext, version: int, request: Any
+) -> dict[str, Any]:
+    directories = [
+        DirectoryAssignment(
+            d.id_,
+            tuple((t.topic_id, tuple(p.partition_index for p in t.partitions)) for t in d.topics),
+        )
+        for d in request.directories
+    ]
+    results = await context.controller.assign_replicas_to_dirs(
+        request.broker_id, request.broker_epoch, directories
+    )
+    return {
+        "throttle_time": 0,
+        "error_code": ErrorCode.none,
+        "directories": [
+            {
+                "id_": directory,
+                "topics": [
+                    {
+                        "topic_id": topic_id,
+                        "partitions": [
+                            {
+                                "partition_index": p,
+                                "error_code": error.error_code if error else ErrorCode.none,
+                            }
+                            for p, error in partitions
+                        ],
+                    }
+                    for topic_id, partitions in topics
+                ],
+            }
+            for directory, topics in results
+        ],
     }
 
 
@@ -304,6 +344,7 @@ _APIS: Final[Mapping[int, _Api]] = {
     64: _Api(0, 0, _unregister_broker),
     67: _Api(0, 0, _allocate_producer_ids),
     70: _Api(0, 0, _controller_registration),
+    73: _Api(0, 0, _assign_replicas_to_dirs),
 }
 CONTROLLER_API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
     key: (api.min_version, api.max_version) for key, api in _APIS.items()

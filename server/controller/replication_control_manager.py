@@ -216,9 +216,12 @@ class ReplicationControlManager:
         acceptable = is_acceptable_leader or self.cluster_control.is_active
 
         def accept(broker_id: int) -> bool:
-            return acceptable(broker_id) and self.cluster_control.has_online_dir(
-                broker_id, partition.directory(broker_id)
-            )
+            if not acceptable(broker_id):
+                return False
+            # A replica a reassignment is adding has no directory yet: a new one.
+            if broker_id not in partition.replicas:
+                return True
+            return self.cluster_control.has_online_dir(broker_id, partition.directory(broker_id))
 
         return accept
 
@@ -297,7 +300,15 @@ class ReplicationControlManager:
             else:
                 self.handle_broker_in_controlled_shutdown(broker_id, records)
         heartbeats.touch(broker_id, request.current_metadata_offset)
-        if self.feature_control.metadata_version.is_directory_assignment_supported():
+        # Kafka handles the failed directories in the same heartbeat as a state change,
+        # building both changes from the same unreplayed partitions, which can contradict
+        # each other (unfencing elects the broker where the directory change shrinks the
+        # ISR without it). Brokers name their failed directories in every heartbeat, so
+        # after a state change they are handled at the next one.
+        if (
+            states.current == states.next
+            and self.feature_control.metadata_version.is_directory_assignment_supported()
+        ):
             self.handle_directories_offline(broker_id, request.offline_log_dirs, records)
         reply = BrokerHeartbeatReply(
             is_caught_up=request.current_metadata_offset >= register_broker_record_offset,

@@ -98,7 +98,7 @@ async def test_broker_lifecycle_and_producer_ids(
     assert again.error_code == ErrorCode.broker_id_not_registered
 
 
-async def test_a_heartbeat_naming_a_failed_directory_moves_leadership(
+async def test_directories_assigned_and_failed(
     cluster: tuple[FakeRaftQuorum, Apis, Apis],
 ) -> None:
     _, apis, _ = cluster
@@ -137,6 +137,32 @@ async def test_a_heartbeat_naming_a_failed_directory_moves_leadership(
     assert heartbeat.error_code == ErrorCode.none and not heartbeat.is_fenced
     partition = controller.state.replication.partition(topic_id, 0)
     assert partition is not None and (partition.leader, partition.isr) == (2, (2,))
+    assigned = await apis.call(
+        73,
+        0,
+        {
+            "broker_id": 2,
+            "broker_epoch": epochs[2],
+            "directories": [
+                {
+                    "id_": uuid.UUID(int=102),
+                    "topics": [
+                        {
+                            "topic_id": topic_id,
+                            "partitions": [{"partition_index": 0}, {"partition_index": 5}],
+                        }
+                    ],
+                }
+            ],
+        },
+    )
+    assert assigned.error_code == ErrorCode.none
+    [directory] = assigned.directories
+    assert directory.id_ == uuid.UUID(int=102) and directory.topics[0].topic_id == topic_id
+    assert [(p.partition_index, p.error_code) for p in directory.topics[0].partitions] == [
+        (0, ErrorCode.none),
+        (5, ErrorCode.unknown_topic_or_partition),
+    ]
 
 
 async def test_admin_requests(cluster: tuple[FakeRaftQuorum, Apis, Apis]) -> None:

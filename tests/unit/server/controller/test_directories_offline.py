@@ -1,9 +1,10 @@
-"""KIP-858 in the controller: a broker's heartbeat reports failed log directories
-(BrokerHeartbeat v1's OfflineLogDirs); its replicas there leave their ISRs and
-leaderships, another ISR member leads, and the directories left online are written in a
-BrokerRegistrationChangeRecord v2 (Kafka's ReplicationControlManager.
-handleDirectoriesOffline), from metadata.version 3.7-IV2; a replica in an offline
-directory is no acceptable leader (Kafka's LeaderAcceptor)."""
+"""KIP-858 in the controller, from metadata.version 3.7-IV2: brokers say which log
+directory holds each replica (AssignReplicasToDirs, Kafka's
+ReplicationControlManager.handleAssignReplicasToDirs) and report failed directories in
+their heartbeats (BrokerHeartbeat v1's OfflineLogDirs); the replicas there leave their
+ISRs and leaderships, another ISR member leads, and the directories left online are
+written in a BrokerRegistrationChangeRecord v2 (handleDirectoriesOffline); a replica in
+an offline directory is no acceptable leader (Kafka's LeaderAcceptor)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,14 @@ from dataclasses import replace
 import pytest
 from control_manager_support import ManagersContext, registration
 
-from tiercel.protocol.errors import PreferredLeaderNotAvailableError
+from tiercel.protocol.errors import (
+    KafkaError,
+    NotLeaderOrFollowerError,
+    PreferredLeaderNotAvailableError,
+    UnknownTopicIdError,
+    UnknownTopicOrPartitionError,
+    UnsupportedVersionError,
+)
 from tiercel.protocol.metadata.broker_records import BrokerRegistrationChangeRecord
 from tiercel.protocol.metadata.cluster_records import FeatureLevelRecord
 from tiercel.protocol.metadata.metadata_record_serde import ApiMessageAndVersion
@@ -25,10 +33,14 @@ from tiercel.protocol.metadata.topic_records import (
     TopicRecord,
 )
 from tiercel.server.controller.control_managers import ControlManagers
-from tiercel.server.controller.controller_exceptions import InvalidRegistrationError
+from tiercel.server.controller.controller_exceptions import (
+    InvalidRegistrationError,
+    StaleBrokerEpochError,
+)
 from tiercel.server.controller.controller_requests import (
     AlterPartitionData,
     BrokerHeartbeatRequest,
+    DirectoryAssignment,
     ElectionType,
 )
 from tiercel.server.metadata.image.partition_registration import (
@@ -54,13 +66,24 @@ class Cluster(ManagersContext):
 
     def place(self, topic_id: uuid.UUID, partition_id: int, directory_index: int) -> None:
         """Every replica of the partition into its broker's first or second directory,
-        as the brokers' AssignReplicasToDirs would."""
-        partition = self.partition(topic_id, partition_id)
-        placed = tuple(dirs(r)[directory_index] for r in partition.replicas)
-        change = PartitionChangeRecord(
-            partition_id=partition_id, topic_id=topic_id, directories=placed
-        )
-        self.replay([ApiMessageAndVersion(change, 2)])
+        as each broker's AssignReplicasToDirs says."""
+        for broker_id in self.partition(topic_id, partition_id).replicas:
+            assert assign(
+                self, broker_id, dirs(broker_id)[directory_index], topic_id, partition_id
+            ) == [None]
+
+
+def assign(
+    ctx: ManagersContext, broker_id: int, directory: uuid.UUID, topic_id: uuid.UUID, *ids: int
+) -> list[KafkaError | None]:
+    """AssignReplicasToDirs of one directory and topic; its records replayed."""
+    registered = ctx.state.cluster.registration(broker_id)
+    assert registered is not None
+    request = [DirectoryAssignment(directory, ((topic_id, ids),))]
+    [(_, [(_, results)])] = ctx.run(
+        ctx.state.partitions.assign_replicas_to_dirs(broker_id, registered.epoch, request)
+    )
+    return [error for _, error in results]
 
 
 def report_offline(
@@ -230,3 +253,87 @@ def test_partition_records_without_directories_are_migrating() -> None:
     assert ctx.partition(topic_id).directory(1) == MIGRATING_DIRECTORY
     report_offline(ctx, 1, dirs(1)[0])
     assert ctx.partition(topic_id).leader == 1  # its directory is unknown: assumed online
+
+
+def test_replicas_are_assigned_to_directories_by_their_brokers() -> None:
+    ctx = Cluster()
+    topic = ctx.create_topic("t", partitions=2, factor=2)
+    replicas = ctx.partition(topic).replicas
+    outsider = ({1, 2, 3} - set(replicas)).pop()
+    assert ctx.partition(topic).directories == (UNASSIGNED_DIRECTORY,) * 2
+    before = ctx.partition(topic)
+    assert assign(ctx, replicas[1], dirs(replicas[1])[1], topic, 0) == [None]
+    after = ctx.partition(topic)
+    assert after.directories == (UNASSIGNED_DIRECTORY, dirs(replicas[1])[1])
+    assert (after.isr, after.leader, after.leader_epoch) == (
+        before.isr,
+        before.leader,
+        before.leader_epoch,
+    )
+    offset = ctx.offset
+    assert assign(ctx, replicas[1], dirs(replicas[1])[1], topic, 0) == [None]
+    assert ctx.offset == offset  # the same directory again: no record
+    errors = assign(ctx, outsider, dirs(outsider)[0], topic, 0, 7)
+    assert [type(e) for e in errors] == [NotLeaderOrFollowerError, UnknownTopicOrPartitionError]
+    assert isinstance(assign(ctx, 1, dirs(1)[0], uuid.UUID(int=5 << 64), 0)[0], UnknownTopicIdError)
+    with pytest.raises(StaleBrokerEpochError):
+        ctx.state.partitions.assign_replicas_to_dirs(1, 10**9, [])
+
+
+def test_a_replica_assigned_to_an_offline_directory_leaves_isr_and_leadership() -> None:
+    # A broker may place a replica after its directory failed (Kafka's
+    # handleAssignReplicasToDirs then moves it as handleDirectoriesOffline would have).
+    ctx = Cluster()
+    topic = ctx.create_topic("t", partitions=1, factor=3)
+    leader = ctx.partition(topic).leader
+    report_offline(ctx, leader, dirs(leader)[0])
+    assert leader in ctx.partition(topic).isr  # its replica was in no known directory
+    assert assign(ctx, leader, dirs(leader)[0], topic, 0) == [None]
+    partition = ctx.partition(topic)
+    assert leader not in partition.isr and partition.leader not in (leader, -1)
+    assert partition.directory(leader) == dirs(leader)[0]
+
+
+def test_directory_assignment_needs_3_7_iv2() -> None:
+    ctx = ManagersContext()
+    ctx.replay([ApiMessageAndVersion(FeatureLevelRecord(name=FEATURE_NAME, feature_level=16), 0)])
+    ctx.add_brokers(1)
+    registered = ctx.state.cluster.registration(1)
+    assert registered is not None
+    with pytest.raises(UnsupportedVersionError, match="not supported yet"):
+        ctx.state.partitions.assign_replicas_to_dirs(1, registered.epoch, [])
+
+
+def test_failed_directories_wait_for_a_heartbeat_without_a_state_change() -> None:
+    ctx = Cluster()
+    topic = ctx.create_topic("t", partitions=1, factor=2)
+    ctx.place(topic, 0, 0)
+    broker = ctx.partition(topic).replicas[0]
+    assert ctx.heartbeat(broker, want_fence=True).is_fenced
+    report_offline(ctx, broker, dirs(broker)[0])  # unfences it, and only that
+    registered = ctx.state.cluster.registration(broker)
+    assert registered is not None and not registered.fenced
+    assert registered.log_dirs == dirs(broker)
+    report_offline(ctx, broker, dirs(broker)[0])
+    registered = ctx.state.cluster.registration(broker)
+    assert registered is not None and registered.log_dirs == (dirs(broker)[1],)
+    partition = ctx.partition(topic)
+    assert broker not in partition.isr and partition.leader in partition.isr
+
+
+def test_a_replica_moved_between_directories_leads_only_from_an_online_one() -> None:
+    # Found by the model: judged by its old directory, the replica moved into a failed
+    # one was elected by the very change that moved it.
+    ctx = Cluster()
+    topic = ctx.create_topic("t", partitions=1, factor=1)
+    broker = ctx.partition(topic).leader
+    failed, kept = dirs(broker)
+    assert assign(ctx, broker, failed, topic, 0) == [None]
+    report_offline(ctx, broker, failed)
+    assert (ctx.partition(topic).leader, ctx.partition(topic).isr) == (-1, (broker,))
+    assert assign(ctx, broker, kept, topic, 0) == [None]
+    assert ctx.partition(topic).leader == broker
+    assert assign(ctx, broker, failed, topic, 0) == [None]
+    partition = ctx.partition(topic)
+    assert (partition.leader, partition.isr) == (-1, (broker,))
+    assert partition.directory(broker) == failed
