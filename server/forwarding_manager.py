@@ -22,7 +22,6 @@ from typing import Final
 from kio.schema.default_principal_data.v0.data import DefaultPrincipalData
 
 from tiercel.protocol.entities import ChunkWriter, encode_entity
-from tiercel.protocol.error_responses import error_response
 from tiercel.protocol.errors import ErrorCode
 from tiercel.protocol.request_header import size_prefix
 from tiercel.server.network.connection import Buffer
@@ -31,7 +30,7 @@ from tiercel.server.node_to_controller_channel import (
     NodeToControllerChannel,
 )
 
-__all__ = ["FORWARDED_APIS", "FORWARDED_ONLY_APIS", "ForwardingManager", "error_response"]
+__all__ = ["FORWARDED_APIS", "FORWARDED_ONLY_APIS", "ForwardingManager"]
 
 _ENVELOPE: Final = 58
 _ENVELOPE_VERSIONS: Final = (0, 0)

@@ -28,6 +28,7 @@ from tiercel.protocol.entities import (
     request_class,
     response_class,
 )
+from tiercel.protocol.error_responses import error_response
 from tiercel.protocol.errors import ErrorCode, KafkaError
 from tiercel.protocol.request_header import (
     API_VERSIONS_KEY,
@@ -41,7 +42,6 @@ from tiercel.server.forwarding_manager import (
     FORWARDED_APIS,
     FORWARDED_ONLY_APIS,
     ForwardingManager,
-    error_response,
 )
 from tiercel.server.handlers import (
     add_offsets_to_txn,

@@ -25,7 +25,7 @@ from tiercel.protocol.errors import (
     UnknownServerError,
 )
 from tiercel.server.controller.controller_apis import CONTROLLER_API_VERSIONS
-from tiercel.server.forwarding_manager import FORWARDED_APIS
+from tiercel.server.forwarding_manager import FORWARDED_APIS, FORWARDED_ONLY_APIS
 from tiercel.server.kafka_apis import api_table
 
 API_VERSIONS = 18
@@ -57,7 +57,10 @@ def served_versions() -> list[tuple[int, int]]:
     pairs |= {
         (key, v)
         for key in FORWARDED_APIS
-        for v in range(broker[key].min_version, broker[key].max_version + 1)
+        for low, high in [
+            FORWARDED_ONLY_APIS.get(key) or (broker[key].min_version, broker[key].max_version)
+        ]
+        for v in range(low, high + 1)
     }
     return sorted(pairs)
 
