@@ -50,6 +50,7 @@ __all__ = ["ControllerServer", "quorum_controller_config"]
 _log: Final = logging.getLogger("tiercel.controller")
 
 _ENVELOPE: Final = 58
+_DESCRIBE_QUORUM: Final = 55
 _ENVELOPE_VERSIONS: Final = (0, 0)
 
 
@@ -188,10 +189,18 @@ class ControllerServer:
             api_key, api_version, correlation_id = peek_api(inner)
         except Exception:
             return {"error_code": ErrorCode.invalid_request, "response_data": None}
-        if not _served(CONTROLLER_API_VERSIONS, api_key, api_version):
+        raft_request = api_key == _DESCRIBE_QUORUM and is_raft_request(api_key, api_version)
+        if not raft_request and not _served(CONTROLLER_API_VERSIONS, api_key, api_version):
             return {"error_code": ErrorCode.unsupported_version, "response_data": None}
         request = _decode(connection, inner, api_key, api_version)
-        values = await apis.handle(api_key, api_version, request)
+        if raft_request:
+            # Kafka's ControllerApis.handleDescribeQuorumRequest: the Raft client answers.
+            assert self._raft is not None
+            values = await handle_raft_request(
+                self._raft, api_key, api_version, correlation_id, request, connection.listener_name
+            )
+        else:
+            values = await apis.handle(api_key, api_version, request)
         response = b"".join(bytes(b) for b in _encode(api_key, api_version, correlation_id, values))
         return {"error_code": ErrorCode.none, "response_data": response[4:]}
 

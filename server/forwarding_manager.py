@@ -7,15 +7,17 @@ the controller handles it as if the client had sent it and returns the response,
 header and all, which goes back to the client as it is. When the controller cannot be
 reached within the retry timeout, or refuses the envelope, the client gets the
 request's error response: REQUEST_TIMED_OUT, or the envelope's error
-(UNSUPPORTED_VERSION as it is), as Kafka's ForwardingManagerImpl answers.
+(UNSUPPORTED_VERSION as it is), as Kafka's ForwardingManagerImpl answers;
+``error_response`` (the one a standby controller answers with too, from
+``protocol/error_responses``) builds it.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import struct
-from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from collections.abc import Sequence
+from typing import Final
 
 from kio.schema.default_principal_data.v0.data import DefaultPrincipalData
 
@@ -28,7 +30,7 @@ from tiercel.server.node_to_controller_channel import (
     NodeToControllerChannel,
 )
 
-__all__ = ["FORWARDED_APIS", "ForwardingManager", "error_response"]
+__all__ = ["FORWARDED_APIS", "FORWARDED_ONLY_APIS", "ForwardingManager"]
 
 _ENVELOPE: Final = 58
 _ENVELOPE_VERSIONS: Final = (0, 0)
@@ -37,8 +39,13 @@ _ENVELOPE_VERSIONS: Final = (0, 0)
 CREATE_TOPICS, DELETE_TOPICS, ALTER_CONFIGS, CREATE_PARTITIONS = 19, 20, 33, 37
 ELECT_LEADERS, INCREMENTAL_ALTER_CONFIGS = 43, 44
 ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 45, 46
+DESCRIBE_QUORUM = 55
+# APIs a KRaft broker serves only by forwarding them, with the versions it accepts
+# (Kafka 4.0's DescribeQuorum, which kafka-metadata-quorum --bootstrap-server sends).
+FORWARDED_ONLY_APIS: Final = {DESCRIBE_QUORUM: (0, 2)}
 FORWARDED_APIS: Final = frozenset(
     {
+        DESCRIBE_QUORUM,
         CREATE_TOPICS,
         DELETE_TOPICS,
         ALTER_CONFIGS,
@@ -104,56 +111,3 @@ def _address_bytes(address: str) -> bytes:
         return ipaddress.ip_address(host).packed
     except ValueError:
         return b""
-
-
-def error_response(api_key: int, request: Any, code: ErrorCode) -> Mapping[str, Any]:
-    """The response a forwarded request gets when forwarding failed, every entity it
-    names carrying ``code`` (Kafka's AbstractRequest.getErrorResponse per API)."""
-    if api_key == CREATE_TOPICS:
-        return {"topics": [{"name": t.name, "error_code": code} for t in request.topics]}
-    if api_key == DELETE_TOPICS:
-        names = list(getattr(request, "topic_names", ())) or [
-            t.name for t in getattr(request, "topics", ())
-        ]
-        return {"responses": [{"name": n, "error_code": code} for n in names]}
-    if api_key == CREATE_PARTITIONS:
-        return {"results": [{"name": t.name, "error_code": code} for t in request.topics]}
-    if api_key in (ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS):
-        return {
-            "responses": [
-                {
-                    "error_code": code,
-                    "resource_type": r.resource_type,
-                    "resource_name": r.resource_name,
-                }
-                for r in request.resources
-            ]
-        }
-    if api_key == ELECT_LEADERS:
-        return {
-            "error_code": code,
-            "replica_election_results": [
-                {
-                    "topic": t.topic,
-                    "partition_result": [
-                        {"partition_id": p, "error_code": code} for p in t.partitions
-                    ],
-                }
-                for t in request.topic_partitions or ()
-            ],
-        }
-    if api_key == ALTER_PARTITION_REASSIGNMENTS:
-        return {
-            "error_code": code,
-            "responses": [
-                {
-                    "name": t.name,
-                    "partitions": [
-                        {"partition_index": p.partition_index, "error_code": code}
-                        for p in t.partitions
-                    ],
-                }
-                for t in request.topics
-            ],
-        }
-    return {"error_code": code}

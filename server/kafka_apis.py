@@ -28,6 +28,7 @@ from tiercel.protocol.entities import (
     request_class,
     response_class,
 )
+from tiercel.protocol.error_responses import error_response
 from tiercel.protocol.errors import ErrorCode, KafkaError
 from tiercel.protocol.request_header import (
     API_VERSIONS_KEY,
@@ -37,7 +38,11 @@ from tiercel.protocol.request_header import (
     response_header_bytes,
     size_prefix,
 )
-from tiercel.server.forwarding_manager import FORWARDED_APIS, ForwardingManager, error_response
+from tiercel.server.forwarding_manager import (
+    FORWARDED_APIS,
+    FORWARDED_ONLY_APIS,
+    ForwardingManager,
+)
 from tiercel.server.handlers import (
     add_offsets_to_txn,
     add_partitions_to_txn,
@@ -137,7 +142,8 @@ class ApiSpec:
     min_version: int
     max_version: int
     advertised_min_version: int
-    handler: ModuleType
+    handler: ModuleType | None
+    """None for an API a KRaft broker only forwards to the controller."""
 
 
 def api_table(modules: Sequence[ModuleType] = HANDLER_MODULES) -> dict[int, ApiSpec]:
@@ -166,6 +172,11 @@ class KafkaApis:
     def __init__(self, services: BrokerServices, table: dict[int, ApiSpec] | None = None) -> None:
         self._services = services
         self._table = api_table() if table is None else table
+        if services.forwarding_manager is not None:
+            # What a KRaft broker serves only by forwarding it (Kafka's
+            # forwardToControllerOrFail): DescribeQuorum, for kafka-metadata-quorum.
+            for api_key, (low, high) in FORWARDED_ONLY_APIS.items():
+                self._table[api_key] = ApiSpec(api_key, low, high, low, None)
         services.api_versions = self.advertised_versions
 
     @property
@@ -241,6 +252,7 @@ class KafkaApis:
         (other fields zero), else the connection is closed, as Kafka would."""
         correlation_id = ctx.header.correlation_id
         try:
+            assert spec.handler is not None  # forwarded-only APIs never get here
             result: Mapping[str, Any] | None = await spec.handler.handle(ctx, request)
             if result is None:
                 return None

@@ -4,8 +4,9 @@ what a broker asks when it registers (BrokerRegistrationRequest's fields)."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Final
 
 from tiercel.protocol.metadata.broker_records import (
     BrokerEndpoint,
@@ -15,8 +16,21 @@ from tiercel.protocol.metadata.broker_records import (
 from tiercel.protocol.metadata.metadata_record_serde import ApiMessageAndVersion
 from tiercel.protocol.metadata.metadata_version import MetadataVersion
 from tiercel.server.controller.feature_control_manager import VersionRange
+from tiercel.server.metadata.image.partition_registration import (
+    LOST_DIRECTORY,
+    MIGRATING_DIRECTORY,
+    UNASSIGNED_DIRECTORY,
+)
 
-__all__ = ["BrokerRegistration", "BrokerRegistrationRequest"]
+__all__ = ["BrokerRegistration", "BrokerRegistrationRequest", "is_reserved_directory"]
+
+# DirectoryId's first 100 ids name no directory (MIGRATING, UNASSIGNED, LOST, ...).
+_RESERVED_DIRECTORY_IDS: Final = 100
+
+
+def is_reserved_directory(directory: uuid.UUID) -> bool:
+    """Kafka's ``DirectoryId.reserved``."""
+    return directory.int < _RESERVED_DIRECTORY_IDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,8 +84,30 @@ class BrokerRegistration:
             log_dirs=record.log_dirs,
         )
 
+    def has_online_dir(self, directory: uuid.UUID) -> bool:
+        """Whether a replica in ``directory`` is on a working disk (Kafka's
+        ``DirectoryId.isOnline``): MIGRATING and UNASSIGNED replicas are assumed to be,
+        a LOST one is not, and a broker that registered no directories (before
+        metadata.version 3.7-IV2) is assumed to halt once none is left."""
+        if directory in (MIGRATING_DIRECTORY, UNASSIGNED_DIRECTORY):
+            return True
+        if directory == LOST_DIRECTORY:
+            return False
+        return not self.log_dirs or directory in self.log_dirs
+
+    def directory_intersection(self, others: Sequence[uuid.UUID]) -> tuple[uuid.UUID, ...]:
+        """This broker's online directories among ``others``, in registration order."""
+        return tuple(d for d in self.log_dirs if d in others)
+
+    def directory_difference(self, others: Sequence[uuid.UUID]) -> tuple[uuid.UUID, ...]:
+        """This broker's online directories not among ``others``, in registration order."""
+        return tuple(d for d in self.log_dirs if d not in others)
+
     def cloned_with(
-        self, fenced: bool | None = None, in_controlled_shutdown: bool | None = None
+        self,
+        fenced: bool | None = None,
+        in_controlled_shutdown: bool | None = None,
+        log_dirs: tuple[uuid.UUID, ...] | None = None,
     ) -> BrokerRegistration:
         """Kafka's ``BrokerRegistration.cloneWith``: None keeps a field."""
         return replace(
@@ -82,6 +118,7 @@ class BrokerRegistration:
                 if in_controlled_shutdown is None
                 else in_controlled_shutdown
             ),
+            log_dirs=self.log_dirs if log_dirs is None else log_dirs,
         )
 
     def to_record(self, version: MetadataVersion) -> ApiMessageAndVersion:

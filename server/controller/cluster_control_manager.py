@@ -28,7 +28,6 @@ from tiercel.protocol.metadata.broker_records import (
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
 )
-from tiercel.protocol.metadata.field_types import ZERO_UUID
 from tiercel.protocol.metadata.metadata_record_serde import ApiMessageAndVersion
 from tiercel.protocol.metadata.metadata_version import FEATURE_NAME, MINIMUM_VERSION
 from tiercel.server.controller.broker_heartbeat_manager import (
@@ -38,6 +37,7 @@ from tiercel.server.controller.broker_heartbeat_manager import (
 from tiercel.server.controller.broker_registration import (
     BrokerRegistration,
     BrokerRegistrationRequest,
+    is_reserved_directory,
 )
 from tiercel.server.controller.controller_exceptions import (
     BrokerIdNotRegisteredError,
@@ -106,6 +106,11 @@ class ClusterControlManager:
     def is_active(self, broker_id: int) -> bool:
         registration = self._registrations.get(broker_id)
         return registration is not None and registration.is_active
+
+    def has_online_dir(self, broker_id: int, directory: uuid.UUID) -> bool:
+        """Kafka's ``hasOnlineDir``: False for a broker that is not registered."""
+        registration = self._registrations.get(broker_id)
+        return registration is not None and registration.has_online_dir(directory)
 
     def is_unfenced(self, broker_id: int) -> bool:
         registration = self._registrations.get(broker_id)
@@ -200,7 +205,7 @@ class ClusterControlManager:
     def _check_log_dirs(self, request: BrokerRegistrationRequest) -> None:
         if not request.log_dirs:
             raise InvalidRegistrationError("No directories specified in request")
-        if any(d == ZERO_UUID for d in request.log_dirs):
+        if any(is_reserved_directory(d) for d in request.log_dirs):
             raise InvalidRegistrationError("Reserved directory ID in request")
         if len(set(request.log_dirs)) != len(request.log_dirs):
             raise InvalidRegistrationError("Duplicate directory ID in request")
@@ -241,18 +246,31 @@ class ClusterControlManager:
     def controlled_shutdown_record(self, broker_id: int) -> ApiMessageAndVersion:
         return self._change_record(broker_id, 1, in_controlled_shutdown=IN_CONTROLLED_SHUTDOWN)
 
+    def log_dirs_record(
+        self, broker_id: int, online_dirs: tuple[uuid.UUID, ...]
+    ) -> ApiMessageAndVersion:
+        """The broker's directories still online after some failed (KIP-858; Kafka's
+        ``handleDirectoriesOffline`` writes it)."""
+        return self._change_record(broker_id, 2, log_dirs=online_dirs)
+
     def _change_record(
-        self, broker_id: int, version: int, fenced: int = 0, in_controlled_shutdown: int = 0
+        self,
+        broker_id: int,
+        version: int,
+        fenced: int = 0,
+        in_controlled_shutdown: int = 0,
+        log_dirs: tuple[uuid.UUID, ...] = (),
     ) -> ApiMessageAndVersion:
         # Every metadata.version from 3.3-IV2 writes BrokerRegistrationChangeRecord, not
-        # Fence/UnfenceBrokerRecord: v0 for fencing, v1 for InControlledShutdown, as
-        # Kafka's ReplicationControlManager writes them (v2 adds LogDirs).
+        # Fence/UnfenceBrokerRecord: v0 for fencing, v1 for InControlledShutdown, v2 for
+        # LogDirs, as Kafka's ReplicationControlManager writes them.
         registration = self._registrations[broker_id]
         record = BrokerRegistrationChangeRecord(
             broker_id=broker_id,
             broker_epoch=registration.epoch,
             fenced=fenced,
             in_controlled_shutdown=in_controlled_shutdown,
+            log_dirs=log_dirs,
         )
         return ApiMessageAndVersion(record, version)
 
@@ -295,10 +313,17 @@ class ClusterControlManager:
     def replay_change(self, record: BrokerRegistrationChangeRecord) -> None:
         fenced = {FENCE: True, UNFENCE: False}.get(record.fenced)
         shutting = True if record.in_controlled_shutdown == IN_CONTROLLED_SHUTDOWN else None
-        self._replay_change(record.broker_id, record.broker_epoch, fenced, shutting)
+        # No directories (v0, v1, or none left online) changes none, as Kafka replays it.
+        log_dirs = record.log_dirs or None
+        self._replay_change(record.broker_id, record.broker_epoch, fenced, shutting, log_dirs)
 
     def _replay_change(
-        self, broker_id: int, epoch: int, fenced: bool | None, in_controlled_shutdown: bool | None
+        self,
+        broker_id: int,
+        epoch: int,
+        fenced: bool | None,
+        in_controlled_shutdown: bool | None,
+        log_dirs: tuple[uuid.UUID, ...] | None = None,
     ) -> None:
         registration = self._registrations.get(broker_id)
         if registration is None or registration.epoch != epoch:
@@ -306,7 +331,9 @@ class ClusterControlManager:
                 f"Unable to replay a change of broker {broker_id}: no registration with "
                 f"epoch {epoch}"
             )
-        self._registrations[broker_id] = registration.cloned_with(fenced, in_controlled_shutdown)
+        self._registrations[broker_id] = registration.cloned_with(
+            fenced, in_controlled_shutdown, log_dirs
+        )
 
     @property
     def controller_registrations(self) -> Mapping[int, RegisterControllerRecord]:

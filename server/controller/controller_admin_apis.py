@@ -80,22 +80,28 @@ async def create_topics(
 async def delete_topics(
     context: ControllerRequestContext, version: int, request: Any
 ) -> dict[str, Any]:
+    """By name (v1-5, ``topic_names``) or, from v6, by name or id (Kafka's
+    ``ControllerApis.deleteTopics`` over ``DeleteTopicsRequest.topics()``)."""
     controller = context.controller
-    """By name (v0-5) or, from v6, by name or id (Kafka's ``ControllerApis.deleteTopics``)."""
-    names = [t.name for t in request.topics if t.name is not None]
+    topics: list[tuple[str | None, uuid.UUID | None]] = (
+        [(t.name, t.topic_id) for t in request.topics]
+        if version >= 6
+        else [(name, None) for name in request.topic_names]
+    )
+    names = [name for name, _ in topics if name is not None]
     found = await controller.find_topic_ids(names) if names else {}
     wanted: list[tuple[str | None, uuid.UUID | None, KafkaError | None]] = []
-    for topic in request.topics:
-        if topic.name is not None and topic.topic_id not in (None, uuid.UUID(int=0)):
-            wanted.append((topic.name, None, InvalidRequestError("Both topic name and id given")))
-        elif topic.name is not None:
-            resolved = found[topic.name]
+    for name, topic_id in topics:
+        if name is not None and topic_id not in (None, uuid.UUID(int=0)):
+            wanted.append((name, None, InvalidRequestError("Both topic name and id given")))
+        elif name is not None:
+            resolved = found[name]
             if isinstance(resolved, KafkaError):
-                wanted.append((topic.name, None, resolved))
+                wanted.append((name, None, resolved))
             else:
-                wanted.append((topic.name, resolved, None))
+                wanted.append((name, resolved, None))
         else:
-            wanted.append((None, topic.topic_id, None))
+            wanted.append((None, topic_id, None))
     ids = [topic_id for _, topic_id, error in wanted if error is None and topic_id is not None]
     results = await controller.delete_topics(ids) if ids else {}
     responses = []

@@ -1,7 +1,8 @@
 """The requests a controller listener answers (Kafka's ``ControllerApis``): the brokers'
 lifecycle (BrokerRegistration, BrokerHeartbeat, UnregisterBroker), AlterPartition,
-AllocateProducerIds, UpdateFeatures, ControllerRegistration, DescribeCluster (KIP-919:
-the controllers) and ApiVersions here, the admin requests in `controller_admin_apis`.
+AssignReplicasToDirs (KIP-858), AllocateProducerIds, UpdateFeatures,
+ControllerRegistration, DescribeCluster (KIP-919: the controllers) and ApiVersions here,
+the admin requests in `controller_admin_apis`.
 
 `handle` takes a request decoded by kio and returns the response's fields as nested
 mappings, as ``server/handlers`` do, so the network layer that serves a controller
@@ -14,12 +15,12 @@ and any other error with its code, as Kafka's ``ControllerApis`` does through
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from tiercel.protocol.errors import ErrorCode, KafkaError, UnknownServerError
+from tiercel.protocol.error_responses import api_error_message, error_response
+from tiercel.protocol.errors import ErrorCode, KafkaError
 from tiercel.protocol.metadata.broker_records import BrokerEndpoint, ControllerEndpoint
 from tiercel.server.controller import controller_admin_apis as admin
 from tiercel.server.controller.broker_registration import BrokerRegistrationRequest
@@ -27,6 +28,7 @@ from tiercel.server.controller.controller_request_context import ControllerReque
 from tiercel.server.controller.controller_requests import (
     AlterPartitionData,
     BrokerHeartbeatRequest,
+    DirectoryAssignment,
 )
 from tiercel.server.controller.feature_control_manager import UpgradeType, VersionRange
 from tiercel.server.controller.quorum_controller import QuorumController
@@ -85,6 +87,9 @@ async def _broker_heartbeat(
             current_metadata_offset=request.current_metadata_offset,
             want_fence=request.want_fence,
             want_shut_down=request.want_shut_down,
+            offline_log_dirs=(
+                tuple(d for d in request.offline_log_dirs if d is not None) if version >= 1 else ()
+            ),
         )
     )
     return {
@@ -93,6 +98,44 @@ async def _broker_heartbeat(
         "is_caught_up": reply.is_caught_up,
         "is_fenced": reply.is_fenced,
         "should_shut_down": reply.should_shut_down,
+    }
+
+
+async def _assign_replicas_to_dirs(
+    context: ControllerRequestContext, version: int, request: Any
+) -> dict[str, Any]:
+    directories = [
+        DirectoryAssignment(
+            d.id_,
+            tuple((t.topic_id, tuple(p.partition_index for p in t.partitions)) for t in d.topics),
+        )
+        for d in request.directories
+    ]
+    results = await context.controller.assign_replicas_to_dirs(
+        request.broker_id, request.broker_epoch, directories
+    )
+    return {
+        "throttle_time": 0,
+        "error_code": ErrorCode.none,
+        "directories": [
+            {
+                "id_": directory,
+                "topics": [
+                    {
+                        "topic_id": topic_id,
+                        "partitions": [
+                            {
+                                "partition_index": p,
+                                "error_code": error.error_code if error else ErrorCode.none,
+                            }
+                            for p, error in partitions
+                        ],
+                    }
+                    for topic_id, partitions in topics
+                ],
+            }
+            for directory, topics in results
+        ],
     }
 
 
@@ -301,6 +344,7 @@ _APIS: Final[Mapping[int, _Api]] = {
     64: _Api(0, 0, _unregister_broker),
     67: _Api(0, 0, _allocate_producer_ids),
     70: _Api(0, 0, _controller_registration),
+    73: _Api(0, 0, _assign_replicas_to_dirs),
 }
 CONTROLLER_API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
     key: (api.min_version, api.max_version) for key, api in _APIS.items()
@@ -324,47 +368,7 @@ class ControllerApis:
         try:
             return await api.handler(self._context, api_version, request)
         except KafkaError as e:
-            return _error_response(api_key, request, e)
-        except Exception as e:
+            return error_response(api_key, request, e.error_code, api_error_message(e))
+        except Exception:
             _log.exception("controller request %d v%d failed", api_key, api_version)
-            return _error_response(api_key, request, UnknownServerError(str(e)))
-
-
-def _error_response(api_key: int, request: Any, error: KafkaError) -> dict[str, Any]:
-    """Kafka's ``AbstractRequest.getErrorResponse``: the error at the top level, and on
-    every topic or resource the request named where the response lists them."""
-    fields = admin.error_fields(error)
-    response: dict[str, Any] = {"throttle_time": 0, **fields}
-    if api_key == 19:
-        response["topics"] = [
-            {
-                "name": t.name,
-                "topic_id": None,
-                **fields,
-                "num_partitions": -1,
-                "replication_factor": -1,
-                "configs": None,
-            }
-            for t in request.topics
-        ]
-    elif api_key == 20:
-        response["responses"] = [
-            {"name": t.name, "topic_id": t.topic_id or uuid.UUID(int=0), **fields}
-            for t in request.topics
-        ]
-    elif api_key == 37:
-        response["results"] = [{"name": t.name, **fields} for t in request.topics]
-    elif api_key in (33, 44):
-        response["responses"] = [
-            {**fields, "resource_type": r.resource_type, "resource_name": r.resource_name}
-            for r in request.resources
-        ]
-    elif api_key == 43:
-        response["replica_election_results"] = [
-            {
-                "topic": t.topic,
-                "partition_result": [{"partition_id": p, **fields} for p in t.partitions],
-            }
-            for t in request.topic_partitions or ()
-        ]
-    return response
+            return error_response(api_key, request, ErrorCode.unknown_server_error)

@@ -1,8 +1,8 @@
 """The requests the quorum controller's commands take and the results they give, as
 frozen values: the fields of Kafka's request and response messages that the controller
 uses (CreateTopics, CreatePartitions, AlterPartition, ElectLeaders,
-AlterPartitionReassignments, BrokerHeartbeat), so the control managers need no wire
-types and the handlers translate."""
+AlterPartitionReassignments, BrokerHeartbeat, AssignReplicasToDirs), so the control
+managers need no wire types and the handlers translate."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ __all__ = [
     "CreatableTopic",
     "CreatableTopicResult",
     "CreatePartitionsTopic",
+    "DirectoryAssignment",
+    "DirectoryAssignmentResult",
     "ElectionType",
     "OngoingReassignment",
     "TopicIdPartition",
@@ -112,6 +114,8 @@ class BrokerHeartbeatRequest:
     current_metadata_offset: int
     want_fence: bool = False
     want_shut_down: bool = False
+    # v1+: the broker's failed log directories (KIP-858)
+    offline_log_dirs: tuple[uuid.UUID, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,3 +126,18 @@ class BrokerHeartbeatReply:
     is_fenced: bool
     in_controlled_shutdown: bool
     should_shut_down: bool
+
+
+@dataclass(frozen=True, slots=True)
+class DirectoryAssignment:
+    """AssignReplicasToDirs' DirectoryData: the partitions, by topic id, a broker placed
+    in ``directory_id``."""
+
+    directory_id: uuid.UUID
+    topics: tuple[tuple[uuid.UUID, tuple[int, ...]], ...]
+
+
+# Per directory, per topic, each partition's error (None: assigned), in request order.
+DirectoryAssignmentResult = list[
+    tuple[uuid.UUID, list[tuple[uuid.UUID, list[tuple[int, KafkaError | None]]]]]
+]

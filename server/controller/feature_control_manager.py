@@ -14,7 +14,6 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Final
 
 from tiercel.protocol.metadata.cluster_records import FeatureLevelRecord
 from tiercel.protocol.metadata.metadata_record_serde import ApiMessageAndVersion
@@ -26,13 +25,14 @@ from tiercel.protocol.metadata.metadata_version import (
 )
 from tiercel.server.controller.controller_exceptions import InvalidUpdateVersionError
 from tiercel.server.controller.controller_result import ControllerResult
+from tiercel.server.metadata.supported_features import SUPPORTED_FEATURES
 
 __all__ = [
-    "DEFAULT_SUPPORTED_FEATURES",
     "FeatureControlManager",
     "FinalizedControllerFeatures",
     "UpgradeType",
     "VersionRange",
+    "default_feature_map",
 ]
 
 
@@ -56,11 +56,19 @@ class UpgradeType(enum.IntEnum):
     UNSAFE_DOWNGRADE = 3
 
 
-# What this controller can finalize (Kafka's QuorumFeatures.defaultSupportedFeatureMap,
-# for the features Tiercel has).
-DEFAULT_SUPPORTED_FEATURES: Final[Mapping[str, VersionRange]] = {
-    FEATURE_NAME: VersionRange(MINIMUM_VERSION.feature_level, LATEST_PRODUCTION.feature_level)
-}
+def default_feature_map() -> dict[str, VersionRange]:
+    """What this controller can finalize (Kafka's QuorumFeatures.defaultFeatureMap):
+    metadata.version from the minimum to the latest production level, and every feature
+    of ``supported_features`` that has a level above 0. A feature whose only level is 0
+    (off) is left out, as Kafka leaves it out, so the controller reports it unsupported
+    and still lets it be disabled."""
+    features = {
+        FEATURE_NAME: VersionRange(MINIMUM_VERSION.feature_level, LATEST_PRODUCTION.feature_level)
+    }
+    for feature in SUPPORTED_FEATURES:
+        if feature.max_level > 0:
+            features[feature.name] = VersionRange(feature.min_level, feature.max_level)
+    return features
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +91,7 @@ class FeatureControlManager:
     def __init__(
         self,
         brokers_supported: BrokersSupported,
-        supported_features: Mapping[str, VersionRange] = DEFAULT_SUPPORTED_FEATURES,
+        supported_features: Mapping[str, VersionRange],
     ) -> None:
         self._brokers_supported = brokers_supported
         self._supported = dict(supported_features)

@@ -65,6 +65,9 @@ class PartitionChangeBuilder:
         self.target_removing: tuple[int, ...] = partition.removing_replicas
         self.target_adding: tuple[int, ...] = partition.adding_replicas
         self.target_leader_recovery_state = partition.leader_recovery_state
+        # Each replica's directory, MIGRATING for a partition written without them
+        # (Kafka's DirectoryId.createAssignmentMap).
+        self._target_directories = {r: partition.directory(r) for r in partition.replicas}
 
     def set_target_isr(self, isr: Sequence[int]) -> PartitionChangeBuilder:
         self.target_isr = tuple(isr)
@@ -84,6 +87,11 @@ class PartitionChangeBuilder:
 
     def set_target_leader_recovery_state(self, state: int) -> PartitionChangeBuilder:
         self.target_leader_recovery_state = state
+        return self
+
+    def set_directory(self, broker_id: int, directory: uuid.UUID) -> PartitionChangeBuilder:
+        """The directory ``broker_id`` reports its replica in (AssignReplicasToDirs)."""
+        self._target_directories[broker_id] = directory
         return self
 
     def build(self) -> ApiMessageAndVersion | None:
@@ -122,7 +130,7 @@ class PartitionChangeBuilder:
                 self.target_adding if self.target_adding != partition.adding_replicas else None
             ),
             leader_recovery_state=-1 if recovery is None else recovery,
-            directories=self._directories(replicas),
+            directories=self._directories(),
         )
         if record == PartitionChangeRecord(
             partition_id=self._partition_id, topic_id=self._topic_id
@@ -132,13 +140,20 @@ class PartitionChangeBuilder:
             record, self._metadata_version.partition_change_record_version()
         )
 
-    def _directories(self, replicas: tuple[int, ...] | None) -> tuple[uuid.UUID, ...] | None:
-        # A new replica set carries its directories (KIP-858): a kept replica keeps its
-        # directory, a new one gets its broker's default (Kafka's DefaultDirProvider).
-        if replicas is None or not self._metadata_version.is_directory_assignment_supported():
+    def _directories(self) -> tuple[uuid.UUID, ...] | None:
+        # The replicas' directories when they change (KIP-858; Kafka's
+        # setAssignmentChanges): a kept replica keeps its directory unless one was set,
+        # a new one gets its broker's default (Kafka's DefaultDirProvider).
+        if not self._metadata_version.is_directory_assignment_supported():
             return None
-        old = dict(zip(self._partition.replicas, self._partition.directories, strict=False))
-        return tuple(old[r] if r in old else self._default_dir(r) for r in replicas)
+        directories = tuple(
+            self._target_directories[r] if r in self._target_directories else self._default_dir(r)
+            for r in self.target_replicas
+        )
+        partition = self._partition
+        if directories == tuple(partition.directory(r) for r in partition.replicas):
+            return None
+        return directories
 
     def _complete_reassignment_if_needed(self) -> None:
         if not (self.target_removing or self.target_adding):

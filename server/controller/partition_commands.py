@@ -1,18 +1,21 @@
-"""AlterPartition and partition reassignments on the controller (the partition half of
-Kafka's ``ReplicationControlManager``: ``alterPartition``, ``alterPartitionReassignments``,
+"""AlterPartition, AssignReplicasToDirs and partition reassignments on the controller
+(the partition half of Kafka's ``ReplicationControlManager``: ``alterPartition``,
+``handleAssignReplicasToDirs``, ``alterPartitionReassignments``,
 ``listPartitionReassignments``, with ``PartitionReassignmentReplicas`` and
 ``PartitionReassignmentRevert``).
 
 AlterPartition is a leader's ISR change, checked against the partition's epochs in Kafka's
 order (``validateAlterPartitionData``). A reassignment adds its target replicas and
 marks the ones leaving; PartitionChangeBuilder completes it once every adding replica is
-in the ISR, and a cancellation reverts to the original replicas.
+in the ISR, and a cancellation reverts to the original replicas. AssignReplicasToDirs is
+a broker saying which of its log directories holds each of its replicas (KIP-858).
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from tiercel.protocol.errors import (
     FencedLeaderEpochError,
@@ -21,12 +24,15 @@ from tiercel.protocol.errors import (
     KafkaError,
     NoReassignmentInProgressError,
     NotControllerError,
+    NotLeaderOrFollowerError,
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
+    UnsupportedVersionError,
 )
 from tiercel.protocol.metadata.metadata_record_serde import ApiMessageAndVersion
 from tiercel.protocol.metadata.topic_records import PartitionChangeRecord
 from tiercel.server.controller.controller_exceptions import (
+    BrokerIdNotRegisteredError,
     IneligibleReplicaError,
     InvalidUpdateVersionError,
     NewLeaderElectedError,
@@ -35,6 +41,8 @@ from tiercel.server.controller.controller_exceptions import (
 from tiercel.server.controller.controller_requests import (
     AlterPartitionData,
     AlterPartitionResult,
+    DirectoryAssignment,
+    DirectoryAssignmentResult,
     OngoingReassignment,
     TopicIdPartition,
 )
@@ -60,6 +68,85 @@ class PartitionCommands:
 
     def __init__(self, replication: ReplicationControlManager) -> None:
         self._replication = replication
+
+    # -- AssignReplicasToDirs -------------------------------------------------------
+
+    def assign_replicas_to_dirs(
+        self, broker_id: int, broker_epoch: int, directories: Sequence[DirectoryAssignment]
+    ) -> ControllerResult[DirectoryAssignmentResult]:
+        """Kafka's ``handleAssignReplicasToDirs``, from metadata.version 3.7-IV2: each
+        named replica of the broker gets its directory; a replica placed in a directory
+        already offline leaves its ISR and leadership, as ``handleDirectoriesOffline``
+        would have moved it."""
+        replication = self._replication
+        if not replication.feature_control.metadata_version.is_directory_assignment_supported():
+            raise UnsupportedVersionError("Directory assignment is not supported yet.")
+        replication.cluster_control.check_broker_epoch(broker_id, broker_epoch)
+        registration = replication.cluster_control.registration(broker_id)
+        if registration is None:
+            raise BrokerIdNotRegisteredError(f"Broker ID {broker_id} is not currently registered")
+        records: list[ApiMessageAndVersion] = []
+        response: DirectoryAssignmentResult = []
+        for assignment in directories:
+            directory = assignment.directory_id
+            is_offline = not registration.has_online_dir(directory)
+            topics = []
+            for topic_id, partition_ids in assignment.topics:
+                topic = replication.topics.get(topic_id)
+                results: list[tuple[int, KafkaError | None]] = [
+                    (p, self._assign_replica(broker_id, topic, p, directory, is_offline, records))
+                    for p in partition_ids
+                ]
+                topics.append((topic_id, results))
+            response.append((directory, topics))
+        return ControllerResult(records, response)
+
+    def _assign_replica(
+        self,
+        broker_id: int,
+        topic: TopicControlInfo | None,
+        partition_id: int,
+        directory: uuid.UUID,
+        is_offline: bool,
+        records: list[ApiMessageAndVersion],
+    ) -> KafkaError | None:
+        if topic is None:
+            return UnknownTopicIdError()
+        partition = topic.parts.get(partition_id)
+        if partition is None:
+            return UnknownTopicOrPartitionError()
+        if broker_id not in partition.replicas:
+            return NotLeaderOrFollowerError()
+        replication = self._replication
+        # Leaders are judged with the replica in its new directory: Kafka's
+        # LeaderAcceptor reads the directory before the assignment, so a replica moved
+        # into a failed directory could be elected by the very change that moves it.
+        placed = replace(
+            partition,
+            directories=tuple(
+                directory if r == broker_id else partition.directory(r) for r in partition.replicas
+            ),
+        )
+        builder = PartitionChangeBuilder(
+            partition,
+            topic.id,
+            partition_id,
+            replication.leader_acceptor(placed),
+            replication.feature_control.metadata_version,
+            replication.default_dir,
+        ).set_directory(broker_id, directory)
+        if is_offline:
+            # Out of the ISR in the same record (Kafka writes a second one, built from
+            # the partition before the first, as generateLeaderAndIsrUpdates does).
+            builder.set_target_isr([r for r in partition.isr if r != broker_id])
+            if replication.configuration_control.unclean_leader_election_enabled_for_topic(
+                topic.name
+            ):
+                builder.set_election(Election.UNCLEAN)
+        record = builder.build()
+        if record is not None:
+            records.append(record)
+        return None
 
     # -- AlterPartition -------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from typing import Final
 from tiercel.protocol.metadata.metadata_record_serde import ApiMessageAndVersion
 from tiercel.protocol.metadata.metadata_version import MetadataVersion
 from tiercel.protocol.metadata.topic_records import PartitionChangeRecord, PartitionRecord
+from tiercel.server.metadata.image.partition_registration import MIGRATING_DIRECTORY
 
 __all__ = [
     "NO_LEADER",
@@ -66,6 +67,16 @@ class PartitionRegistration:
     @property
     def preferred_replica(self) -> int:
         return self.replicas[0] if self.replicas else NO_LEADER
+
+    def directory(self, replica: int) -> uuid.UUID:
+        """The directory of ``replica``'s log (Kafka's ``PartitionRegistration.directory``):
+        MIGRATING for a partition written before directories were tracked."""
+        if not self.directories:
+            return MIGRATING_DIRECTORY
+        try:
+            return self.directories[self.replicas.index(replica)]
+        except ValueError:
+            raise ValueError(f"Replica {replica} is not assigned to this partition.") from None
 
     def merge(self, record: PartitionChangeRecord) -> PartitionRegistration:
         """Kafka's ``PartitionRegistration.merge``: the partition epoch always moves on,

@@ -54,6 +54,8 @@ from tiercel.server.controller.controller_requests import (
     CreatableTopic,
     CreatableTopicResult,
     CreatePartitionsTopic,
+    DirectoryAssignment,
+    DirectoryAssignmentResult,
     ElectionType,
     OngoingReassignment,
 )
@@ -476,6 +478,16 @@ class QuorumController:
             "alterPartition",
             lambda: self._live.partitions.alter_partition(
                 broker_id, broker_epoch, topics, request_version
+            ),
+        )
+
+    async def assign_replicas_to_dirs(
+        self, broker_id: int, broker_epoch: int, directories: Sequence[DirectoryAssignment]
+    ) -> DirectoryAssignmentResult:
+        return await self._write(
+            "assignReplicasToDirs",
+            lambda: self._live.partitions.assign_replicas_to_dirs(
+                broker_id, broker_epoch, directories
             ),
         )
 

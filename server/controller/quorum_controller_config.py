@@ -7,8 +7,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from tiercel.server.controller.feature_control_manager import (
-    DEFAULT_SUPPORTED_FEATURES,
     VersionRange,
+    default_feature_map,
 )
 
 __all__ = ["QuorumControllerConfig"]
@@ -49,7 +49,5 @@ class QuorumControllerConfig:
     snapshot_max_new_record_bytes: int = 20 * 1024 * 1024
     # metadata.log.max.snapshot.interval.ms
     snapshot_max_interval_ms: int = 60 * 60 * 1000
-    supported_features: Mapping[str, VersionRange] = field(
-        default_factory=lambda: dict(DEFAULT_SUPPORTED_FEATURES)
-    )
+    supported_features: Mapping[str, VersionRange] = field(default_factory=default_feature_map)
     validate_broker_configs: Callable[[Mapping[str, str]], None] = _accept_any

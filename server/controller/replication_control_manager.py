@@ -11,6 +11,7 @@ AlterPartition and reassignments in `partition_commands`.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,7 +25,6 @@ from tiercel.protocol.errors import (
     PreferredLeaderNotAvailableError,
     UnknownTopicOrPartitionError,
 )
-from tiercel.protocol.metadata.field_types import ZERO_UUID
 from tiercel.protocol.metadata.metadata_record_serde import ApiMessageAndVersion
 from tiercel.protocol.metadata.topic_records import (
     PartitionChangeRecord,
@@ -33,6 +33,7 @@ from tiercel.protocol.metadata.topic_records import (
     TopicRecord,
 )
 from tiercel.server.controller.broker_heartbeat_manager import BrokerControlState
+from tiercel.server.controller.broker_registration import is_reserved_directory
 from tiercel.server.controller.cluster_control_manager import ClusterControlManager
 from tiercel.server.controller.configuration_control_manager import ConfigurationControlManager
 from tiercel.server.controller.controller_requests import (
@@ -48,8 +49,14 @@ from tiercel.server.controller.partition_registration import (
     NO_LEADER,
     PartitionRegistration,
 )
+from tiercel.server.metadata.image.partition_registration import (
+    MIGRATING_DIRECTORY,
+    UNASSIGNED_DIRECTORY,
+)
 
 __all__ = ["ReplicationControlManager", "TopicControlInfo"]
+
+_log = logging.getLogger(__name__)
 
 TopicPartitionKey = tuple[str, int]
 
@@ -83,6 +90,9 @@ class ReplicationControlManager:
         self._reassigning: set[TopicIdPartition] = set()
         # Partitions not led by their preferred replica (Kafka's imbalancedPartitions).
         self._imbalanced: set[TopicIdPartition] = set()
+        # The partitions with a replica in each directory (Kafka's
+        # directoriesToPartitions; KIP-858): what a failed directory takes offline.
+        self._directories_to_partitions: dict[uuid.UUID, set[TopicIdPartition]] = {}
 
     # -- queries --------------------------------------------------------------------
 
@@ -154,6 +164,11 @@ class ReplicationControlManager:
                 self._leaders[old.leader].discard(tp)
             self._reassigning.discard(tp)
             self._imbalanced.discard(tp)
+            for directory in _assigned(old.directories):
+                partitions = self._directories_to_partitions[directory]
+                partitions.discard(tp)
+                if not partitions:
+                    del self._directories_to_partitions[directory]
         if new is not None:
             for broker_id in new.isr:
                 self._isr_members.setdefault(broker_id, set()).add(tp)
@@ -165,6 +180,8 @@ class ReplicationControlManager:
                 self._reassigning.add(tp)
             if new.leader != new.preferred_replica:
                 self._imbalanced.add(tp)
+            for directory in _assigned(new.directories):
+                self._directories_to_partitions.setdefault(directory, set()).add(tp)
 
     def records(self) -> Iterator[ApiMessageAndVersion]:
         version = self.feature_control.metadata_version
@@ -177,12 +194,36 @@ class ReplicationControlManager:
     # -- building partition changes -------------------------------------------------
 
     def default_dir(self, broker_id: int) -> uuid.UUID:
-        """A new replica's directory: its broker's only one, else unassigned (Kafka's
-        ``ClusterControlManager.defaultDir``)."""
+        """A new replica's directory (Kafka's ``ClusterControlManager.defaultDir``): its
+        broker's only one; UNASSIGNED when the broker has several (it chooses and
+        reports) or is not registered; MIGRATING when it registered none."""
         registration = self.cluster_control.registration(broker_id)
-        if registration is not None and len(registration.log_dirs) == 1:
+        if registration is None:
+            return UNASSIGNED_DIRECTORY
+        if not registration.log_dirs:
+            return MIGRATING_DIRECTORY
+        if len(registration.log_dirs) == 1:
             return registration.log_dirs[0]
-        return ZERO_UUID
+        return UNASSIGNED_DIRECTORY
+
+    def leader_acceptor(
+        self,
+        partition: PartitionRegistration,
+        is_acceptable_leader: Callable[[int], bool] | None = None,
+    ) -> Callable[[int], bool]:
+        """Kafka's ``LeaderAcceptor``: an acceptable broker (an active one unless told
+        otherwise) whose replica's directory is online (KIP-858)."""
+        acceptable = is_acceptable_leader or self.cluster_control.is_active
+
+        def accept(broker_id: int) -> bool:
+            if not acceptable(broker_id):
+                return False
+            # A replica a reassignment is adding has no directory yet: a new one.
+            if broker_id not in partition.replicas:
+                return True
+            return self.cluster_control.has_online_dir(broker_id, partition.directory(broker_id))
+
+        return accept
 
     def change_builder(
         self,
@@ -190,13 +231,13 @@ class ReplicationControlManager:
         partition: PartitionRegistration,
         is_acceptable_leader: Callable[[int], bool] | None = None,
     ) -> PartitionChangeBuilder:
-        """A builder whose acceptable leaders are the active brokers unless told otherwise
-        (Kafka's ``LeaderAcceptor``), electing uncleanly if the topic allows it."""
+        """A builder whose leaders are those of `leader_acceptor`, electing uncleanly if
+        the topic allows it."""
         builder = PartitionChangeBuilder(
             partition,
             tp.topic_id,
             tp.partition_id,
-            is_acceptable_leader or self.cluster_control.is_active,
+            self.leader_acceptor(partition, is_acceptable_leader),
             self.feature_control.metadata_version,
             self.default_dir,
         )
@@ -259,6 +300,16 @@ class ReplicationControlManager:
             else:
                 self.handle_broker_in_controlled_shutdown(broker_id, records)
         heartbeats.touch(broker_id, request.current_metadata_offset)
+        # Kafka handles the failed directories in the same heartbeat as a state change,
+        # building both changes from the same unreplayed partitions, which can contradict
+        # each other (unfencing elects the broker where the directory change shrinks the
+        # ISR without it). Brokers name their failed directories in every heartbeat, so
+        # after a state change they are handled at the next one.
+        if (
+            states.current == states.next
+            and self.feature_control.metadata_version.is_directory_assignment_supported()
+        ):
+            self.handle_directories_offline(broker_id, request.offline_log_dirs, records)
         reply = BrokerHeartbeatReply(
             is_caught_up=request.current_metadata_offset >= register_broker_record_offset,
             is_fenced=states.next.fenced,
@@ -301,6 +352,36 @@ class ReplicationControlManager:
             return
         self.generate_leader_and_isr_updates(
             broker_id, NO_LEADER, self.partitions_with_broker_in_isr(broker_id), records
+        )
+
+    def handle_directories_offline(
+        self,
+        broker_id: int,
+        offline_dirs: Sequence[uuid.UUID],
+        records: list[ApiMessageAndVersion],
+    ) -> None:
+        """Kafka's ``handleDirectoriesOffline`` (KIP-858): for each directory the broker
+        reports failed that its registration still has online, its replicas there leave
+        their ISRs and leaderships (another ISR member leads, as on fencing); then the
+        directories left online in a BrokerRegistrationChangeRecord v2. A directory
+        reported again changes nothing. When none is left online the record names none,
+        which replays as no change, as in Kafka: such a broker halts."""
+        registration = self.cluster_control.registration(broker_id)
+        if registration is None:
+            return
+        newly_offline = registration.directory_intersection(offline_dirs)
+        if not newly_offline:
+            return
+        for directory in newly_offline:
+            partitions = sorted(self._directories_to_partitions.get(directory, ()))
+            self.generate_leader_and_isr_updates(broker_id, NO_LEADER, partitions, records)
+        online = registration.directory_difference(offline_dirs)
+        records.append(self.cluster_control.log_dirs_record(broker_id, online))
+        _log.warning(
+            "Directories %s in broker %d marked offline, remaining directories: %s",
+            [str(d) for d in newly_offline],
+            broker_id,
+            [str(d) for d in online],
         )
 
     def unregister_broker(self, broker_id: int) -> ControllerResult[None]:
@@ -400,7 +481,7 @@ class ReplicationControlManager:
                 partition,
                 tp.topic_id,
                 tp.partition_id,
-                self.cluster_control.is_active,
+                self.leader_acceptor(partition),
                 self.feature_control.metadata_version,
                 self.default_dir,
             ).set_election(Election.PREFERRED)
@@ -449,3 +530,8 @@ class ReplicationControlManager:
                 f"replica(s), but this is not consistent with previous partitions, which have "
                 f"{replication_factor} replica(s)."
             )
+
+
+def _assigned(directories: Iterable[uuid.UUID]) -> Iterator[uuid.UUID]:
+    """The directories that name one, not a reserved id such as UNASSIGNED."""
+    return (d for d in directories if not is_reserved_directory(d))

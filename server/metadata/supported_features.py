@@ -29,6 +29,11 @@ class SupportedFeature:
     levels: Mapping[int, MetadataVersion]
 
     @property
+    def min_level(self) -> int:
+        """Kafka's Features.minimumProduction: the lowest level Tiercel implements."""
+        return min(self.levels)
+
+    @property
     def max_level(self) -> int:
         return max(self.levels)
 

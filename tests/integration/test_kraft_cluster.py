@@ -7,10 +7,12 @@ the others, a controller is elected again, and nothing acknowledged is lost."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -18,6 +20,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 
 from support.broker import BrokerProcess
 from support.kraft import controller_ports, format_node, kraft_node
+from tiercel.server.replication.broker_client import BrokerClient
 
 
 @pytest.fixture
@@ -54,6 +57,30 @@ def consume_all(bootstrap: str, topic: str, count: int, group: str) -> set[bytes
     finally:
         consumer.close()
     return values
+
+
+def describe_quorum(node: BrokerProcess) -> Any:
+    """DescribeQuorum v2 sent to a broker, which forwards it to the active controller
+    (what kafka-metadata-quorum --bootstrap-server sends)."""
+
+    async def ask() -> Any:
+        host, port = node.bootstrap.split(":")
+        client = BrokerClient(0, lambda: (host, int(port)), "metadata-quorum", 10.0)
+        try:
+            _, response = await client.request(
+                55,
+                (2, 2),
+                {
+                    "topics": [
+                        {"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}
+                    ]
+                },
+            )
+        finally:
+            client.close()
+        return response
+
+    return asyncio.run(ask())
 
 
 def create_topic(bootstrap: str, topic: NewTopic) -> None:
@@ -111,6 +138,12 @@ def test_three_combined_nodes_survive_a_killed_node(
         node.wait_started(60)
     bootstrap = ",".join(n.bootstrap for n in nodes)
     create_topic(bootstrap, NewTopic("replicated", 3, 3))
+    quorum = describe_quorum(nodes[2])
+    [partition] = quorum.topics[0].partitions
+    assert quorum.error_code == 0 and partition.error_code == 0
+    assert partition.leader_id in (1, 2, 3) and partition.high_watermark > 0
+    assert sorted(v.replica_id for v in partition.current_voters) == [1, 2, 3]
+    assert {n.node_id for n in quorum.nodes} == {1, 2, 3}
     produce(bootstrap, "replicated", 500)
 
     nodes[0].kill()

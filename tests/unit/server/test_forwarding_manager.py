@@ -1,13 +1,12 @@
 """ForwardingManager against a scripted controller on a local socket: the client's
 request goes unchanged inside an Envelope with the client's principal and address, the
-controller's response comes back as it is, and failures become the request's error
-response; and every forwarded API's error response encodes in every version Tiercel
-serves."""
+controller's response comes back as it is, and failures become the error to answer
+with (every forwarded API's error response is tested in
+tests/unit/protocol/test_error_responses.py)."""
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections.abc import AsyncIterator
 
 import pytest
@@ -16,21 +15,16 @@ from kio.schema.default_principal_data.v0.data import DefaultPrincipalData
 from support.scripted_broker import ScriptedLeader
 from tiercel.protocol.client_frames import encode_request
 from tiercel.protocol.entities import (
-    build_entity,
     decode_request_body,
     request_class,
-    response_class,
 )
 from tiercel.protocol.errors import ErrorCode
 from tiercel.protocol.request_header import parse_request_header
 from tiercel.server.forwarding_manager import (
     CREATE_TOPICS,
-    FORWARDED_APIS,
     ForwardingManager,
-    error_response,
     serialize_principal,
 )
-from tiercel.server.kafka_apis import api_table
 from tiercel.server.node_to_controller_channel import ControllerInformation, NodeToControllerChannel
 
 ENVELOPE = 58
@@ -110,46 +104,3 @@ def test_the_principal_is_kafkas_default_principal_data() -> None:
     # version 0, compact "User", compact "bob", false, no tagged fields
     assert data == b"\x00\x00" + b"\x05User" + b"\x04bob" + b"\x00" + b"\x00"
     assert DefaultPrincipalData.__version__ == 0
-
-
-@pytest.mark.parametrize("api_key", sorted(FORWARDED_APIS))
-def test_every_forwarded_api_has_an_error_response(api_key: int) -> None:
-    spec = api_table()[api_key]
-    for version in range(spec.min_version, spec.max_version + 1):
-        request = build_entity(
-            request_class(api_key, version), _sample_request(api_key), fill_missing=True
-        )
-        response = error_response(api_key, request, ErrorCode.request_timed_out)
-        entity = build_entity(response_class(api_key, version), response, fill_missing=True)
-        # Every entity the request named, and the top level where there is one.
-        codes = error_codes(entity)
-        assert codes and set(codes) == {ErrorCode.request_timed_out}
-
-
-def error_codes(entity: object) -> list[int]:
-    if isinstance(entity, tuple):
-        return [c for item in entity for c in error_codes(item)]
-    if not dataclasses.is_dataclass(entity):
-        return []
-    found = []
-    for f in dataclasses.fields(entity):
-        value = getattr(entity, f.name)
-        found += [value] if f.name == "error_code" else error_codes(value)
-    return found
-
-
-def _sample_request(api_key: int) -> dict[str, object]:
-    topic = {"name": "t", "topic": "t", "partitions": [0], "count": 2}
-    resource = {"resource_type": 2, "resource_name": "t", "configs": []}
-    if api_key == CREATE_TOPICS:
-        return CREATE_TOPICS_BODY
-    return {
-        "topics": [
-            {**topic, "partitions": [{"partition_index": 0, "replicas": [1]}]}
-            if api_key == 45
-            else topic
-        ],
-        "topic_names": ["t"],
-        "resources": [resource],
-        "topic_partitions": [topic],
-    }

@@ -98,6 +98,73 @@ async def test_broker_lifecycle_and_producer_ids(
     assert again.error_code == ErrorCode.broker_id_not_registered
 
 
+async def test_directories_assigned_and_failed(
+    cluster: tuple[FakeRaftQuorum, Apis, Apis],
+) -> None:
+    _, apis, _ = cluster
+    epochs = {b: await start_broker(apis, b) for b in (1, 2)}
+    created = await apis.call(
+        19,
+        7,
+        {
+            "topics": [
+                {
+                    "name": "t",
+                    "num_partitions": -1,
+                    "replication_factor": -1,
+                    "assignments": [{"partition_index": 0, "broker_ids": [1, 2]}],
+                    "configs": [],
+                }
+            ],
+            "timeout": 1000,
+        },
+    )
+    assert created.topics[0].error_code == ErrorCode.none
+    controller = apis.apis.controller
+    topic_id = (await controller.find_topic_ids(["t"]))["t"]
+    led = controller.state.replication.partition(topic_id, 0)
+    assert led is not None and led.leader == 1
+    heartbeat = await apis.call(
+        63,
+        1,
+        {
+            "broker_id": 1,
+            "broker_epoch": epochs[1],
+            "current_metadata_offset": epochs[1],
+            "offline_log_dirs": [uuid.UUID(int=101)],
+        },
+    )
+    assert heartbeat.error_code == ErrorCode.none and not heartbeat.is_fenced
+    partition = controller.state.replication.partition(topic_id, 0)
+    assert partition is not None and (partition.leader, partition.isr) == (2, (2,))
+    assigned = await apis.call(
+        73,
+        0,
+        {
+            "broker_id": 2,
+            "broker_epoch": epochs[2],
+            "directories": [
+                {
+                    "id_": uuid.UUID(int=102),
+                    "topics": [
+                        {
+                            "topic_id": topic_id,
+                            "partitions": [{"partition_index": 0}, {"partition_index": 5}],
+                        }
+                    ],
+                }
+            ],
+        },
+    )
+    assert assigned.error_code == ErrorCode.none
+    [directory] = assigned.directories
+    assert directory.id_ == uuid.UUID(int=102) and directory.topics[0].topic_id == topic_id
+    assert [(p.partition_index, p.error_code) for p in directory.topics[0].partitions] == [
+        (0, ErrorCode.none),
+        (5, ErrorCode.unknown_topic_or_partition),
+    ]
+
+
 async def test_admin_requests(cluster: tuple[FakeRaftQuorum, Apis, Apis]) -> None:
     _, apis, _ = cluster
     for broker_id in (1, 2):
@@ -236,6 +303,10 @@ async def test_update_features_and_api_versions(cluster: tuple[FakeRaftQuorum, A
     assert [(f.name, f.max_version_level) for f in versions.finalized_features] == [
         ("metadata.version", 25)
     ]
+    assert [(f.name, f.min_version, f.max_version) for f in versions.supported_features] == [
+        ("group.version", 0, 1),
+        ("metadata.version", 7, 25),
+    ]
     refused = await apis.call(
         57,
         1,
@@ -295,7 +366,39 @@ async def test_a_standby_answers_not_controller(cluster: tuple[FakeRaftQuorum, A
     assert registered.error_code == ErrorCode.not_controller
 
 
-async def test_older_versions_alter_partition_v2_and_update_features_v0(
+async def test_a_standby_refuses_older_requests_on_every_topic(
+    cluster: tuple[FakeRaftQuorum, Apis, Apis],
+) -> None:
+    _, active, standby = cluster
+    await start_broker(active, 1)
+    created = await active.call(
+        19,
+        7,
+        {
+            "topics": [
+                {"name": n, "num_partitions": 1, "replication_factor": 1, "configs": []}
+                for n in ("a", "b")
+            ],
+            "timeout": 1000,
+        },
+    )
+    assert [t.error_code for t in created.topics] == [ErrorCode.none] * 2
+    await settle(standby.apis.controller)
+    # DeleteTopics v1-5 name their topics in topic_names, not topics.
+    deleted = await standby.call(20, 5, {"topic_names": ["a", "b"], "timeout_ms": 1000})
+    assert [(t.name, t.error_code) for t in deleted.responses] == [
+        ("a", ErrorCode.not_controller),
+        ("b", ErrorCode.not_controller),
+    ]
+    altered = await standby.call(
+        44, 1, {"resources": [{"resource_type": 2, "resource_name": "a", "configs": []}]}
+    )
+    (resource,) = altered.responses
+    assert resource.error_code == ErrorCode.not_controller
+    assert resource.error_message == "The active controller appears to be node 0."
+
+
+async def test_older_versions_alter_partition_v2_update_features_v0_delete_topics_v5(
     cluster: tuple[FakeRaftQuorum, Apis, Apis],
 ) -> None:
     _, apis, _ = cluster
@@ -352,6 +455,13 @@ async def test_older_versions_alter_partition_v2_and_update_features_v0(
     )
     assert downgrade.error_code == ErrorCode.none
     assert [r.error_code for r in downgrade.results] == [ErrorCode.none]
+    # DeleteTopics before v6 names its topics in topic_names.
+    deleted = await apis.call(20, 5, {"topic_names": ["t", "u"], "timeout_ms": 1000})
+    assert [(r.name, r.error_code) for r in deleted.responses] == [
+        ("t", ErrorCode.none),
+        ("u", ErrorCode.unknown_topic_or_partition),
+    ]
+    assert await apis.apis.controller.find_topic_ids(["t"]) != {"t": topic_id}
 
 
 async def test_controllers_register_and_are_described(

@@ -10,7 +10,11 @@ from tiercel.protocol.errors import ErrorCode
 from tiercel.protocol.metadata.cluster_records import FeatureLevelRecord
 from tiercel.protocol.metadata.metadata_version import FEATURE_NAME, MetadataVersion
 from tiercel.server.controller.controller_exceptions import InvalidUpdateVersionError
-from tiercel.server.controller.feature_control_manager import UpgradeType, VersionRange
+from tiercel.server.controller.feature_control_manager import (
+    UpgradeType,
+    VersionRange,
+    default_feature_map,
+)
 
 UPGRADE = {FEATURE_NAME: UpgradeType.UPGRADE}
 
@@ -73,25 +77,43 @@ def test_levels_outside_what_the_controller_or_a_broker_supports_are_refused() -
         InvalidUpdateVersionError, match="Local controller only supports versions 7-25"
     ):
         ctx.state.feature.update_features({FEATURE_NAME: 26}, UPGRADE, False)
+    with pytest.raises(
+        InvalidUpdateVersionError, match="Local controller only supports versions 0-1"
+    ):
+        ctx.state.feature.update_features({"group.version": 2}, {}, False)
     with pytest.raises(InvalidUpdateVersionError, match="does not support this feature"):
-        ctx.state.feature.update_features({"group.version": 1}, {}, False)
+        ctx.state.feature.update_features({"transaction.version": 1}, {}, False)
     with pytest.raises(InvalidUpdateVersionError, match="cannot be less than 0"):
         ctx.state.feature.update_features({FEATURE_NAME: -1}, UPGRADE, False)
 
 
+def test_the_controller_supports_what_tiercel_implements() -> None:
+    # Kafka's QuorumFeatures.defaultFeatureMap: metadata.version's whole range and every
+    # feature with a level above 0; transaction.version and kraft.version have only 0.
+    assert default_feature_map() == {
+        FEATURE_NAME: VersionRange(7, 25),
+        "group.version": VersionRange(0, 1),
+    }
+    assert ManagersContext().state.config.supported_features == default_feature_map()
+
+
+def test_a_feature_only_disabled_in_tiercel_can_be_set_to_zero() -> None:
+    ctx = ManagersContext()
+    result = ctx.state.feature.update_features({"transaction.version": 0}, {}, False)
+    assert [r.message for r in result.records] == [
+        FeatureLevelRecord(name="transaction.version", feature_level=0)
+    ]
+
+
 def test_a_registered_broker_limits_the_levels() -> None:
-    ctx = ManagersContext(
-        supported_features={FEATURE_NAME: VersionRange(7, 25), "group.version": VersionRange(0, 1)}
-    )
+    ctx = ManagersContext()
     ctx.add_brokers(1)  # supports metadata.version only
     with pytest.raises(InvalidUpdateVersionError, match="Broker 1 does not support this feature"):
         ctx.state.feature.update_features({"group.version": 1}, {}, False)
 
 
 def test_other_features_are_finalized_and_removed_at_level_zero() -> None:
-    ctx = ManagersContext(
-        supported_features={FEATURE_NAME: VersionRange(7, 25), "group.version": VersionRange(0, 1)}
-    )
+    ctx = ManagersContext()
     ctx.run(ctx.state.feature.update_features({"group.version": 1}, {}, False))
     assert ctx.state.feature.finalized_features(0).levels["group.version"] == 1
     assert [r.message for r in ctx.state.feature.records()] == [

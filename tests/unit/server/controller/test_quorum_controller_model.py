@@ -1,11 +1,13 @@
 """The quorum controller's event handling against a model (issue 18, item 5): random
-sequences of broker registrations, heartbeats, session expiry, topic creation and
-deletion, new partitions, unclean election settings, AlterPartition, elections,
-reassignments, held commits, leader changes and standbys reloaded from snapshots run
-against two QuorumControllers on an in-memory Raft quorum, and after every step:
+sequences of broker registrations, heartbeats (some naming failed log directories),
+replicas assigned to directories, session expiry, topic creation and deletion, new
+partitions, unclean election settings, AlterPartition, elections, reassignments, held
+commits, leader changes and standbys reloaded from snapshots run against two
+QuorumControllers on an in-memory Raft quorum, and after every step:
 
-- every partition's leader is in its ISR and an unfenced broker, or there is none; the
-  ISR is never empty while there is a leader, and both are within the replicas;
+- every partition's leader is in its ISR, an unfenced broker, and its replica's
+  directory is online, or there is none; the ISR is never empty while there is a
+  leader, and both are within the replicas;
 - partition and leader epochs never go backwards;
 - the topics are the model's: those whose creation was acknowledged and whose deletion
   was not;
@@ -20,13 +22,20 @@ import asyncio
 import random
 import uuid
 from collections.abc import Coroutine
+from dataclasses import replace
 from typing import Any
 
 from control_manager_support import MockTime, controller_config, registration
 from fake_raft import FakeRaftQuorum, FakeSnapshot, new_controller, settle
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
 
 from tiercel.protocol.errors import KafkaError
 from tiercel.protocol.metadata.metadata_record_serde import ApiMessageAndVersion
@@ -42,6 +51,7 @@ from tiercel.server.controller.controller_requests import (
     CreatableTopic,
     CreatableTopicResult,
     CreatePartitionsTopic,
+    DirectoryAssignment,
     ElectionType,
 )
 from tiercel.server.controller.quorum_controller import QuorumController
@@ -52,6 +62,12 @@ TOPICS = st.sampled_from(["a", "b", "c"])
 NODES = (0, 1)
 # Sessions end only when a rule says so, never while the event loop runs a step.
 SESSION_MS = 10**9
+# Which of a broker's two log directories a rule names.
+DIRECTORY = st.sampled_from((0, 1))
+
+
+def dirs(broker: int) -> tuple[uuid.UUID, uuid.UUID]:
+    return uuid.UUID(int=(broker << 64) + 1000), uuid.UUID(int=(broker << 64) + 2000)
 
 
 def replay(records: list[tuple[int, ApiMessageAndVersion]]) -> ControlManagers:
@@ -103,6 +119,13 @@ class QuorumControllerMachine(RuleBasedStateMachine):
 
     # -- rules ----------------------------------------------------------------------
 
+    @initialize(running=st.lists(BROKERS, unique=True))
+    def start_brokers(self, running: list[int]) -> None:
+        """Some brokers already run, so that topics are often created and their
+        partitions changed, and every rule can act on them from the first step."""
+        for broker in running:
+            self.start_broker(broker)
+
     @precondition(lambda self: self.active is not None)
     @rule(broker=BROKERS, new_incarnation=st.booleans())
     def register(self, broker: int, new_incarnation: bool) -> None:
@@ -110,19 +133,67 @@ class QuorumControllerMachine(RuleBasedStateMachine):
         if new_incarnation:
             self.incarnations += 1
         incarnation = uuid.UUID(int=self.incarnations if new_incarnation else broker + 1)
-        self.submit(self.active.register_broker(registration(broker, incarnation=incarnation)))
+        request = replace(registration(broker, incarnation=incarnation), log_dirs=dirs(broker))
+        self.submit(self.active.register_broker(request))
 
     @precondition(lambda self: self.active is not None)
-    @rule(broker=BROKERS, caught_up=st.booleans(), fence=st.booleans(), shut_down=st.booleans())
-    def heartbeat(self, broker: int, caught_up: bool, fence: bool, shut_down: bool) -> None:
+    @rule(
+        broker=BROKERS,
+        caught_up=st.booleans(),
+        fence=st.booleans(),
+        shut_down=st.booleans(),
+        offline=st.none() | DIRECTORY,
+    )
+    def heartbeat(
+        self, broker: int, caught_up: bool, fence: bool, shut_down: bool, offline: int | None
+    ) -> None:
         active = self.active
         assert active is not None
         registered = active.state.cluster.registration(broker)
         if registered is None:
             return
         offset = active.last_committed_offset if caught_up else -1
-        request = BrokerHeartbeatRequest(broker, registered.epoch, offset, fence, shut_down)
+        failed = () if offline is None else (dirs(broker)[offline],)
+        request = BrokerHeartbeatRequest(broker, registered.epoch, offset, fence, shut_down, failed)
         self.submit(active.process_broker_heartbeat(request))
+
+    @precondition(lambda self: self.active is not None)
+    @rule(directory=DIRECTORY, data=st.data())
+    def assign_directory(self, directory: int, data: st.DataObject) -> None:
+        """A broker says which of its directories holds its replicas of a topic."""
+        active = self.active
+        assert active is not None
+        topics = sorted(active.state.replication.topics.values(), key=lambda t: t.name)
+        if not topics:
+            return
+        topic = data.draw(st.sampled_from(topics))
+        brokers = sorted({r for part in topic.parts.values() for r in part.replicas})
+        broker = data.draw(st.sampled_from(brokers))
+        registered = active.state.cluster.registration(broker)
+        if registered is None:
+            return
+        mine = tuple(p for p, part in sorted(topic.parts.items()) if broker in part.replicas)
+        assignment = DirectoryAssignment(dirs(broker)[directory], ((topic.id, mine),))
+        self.submit(active.assign_replicas_to_dirs(broker, registered.epoch, [assignment]))
+
+    @precondition(lambda self: self.active is not None)
+    @rule(data=st.data())
+    def directory_fails(self, data: st.DataObject) -> None:
+        """A running broker's heartbeat names failed one of its directories that holds
+        replicas."""
+        active = self.active
+        assert active is not None
+        placed = sorted(
+            (broker, dirs(broker).index(directory))
+            for topic in active.state.replication.topics.values()
+            for part in topic.parts.values()
+            for broker, directory in zip(part.replicas, part.directories, strict=True)
+            if directory in dirs(broker)
+        )
+        if not placed:
+            return
+        broker, directory = data.draw(st.sampled_from(placed))
+        self.heartbeat(broker, caught_up=True, fence=False, shut_down=False, offline=directory)
 
     @precondition(lambda self: self.active is not None)
     @rule()
@@ -225,7 +296,7 @@ class QuorumControllerMachine(RuleBasedStateMachine):
         self.register(broker, new_incarnation=False)
         self.quorum.commit()
         self.settle()
-        self.heartbeat(broker, caught_up=True, fence=False, shut_down=False)
+        self.heartbeat(broker, caught_up=True, fence=False, shut_down=False, offline=None)
 
     @rule()
     def pause_commits(self) -> None:
@@ -272,6 +343,8 @@ class QuorumControllerMachine(RuleBasedStateMachine):
                         if part.leader != -1:
                             assert part.leader in part.isr, part
                             assert state.cluster.is_unfenced(part.leader), part
+                            directory = part.directory(part.leader)
+                            assert state.cluster.has_online_dir(part.leader, directory), part
                         assert part.isr or part.leader == -1
 
     @invariant()
