@@ -9,14 +9,15 @@ No Docker engine runs here, so what can be checked without one is checked:
   mounting its config/kraft/node-<n>.yaml, keeping its logs on a named volume,
   publishing its external listener on the host, health-checked, and depending on no
   other node;
-- the image's entry point formats a KRaft node (`tiercel storage format
+- the image's entry point formats an unformatted KRaft node (`tiercel storage format
   --ignore-formatted` with CLUSTER_ID, the same file and overrides) and then turns its
-  environment into the `tiercel broker` command line; the decisions (not KRaft, a
-  CLUSTER_ID, formatted or not without one) one by one; and that configuration (file
-  plus overrides) loads as the node would load it;
+  environment into the `tiercel broker` command line; its decisions one by one (not
+  KRaft, every directory formatted, unformatted with or without CLUSTER_ID, a volume of
+  another cluster or node); and that configuration (file plus overrides) loads as the
+  node would load it;
 - end to end, the entry point itself starts three nodes as the compose file configures
-  them, with addresses on 127.0.0.1: they format their empty volumes, elect a quorum,
-  serve an RF=3 topic, and start again without formatting anything;
+  them, with addresses on 127.0.0.1: they format their empty volumes, elect a quorum and
+  serve an RF=3 topic, and a node started again formats nothing;
 - the image's health check answers 0 for a serving broker and 1 when nothing answers;
 - everything the Dockerfile copies exists and is let through by its .dockerignore.
 """
