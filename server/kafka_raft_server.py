@@ -23,9 +23,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import socket
 from typing import Final
 
-from tiercel.config.broker_config import BrokerConfig
+from tiercel.config.broker_config import BrokerConfig, Listener
 from tiercel.config.logging_setup import log_event
 from tiercel.protocol.metadata.metadata_record_serde import (
     ApiMessageAndVersion,
@@ -73,6 +74,20 @@ def metadata_log_config(config: BrokerConfig) -> MetadataLogConfig:
         retention_max_bytes=config.metadata_max_retention_bytes,
         retention_millis=config.metadata_max_retention_ms,
     )
+
+
+def _advertised_controller_endpoint(
+    config: BrokerConfig, listener: Listener, bound_port: int
+) -> HostPort:
+    """Where the other voters reach this controller listener: its advertised.listeners
+    entry if there is one, else the listener, a wildcard or empty host named by this
+    machine's name and port 0 by the bound port (Kafka's
+    effectiveAdvertisedControllerListeners)."""
+    advertised = next((a for a in config.advertised_listeners if a.name == listener.name), listener)
+    host = advertised.host
+    if host in ("", "0.0.0.0", "::"):
+        host = socket.getfqdn()
+    return HostPort(host, advertised.port or bound_port)
 
 
 def initialize_log_dirs(config: BrokerConfig) -> dict[str, MetaProperties]:
@@ -145,7 +160,9 @@ class KafkaRaftServer:
             ports = await controller_server.bind()
             endpoints = Endpoints.of(
                 {
-                    listener.name: HostPort(listener.host or "localhost", ports[listener.name])
+                    listener.name: _advertised_controller_endpoint(
+                        config, listener, ports[listener.name]
+                    )
                     for listener in controller_server.listeners
                 }
             )
@@ -190,10 +207,14 @@ class KafkaRaftServer:
     async def shutdown(self) -> None:
         if self.broker is not None:
             await self.broker.shutdown()
+        if self._raft is not None:
+            # Raft first, while the controller listener still answers the quorum: a
+            # leader hands its leadership over and hears its successor's
+            # BeginQuorumEpoch (Kafka's ControllerServer.shutdown, ensureNotRaftLeader
+            # before the socket server stops).
+            await self._raft.shutdown(_RAFT_SHUTDOWN_TIMEOUT_MS)
         if self.controller_server is not None:
             await self.controller_server.shutdown()
-        if self._raft is not None:
-            await self._raft.shutdown(_RAFT_SHUTDOWN_TIMEOUT_MS)
         if self._loader is not None:
             await self._loader.close()
         if self._scheduler is not None:

@@ -61,6 +61,8 @@ from tiercel.storage.unified_log import UnifiedLog
 _log: Final = logging.getLogger("tiercel.log_manager")
 
 CLEAN_SHUTDOWN_FILE: Final = ".kafka_cleanshutdown"
+# KRaft's metadata topic (Kafka's KafkaRaftServer.MetadataTopic).
+METADATA_TOPIC: Final = "__cluster_metadata"
 LogConfigFor = Callable[[str], LogConfig]
 
 
@@ -161,7 +163,9 @@ class LogManager:
                 )
                 continue
             tp = parse_partition_dir_name(name)
-            if tp is None or not os.path.isdir(path):
+            if tp is None or not os.path.isdir(path) or tp.topic == METADATA_TOPIC:
+                # The metadata log is Raft's (KafkaMetadataLog), even in a log dir that
+                # is also metadata.log.dir (Kafka's LogManager.loadLogs skips it too).
                 continue
             jobs.append(
                 self._scheduler.run_blocking(

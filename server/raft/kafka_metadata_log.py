@@ -49,6 +49,7 @@ from tiercel.server.raft.timer import Time
 from tiercel.storage.checkpoint_file import PARTITION_METADATA_FILENAME, PartitionMetadataFile
 from tiercel.storage.leader_epoch_cache import UNDEFINED_EPOCH_OFFSET
 from tiercel.storage.log_loader import load_partition_dir
+from tiercel.storage.log_manager import METADATA_TOPIC
 from tiercel.storage.log_values import FetchIsolation, LogOffsetMetadata
 from tiercel.storage.scheduler import Scheduler
 from tiercel.storage.topic_partition import TopicPartition
@@ -58,7 +59,7 @@ __all__ = ["METADATA_TOPIC_ID", "METADATA_TOPIC_PARTITION", "KafkaMetadataLog"]
 
 _log: Final = logging.getLogger("tiercel.raft")
 
-METADATA_TOPIC_PARTITION: Final = TopicPartition("__cluster_metadata", 0)
+METADATA_TOPIC_PARTITION: Final = TopicPartition(METADATA_TOPIC, 0)
 # Kafka's Uuid.METADATA_TOPIC_ID, "AAAAAAAAAAAAAAAAAAAAAQ".
 METADATA_TOPIC_ID: Final = uuid.UUID(int=1)
 

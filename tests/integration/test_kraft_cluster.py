@@ -89,14 +89,17 @@ def create_topic(bootstrap: str, topic: NewTopic) -> None:
 
 
 def test_a_combined_node_serves_alone(tmp_path: Path, nodes: list[BrokerProcess]) -> None:
-    node = kraft_node(tmp_path, 1, controller_ports([1]))
+    # The metadata log in the log dir, as metadata.log.dir's default puts it: it is
+    # Raft's, never a partition of the log manager (once deleted as a stray).
+    node = kraft_node(tmp_path, 1, controller_ports([1]), own_metadata_dir=False)
     nodes.append(node)
     node.start()
     # CreateTopics goes to the broker, which forwards it to the controller (KIP-590).
     create_topic(node.bootstrap, NewTopic("events", 3, 1))
     produce(node.bootstrap, "events", 200)
     assert len(consume_all(node.bootstrap, "events", 200, "g1")) == 200
-    assert (Path(node.overrides["metadata.log.dir"]) / "__cluster_metadata-0").is_dir()
+    metadata_log = node.log_dir / "__cluster_metadata-0"
+    assert metadata_log.is_dir()
     # A clean stop fenced the broker: it registers again at once, not after a session.
     assert node.stop() == 0
     started = time.monotonic()
@@ -104,6 +107,8 @@ def test_a_combined_node_serves_alone(tmp_path: Path, nodes: list[BrokerProcess]
     assert time.monotonic() - started < 8
     produce(node.bootstrap, "events", 50, start=200)
     assert len(consume_all(node.bootstrap, "events", 250, "g2")) == 250
+    assert metadata_log.is_dir()
+    assert "log_deleted partition=__cluster_metadata" not in node.log_text()
 
 
 def test_an_unformatted_node_refuses_to_start(tmp_path: Path) -> None:
@@ -144,6 +149,21 @@ def test_three_combined_nodes_survive_a_killed_node(
     assert partition.leader_id in (1, 2, 3) and partition.high_watermark > 0
     assert sorted(v.replica_id for v in partition.current_voters) == [1, 2, 3]
     assert {n.node_id for n in quorum.nodes} == {1, 2, 3}
+
+    # The active controller stopped cleanly hands its leadership over before its
+    # controller listener closes, so it hears its successor at once (Kafka's
+    # ensureNotRaftLeader) instead of waiting out the handover's timeout.
+    active = nodes[partition.leader_id - 1]
+    started = time.monotonic()
+    assert active.stop() == 0
+    assert time.monotonic() - started < 15
+    assert "graceful shutdown timed out" not in active.log_text()
+    other = next(n for n in nodes if n is not active)
+    deadline = time.monotonic() + 30
+    while describe_quorum(other).topics[0].partitions[0].leader_id in (-1, partition.leader_id):
+        assert time.monotonic() < deadline, "no new active controller"
+        time.sleep(0.2)
+    active.start(60)
     produce(bootstrap, "replicated", 500)
 
     nodes[0].kill()

@@ -39,9 +39,11 @@ def kraft_node(
     roles: str = "broker,controller",
     overrides: Mapping[str, object] | None = None,
     formatted: bool = True,
+    own_metadata_dir: bool = True,
 ) -> BrokerProcess:
     """A node of the quorum ``voters`` (node id to controller port); a voter serves its
-    controller listener on its port."""
+    controller listener on its port. Without ``own_metadata_dir`` the metadata log lives
+    in the (first) log dir, as metadata.log.dir's default has it."""
     listeners = []
     if "broker" in roles:
         listeners.append("PLAINTEXT://127.0.0.1:0")
@@ -58,7 +60,7 @@ def kraft_node(
             ),
             "controller.listener.names": "CONTROLLER",
             "listeners": ",".join(listeners),
-            "metadata.log.dir": str(data_dir / "metadata"),
+            **({"metadata.log.dir": str(data_dir / "metadata")} if own_metadata_dir else {}),
             **(overrides or {}),
         },
     )
