@@ -196,19 +196,11 @@ class BrokerLifecycleManager:
             "log_dirs": sorted(registration.log_dir_ids),
             "previous_broker_epoch": -1,
         }
-        response = await self._send(_BROKER_REGISTRATION, _REGISTRATION_VERSIONS, body)
+        response = await self._send(
+            _BROKER_REGISTRATION, _REGISTRATION_VERSIONS, body, "broker_registration_refused"
+        )
         if response is None:
             return self._after_failure()
-        if response.error_code != 0:
-            log_event(
-                _log,
-                logging.WARNING,
-                "broker_registration_refused",
-                node_id=self._config.node_id,
-                error=int(response.error_code),
-            )
-            return self._after_failure()
-        self._failed_attempts = 0
         self.broker_epoch = int(response.broker_epoch)
         log_event(
             _log,
@@ -229,19 +221,11 @@ class BrokerLifecycleManager:
             "want_shut_down": self.state is BrokerState.PENDING_CONTROLLED_SHUTDOWN,
             "offline_log_dirs": offline,
         }
-        response = await self._send(_BROKER_HEARTBEAT, _HEARTBEAT_VERSIONS, body)
+        response = await self._send(
+            _BROKER_HEARTBEAT, _HEARTBEAT_VERSIONS, body, "broker_heartbeat_refused"
+        )
         if response is None:
             return self._after_failure()
-        if response.error_code != 0:
-            log_event(
-                _log,
-                logging.WARNING,
-                "broker_heartbeat_refused",
-                node_id=self._config.node_id,
-                error=int(response.error_code),
-            )
-            return self._after_failure()
-        self._failed_attempts = 0
         return self._on_heartbeat_answer(response)
 
     def _on_heartbeat_answer(self, response: Any) -> float:
@@ -284,10 +268,13 @@ class BrokerLifecycleManager:
         )
         self.state = state
 
-    async def _send(self, api_key: int, versions: tuple[int, int], body: Any) -> Any:
-        """The answer, or None after a failure to get one in a session timeout."""
+    async def _send(
+        self, api_key: int, versions: tuple[int, int], body: Any, refused_event: str
+    ) -> Any:
+        """The controller's answer if it accepted the request; None after a failure to
+        get one in a session timeout, or a refusal (logged as ``refused_event``)."""
         try:
-            return await self._channel.send(
+            response = await self._channel.send(
                 api_key, versions, body, self._config.session_timeout_ms / 1000
             )
         except (TimeoutError, OSError, UnsupportedVersionError) as e:
@@ -300,6 +287,17 @@ class BrokerLifecycleManager:
                 reason=str(e),
             )
             return None
+        if response.error_code != 0:
+            log_event(
+                _log,
+                logging.WARNING,
+                refused_event,
+                node_id=self._config.node_id,
+                error=int(response.error_code),
+            )
+            return None
+        self._failed_attempts = 0
+        return response
 
     def _after_failure(self) -> float:
         """Kafka's ExponentialBackoff(100 ms, x2, session timeout, 2 % jitter)."""

@@ -16,44 +16,24 @@ Real processes from tests/support/kraft.py, started as users start them. Not par
 from __future__ import annotations
 
 import argparse
-import asyncio
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from support.broker import BrokerProcess
-from support.kraft import controller_ports, kraft_node
-from tiercel.server.replication.broker_client import BrokerClient
+from support.kraft import controller_ports, describe_quorum, kraft_node
 
 TOPIC = "failover"
 
 
 def active_controller(node: BrokerProcess) -> int:
-    async def ask() -> Any:
-        host, port = node.bootstrap.split(":")
-        client = BrokerClient(0, lambda: (host, int(port)), "bench", 10.0)
-        try:
-            _, response = await client.request(
-                55,
-                (2, 2),
-                {
-                    "topics": [
-                        {"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}
-                    ]
-                },
-            )
-        finally:
-            client.close()
-        return response
-
-    return int(asyncio.run(ask()).topics[0].partitions[0].leader_id)
+    return int(describe_quorum(node).topics[0].partitions[0].leader_id)
 
 
 def time_to_move(survivors: list[BrokerProcess], dead: int) -> float:

@@ -7,20 +7,17 @@ the others, a controller is elected again, and nothing acknowledged is lost."""
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from support.broker import BrokerProcess
-from support.kraft import controller_ports, format_node, kraft_node
-from tiercel.server.replication.broker_client import BrokerClient
+from support.kraft import controller_ports, describe_quorum, format_node, kraft_node
 
 
 @pytest.fixture
@@ -57,30 +54,6 @@ def consume_all(bootstrap: str, topic: str, count: int, group: str) -> set[bytes
     finally:
         consumer.close()
     return values
-
-
-def describe_quorum(node: BrokerProcess) -> Any:
-    """DescribeQuorum v2 sent to a broker, which forwards it to the active controller
-    (what kafka-metadata-quorum --bootstrap-server sends)."""
-
-    async def ask() -> Any:
-        host, port = node.bootstrap.split(":")
-        client = BrokerClient(0, lambda: (host, int(port)), "metadata-quorum", 10.0)
-        try:
-            _, response = await client.request(
-                55,
-                (2, 2),
-                {
-                    "topics": [
-                        {"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}
-                    ]
-                },
-            )
-        finally:
-            client.close()
-        return response
-
-    return asyncio.run(ask())
 
 
 def create_topic(bootstrap: str, topic: NewTopic) -> None:

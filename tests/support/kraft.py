@@ -6,15 +6,38 @@ keep their port across restarts (`BrokerProcess`)."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from support.broker import TIERCEL, BrokerProcess
 from support.zookeeper import free_port
+from tiercel.server.replication.broker_client import BrokerClient
 
 CLUSTER_ID: Final = "MkU3OEVBNTcwNTJENDM2Qg"
+
+
+def describe_quorum(node: BrokerProcess) -> Any:
+    """DescribeQuorum v2 sent to a broker, which forwards it to the active controller
+    (what kafka-metadata-quorum --bootstrap-server sends); the kio response."""
+
+    async def ask() -> Any:
+        host, port = node.bootstrap.split(":")
+        client = BrokerClient(0, lambda: (host, int(port)), "metadata-quorum", 10.0)
+        partition = {"partition_index": 0}
+        try:
+            _, response = await client.request(
+                55,
+                (2, 2),
+                {"topics": [{"topic_name": "__cluster_metadata", "partitions": [partition]}]},
+            )
+        finally:
+            client.close()
+        return response
+
+    return asyncio.run(ask())
 
 
 def controller_ports(node_ids: list[int]) -> dict[int, int]:
