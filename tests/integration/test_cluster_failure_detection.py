@@ -93,18 +93,25 @@ def test_broker_restarted_within_the_timeout_is_a_new_incarnation(
     cluster_factory: ClusterFactory, zookeeper_factory: ZooKeeperFactory
 ) -> None:
     cluster = _default_cluster(cluster_factory, zookeeper_factory)
-    cluster.create_topic("bounce", config=TOPIC_CONFIG)
-    producer = SequenceProducer(cluster.bootstrap(), "bounce").start()
+    # A partition led by a broker that is not the controller: the controller sees the
+    # registration change hands (a new czxid) and handles it as a failure. Were the
+    # killed broker the controller too, its successor would read the new registration
+    # at failover with no bounce to see, as Kafka's ZooKeeper-mode controller would,
+    # and the test's outcome would hang on which came first.
+    cluster.create_topic("bounce", partitions=3, config=TOPIC_CONFIG)
+    controller = cluster.wait_for_controller()
+    partition = next(p for p in range(3) if cluster.leader_of("bounce", p) != controller)
+    producer = SequenceProducer(cluster.bootstrap(), "bounce", partition).start()
     producer.wait_for_acks(500)
-    old = cluster.leader_of("bounce", 0)
-    before = cluster.partition_state("bounce", 0)
+    old = cluster.leader_of("bounce", partition)
+    before = cluster.partition_state("bounce", partition)
     old_epoch = cluster.broker_epoch(old)
     assert before is not None and old_epoch is not None
     cluster.kill(old)
     killed_at = time.monotonic()
     cluster.brokers[old].start(60)
     # Its partitions are handled as after a failure: a new leader and leader epoch.
-    moved = cluster.wait_for_leader("bounce", 0, exclude=[old], timeout=60)
+    moved = cluster.wait_for_leader("bounce", partition, exclude=[old], timeout=60)
     assert moved.leader_epoch > before.leader_epoch
     cluster.wait_for_brokers([old])
     new_epoch = cluster.broker_epoch(old)
@@ -115,9 +122,9 @@ def test_broker_restarted_within_the_timeout_is_a_new_incarnation(
     )
     assert new_epoch is not None and new_epoch > old_epoch
     # ... and then as a startup: it follows, truncates if it must, and catches up.
-    cluster.wait_until_isr("bounce", 0, cluster.brokers, timeout=60)
+    cluster.wait_until_isr("bounce", partition, cluster.brokers, timeout=60)
     producer.wait_for_acks(500)
     tally = producer.stop()
     assert not tally.failed, list(tally.failed.items())[:5]
-    hw = cluster.assert_replicas_identical_below_hw("bounce", 0, timeout=60)
-    verify_sequence(read_partition(cluster.bootstrap(), "bounce", 0, hw), tally)
+    hw = cluster.assert_replicas_identical_below_hw("bounce", partition, timeout=60)
+    verify_sequence(read_partition(cluster.bootstrap(), "bounce", partition, hw), tally)
