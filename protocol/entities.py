@@ -20,11 +20,14 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
+from tiercel.protocol.request_header import response_header_bytes, size_prefix
+
 __all__ = [
     "ChunkWriter",
     "build_entity",
     "decode_request_body",
     "encode_entity",
+    "encode_response_frame",
     "nested_entity",
     "request_class",
     "response_class",
@@ -109,6 +112,15 @@ def decode_request_body(
 def encode_entity(writer: ChunkWriter, entity: Any) -> None:
     # kio types its writers' target as a stream; ChunkWriter has the one method they use.
     entity_writer(type(entity))(cast(Any, writer), entity)
+
+
+def encode_response_frame(correlation_id: int, entity: Any) -> list[bytes | bytearray | memoryview]:
+    """A whole response frame, size prefix first: the response header of ``entity``'s
+    version (flexible or not) under ``correlation_id``, then the entity."""
+    writer = ChunkWriter()
+    writer.write(response_header_bytes(correlation_id, entity.__header_schema__.__version__ >= 1))
+    encode_entity(writer, entity)
+    return [size_prefix(writer.size), *writer.chunks()]
 
 
 def _to_millis_delta(value: Any) -> datetime.timedelta:

@@ -20,10 +20,9 @@ from tiercel.config.broker_config import BrokerConfig, Listener
 from tiercel.config.config_def import ConfigError
 from tiercel.config.logging_setup import log_event
 from tiercel.protocol.entities import (
-    ChunkWriter,
     build_entity,
     decode_request_body,
-    encode_entity,
+    encode_response_frame,
     request_class,
     response_class,
 )
@@ -33,8 +32,6 @@ from tiercel.protocol.request_header import (
     API_VERSIONS_KEY,
     parse_request_header,
     peek_api,
-    response_header_bytes,
-    size_prefix,
 )
 from tiercel.server.controller.controller_apis import CONTROLLER_API_VERSIONS, ControllerApis
 from tiercel.server.controller.quorum_controller import QuorumController
@@ -222,16 +219,10 @@ def _decode(
 
 
 def _encode(api_key: int, api_version: int, correlation_id: int, values: Any) -> list[Buffer]:
-    response_type = response_class(api_key, api_version)
-    entity = (
-        values if not isinstance(values, Mapping) else build_entity(response_type, values, True)
-    )
-    writer = ChunkWriter()
-    writer.write(
-        response_header_bytes(correlation_id, response_type.__header_schema__.__version__ >= 1)
-    )
-    encode_entity(writer, entity)
-    return [size_prefix(writer.size), *writer.chunks()]
+    """The response frame of ``values`` (response fields, or an entity already built)."""
+    if isinstance(values, Mapping):
+        values = build_entity(response_class(api_key, api_version), values, True)
+    return encode_response_frame(correlation_id, values)
 
 
 def _close(connection: Connection, reason: str) -> NoReturn:

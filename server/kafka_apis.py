@@ -20,10 +20,9 @@ from typing import Any, Final, NoReturn
 
 from tiercel.config.logging_setup import log_event
 from tiercel.protocol.entities import (
-    ChunkWriter,
     build_entity,
     decode_request_body,
-    encode_entity,
+    encode_response_frame,
     entity_fields,
     request_class,
     response_class,
@@ -35,8 +34,6 @@ from tiercel.protocol.request_header import (
     InvalidRequestHeaderError,
     parse_request_header,
     peek_api,
-    response_header_bytes,
-    size_prefix,
 )
 from tiercel.server.forwarding_manager import (
     FORWARDED_APIS,
@@ -288,14 +285,8 @@ class KafkaApis:
         response: Mapping[str, Any],
         fill_missing: bool = False,
     ) -> list[Buffer]:
-        response_type = response_class(api_key, api_version)
-        entity = build_entity(response_type, response, fill_missing)
-        writer = ChunkWriter()
-        writer.write(
-            response_header_bytes(correlation_id, response_type.__header_schema__.__version__ >= 1)
-        )
-        encode_entity(writer, entity)
-        return [size_prefix(writer.size), *writer.chunks()]
+        entity = build_entity(response_class(api_key, api_version), response, fill_missing)
+        return encode_response_frame(correlation_id, entity)
 
     def _unsupported_api_versions(self, correlation_id: int, spec: ApiSpec) -> list[Buffer]:
         # KIP-511: answer in v0 format, which every client can read, naming the versions of

@@ -16,10 +16,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, NoReturn
 
 from tiercel.protocol.entities import (
-    ChunkWriter,
     build_entity,
     decode_request_body,
-    encode_entity,
+    encode_response_frame,
     request_class,
     response_class,
 )
@@ -28,8 +27,6 @@ from tiercel.protocol.request_header import (
     API_VERSIONS_KEY,
     parse_request_header,
     peek_api,
-    response_header_bytes,
-    size_prefix,
 )
 from tiercel.server.network.connection import Buffer, CloseConnection, Connection
 from tiercel.server.raft.kafka_raft_client import KafkaRaftClient
@@ -67,7 +64,7 @@ class RaftApis:
         response = await handle_raft_request(
             self._client, api_key, api_version, correlation_id, request, connection.listener_name
         )
-        return _encode(api_key, api_version, correlation_id, response)
+        return encode_response_frame(correlation_id, response)
 
     def _api_versions(self, api_version: int, correlation_id: int) -> list[Buffer]:
         """Kafka's ApiVersionsResponse of a controller listener; an unknown version is
@@ -86,19 +83,9 @@ class RaftApis:
             "finalized_features_epoch": -1,
         }
         entity = build_entity(response_class(API_VERSIONS_KEY, version), values, True)
-        return _encode(API_VERSIONS_KEY, version, correlation_id, entity)
+        return encode_response_frame(correlation_id, entity)
 
     @staticmethod
     def _close(connection: Connection, reason: str) -> NoReturn:
         _log.warning("closing connection from %s: %s", connection.client_address, reason)
         raise CloseConnection()
-
-
-def _encode(api_key: int, api_version: int, correlation_id: int, entity: Any) -> list[Buffer]:
-    response_type = response_class(api_key, api_version)
-    writer = ChunkWriter()
-    writer.write(
-        response_header_bytes(correlation_id, response_type.__header_schema__.__version__ >= 1)
-    )
-    encode_entity(writer, entity)
-    return [size_prefix(writer.size), *writer.chunks()]
