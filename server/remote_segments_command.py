@@ -82,7 +82,8 @@ def _store(args: argparse.Namespace) -> ObjectStore:
     if args.dir is not None:
         return LocalDirectoryStore(args.dir)
     # Imported here: boto3 takes a while to import, and the broker's start needs none of it.
-    from tiercel.tiered.rsm.s3_remote_storage import S3Config, S3ObjectStore
+    from tiercel.tiered.rsm.s3_config import S3Config
+    from tiercel.tiered.rsm.s3_remote_storage import S3ObjectStore
 
     return S3ObjectStore(
         S3Config(

@@ -66,7 +66,8 @@ from tiercel.storage.topic_partition import TopicPartition
 from tiercel.tiered.rsm.local_tiered_storage import LocalDirectoryStore
 from tiercel.tiered.rsm.object_layout import MANIFEST_SUFFIX, parse_object_key
 from tiercel.tiered.rsm.object_store import ObjectStore
-from tiercel.tiered.rsm.s3_remote_storage import S3Config, S3ObjectStore
+from tiercel.tiered.rsm.s3_config import S3Config
+from tiercel.tiered.rsm.s3_remote_storage import S3ObjectStore
 
 MIB = 1024 * 1024
 AWS_ENV = {

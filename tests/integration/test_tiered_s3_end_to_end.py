@@ -53,7 +53,8 @@ from tiercel.tiered.rsm.remote_storage_manager import (
     RemoteLogSegmentMetadataUpdate,
     RemoteLogSegmentState,
 )
-from tiercel.tiered.rsm.s3_remote_storage import S3Config, S3ObjectStore
+from tiercel.tiered.rsm.s3_config import S3Config
+from tiercel.tiered.rsm.s3_remote_storage import S3ObjectStore
 
 TOPIC: Final = "s3-e2e"
 PREFIX: Final = "tiercel/e2e"

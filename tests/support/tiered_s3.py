@@ -23,7 +23,8 @@ from support.moto_server import REGION
 from tiercel.storage.topic_partition import TopicPartition
 from tiercel.tiered.rlmm.remote_log_metadata_serde import RemoteLogMetadata, deserialize
 from tiercel.tiered.rsm.remote_listing import RemoteSegmentListing, list_remote_segments
-from tiercel.tiered.rsm.s3_remote_storage import S3Config, S3ObjectStore
+from tiercel.tiered.rsm.s3_config import S3Config
+from tiercel.tiered.rsm.s3_remote_storage import S3ObjectStore
 
 METADATA_TOPIC: Final = "__remote_log_metadata"
 METADATA_PARTITIONS: Final = 50

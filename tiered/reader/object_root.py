@@ -11,7 +11,8 @@ from urllib.parse import unquote, urlsplit
 
 from tiercel.tiered.rsm.local_tiered_storage import LocalDirectoryStore
 from tiercel.tiered.rsm.object_store import ObjectStore
-from tiercel.tiered.rsm.s3_remote_storage import S3Config, S3ObjectStore
+from tiercel.tiered.rsm.s3_config import S3Config
+from tiercel.tiered.rsm.s3_remote_storage import S3ObjectStore
 
 __all__ = ["open_object_root"]
 

@@ -26,12 +26,7 @@ from tiercel.config.config_def import ConfigDef, ConfigError, ConfigType, at_lea
 from tiercel.config.config_values import closest, parse_value
 from tiercel.tiered.rsm.local_tiered_storage import LocalTieredStorage
 from tiercel.tiered.rsm.remote_storage_manager import RemoteStorageManager
-from tiercel.tiered.rsm.s3_remote_storage import (
-    DEFAULT_PART_SIZE_BYTES,
-    MIB,
-    S3Config,
-    S3RemoteStorageManager,
-)
+from tiercel.tiered.rsm.s3_config import DEFAULT_PART_SIZE_BYTES, MIB, S3Config
 
 __all__ = [
     "LOCAL_CONFIGS",
@@ -129,7 +124,11 @@ def _local(configs: Mapping[str, str], default_dir: str) -> LocalTieredStorage:
         ) from e
 
 
-def _s3(configs: Mapping[str, str]) -> S3RemoteStorageManager:
+def _s3(configs: Mapping[str, str]) -> RemoteStorageManager:
+    # Imported here: boto3 takes a while to import, and only a broker tiering to S3
+    # needs it.
+    from tiercel.tiered.rsm.s3_remote_storage import S3RemoteStorageManager
+
     values = _parse(S3_CONFIGS, configs)
     if not values["s3.bucket"]:
         raise ConfigError(

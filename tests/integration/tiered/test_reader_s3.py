@@ -24,7 +24,8 @@ from tiercel.tiered.reader import (
     read_segment_range,
 )
 from tiercel.tiered.rsm.object_store import ObjectStore
-from tiercel.tiered.rsm.s3_remote_storage import S3Config, S3RemoteStorageManager
+from tiercel.tiered.rsm.s3_config import S3Config
+from tiercel.tiered.rsm.s3_remote_storage import S3RemoteStorageManager
 
 __all__ = ["scheduler"]
 

@@ -22,7 +22,8 @@ from tiercel.tiered.rsm.remote_storage_manager import (
     RemoteLogSegmentId,
     RemoteLogSegmentMetadata,
 )
-from tiercel.tiered.rsm.s3_remote_storage import S3Config, S3RemoteStorageManager
+from tiercel.tiered.rsm.s3_config import S3Config
+from tiercel.tiered.rsm.s3_remote_storage import S3RemoteStorageManager
 
 TIERCEL = Path(sys.executable).with_name("tiercel")
 

@@ -19,7 +19,8 @@ from tiercel.tiered.rsm.remote_storage_manager import (
     RemoteResourceNotFoundError,
     RemoteStorageError,
 )
-from tiercel.tiered.rsm.s3_remote_storage import MIB, S3Config, S3RemoteStorageManager
+from tiercel.tiered.rsm.s3_config import MIB, S3Config
+from tiercel.tiered.rsm.s3_remote_storage import S3RemoteStorageManager
 
 
 def s3_rsm(endpoint_url: str, bucket: str, **settings: object) -> S3RemoteStorageManager:

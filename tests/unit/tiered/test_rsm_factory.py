@@ -11,7 +11,8 @@ from support.rsm_plugin import DirectoryRsm
 from tiercel.config.config_def import ConfigError
 from tiercel.tiered.rsm.factory import create_remote_storage_manager
 from tiercel.tiered.rsm.local_tiered_storage import LocalTieredStorage
-from tiercel.tiered.rsm.s3_remote_storage import MIB, S3Config, S3RemoteStorageManager
+from tiercel.tiered.rsm.s3_config import MIB, S3Config
+from tiercel.tiered.rsm.s3_remote_storage import S3RemoteStorageManager
 
 
 def test_local_under_the_given_dir(tmp_path: Path) -> None:

@@ -10,12 +10,8 @@ from tiercel.tiered.rsm.remote_storage_manager import (
     RemoteResourceNotFoundError,
     RemoteStorageError,
 )
-from tiercel.tiered.rsm.s3_remote_storage import (
-    DEFAULT_PART_SIZE_BYTES,
-    MIB,
-    S3Config,
-    _as_remote_errors,
-)
+from tiercel.tiered.rsm.s3_config import DEFAULT_PART_SIZE_BYTES, MIB, S3Config
+from tiercel.tiered.rsm.s3_remote_storage import _as_remote_errors
 
 
 @pytest.mark.parametrize(
