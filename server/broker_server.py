@@ -26,7 +26,7 @@ import os
 import signal
 import socket
 from collections.abc import Sequence
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 from tiercel.config.broker_config import BrokerConfig, Listener
 from tiercel.config.log_config import LogConfig
@@ -50,10 +50,8 @@ from tiercel.server.coordinator.transaction.transaction_state_manager import (
 )
 from tiercel.server.handlers.add_partitions_to_txn import verify_partitions
 from tiercel.server.kafka_apis import KafkaApis
-from tiercel.server.kraft_broker_metadata import KRaftBrokerMetadata, KRaftLogDirEvents
 from tiercel.server.log_dir_failure_handler import LogDirFailureHandler, StoreLogDirEvents
 from tiercel.server.metadata import zk_data as zk
-from tiercel.server.metadata.broker_metadata_publisher import BrokerMetadataPublisher
 from tiercel.server.metadata.local_store import LocalMetadataStore
 from tiercel.server.metadata.metadata_cache import MetadataCache, TopicMetadata
 from tiercel.server.metadata.metadata_listener import MetadataListener
@@ -63,7 +61,6 @@ from tiercel.server.metadata.store import (
     NodeExistsError,
     NoNodeError,
 )
-from tiercel.server.metadata.zk_store import ZooKeeperMetadataStore
 from tiercel.server.network.connection import Buffer, Connection
 from tiercel.server.network.socket_server import SocketServer
 from tiercel.server.remote_log_wiring import start_remote_log_manager
@@ -73,6 +70,11 @@ from tiercel.server.request_context import BrokerServices
 from tiercel.storage.log_manager import LogManager
 from tiercel.storage.meta_properties import MetaProperties
 from tiercel.storage.scheduler import Scheduler
+
+if TYPE_CHECKING:
+    # A KRaft node's modules: imported by the node (KafkaRaftServer), never by a broker
+    # without process.roles.
+    from tiercel.server.kraft_broker_metadata import KRaftBrokerMetadata
 
 _log: Final = logging.getLogger("tiercel.broker")
 # Between tries to register: again after a new ZooKeeper session, or while a registration
@@ -248,13 +250,9 @@ class BrokerServer:
     async def _start_kraft_metadata(self, kraft: KRaftBrokerMetadata) -> None:
         """Publish the metadata log's images here, then register with the controller
         and wait until caught up and unfenced (Kafka's BrokerServer.startup)."""
-        kraft.loader.install_publisher(BrokerMetadataPublisher(self.cache, self._on_topic))
-        kraft.start_loading()
+        kraft.start_loading(self.cache, self._on_topic)
         self.log_dir_failure_handler = LogDirFailureHandler(
-            self.config.node_id,
-            self.log_manager,
-            self.replica_manager,
-            KRaftLogDirEvents(kraft.lifecycle, kraft.log_dir_ids),
+            self.config.node_id, self.log_manager, self.replica_manager, kraft.log_dir_events()
         )
         self.log_dir_failure_handler.startup()
         await kraft.register_and_catch_up(self._advertised_endpoints())
@@ -432,6 +430,9 @@ def _present(store: MetadataStore | None) -> MetadataStore:
 def _metadata_store(config: BrokerConfig) -> MetadataStore:
     if config.zookeeper_connect is None:
         return LocalMetadataStore(config.log_dirs[0])
+    # The ZooKeeper client is imported only by a broker that connects to ZooKeeper.
+    from tiercel.server.metadata.zk_store import ZooKeeperMetadataStore
+
     return ZooKeeperMetadataStore(
         config.zookeeper_connect,
         session_timeout_ms=config.zookeeper_session_timeout_ms,

@@ -34,6 +34,7 @@ from tiercel.server.broker_lifecycle_manager import (
 from tiercel.server.controller_topic_creator import ControllerTopicCreator
 from tiercel.server.coordinator.transaction.rpc_producer_id_manager import RpcProducerIdManager
 from tiercel.server.forwarding_manager import ForwardingManager
+from tiercel.server.metadata.broker_metadata_publisher import BrokerMetadataPublisher, TopicChanged
 from tiercel.server.metadata.log_dir_event import LogDirEvent
 from tiercel.server.metadata.metadata_cache import MetadataCache
 from tiercel.server.metadata.metadata_loader import MetadataLoader
@@ -89,9 +90,15 @@ class KRaftBrokerMetadata:
             self._channel("heartbeat"),
         )
 
-    def start_loading(self) -> None:
-        """Replicate the metadata log into the loader (its publishers installed)."""
+    def start_loading(self, cache: MetadataCache, on_topic: TopicChanged) -> None:
+        """Publish the metadata log's images to the broker's cache and its partitions
+        (Kafka's BrokerMetadataPublisher), then replicate the log into the loader."""
+        self.loader.install_publisher(BrokerMetadataPublisher(cache, on_topic))
         self._raft.register(self.loader)
+
+    def log_dir_events(self) -> KRaftLogDirEvents:
+        """Where the broker's LogDirFailureHandler reports a failed log dir."""
+        return KRaftLogDirEvents(self.lifecycle, self.log_dir_ids)
 
     def active_controller(self) -> ControllerInformation | None:
         """The Raft leader's endpoint on the controller listener (Kafka's

@@ -26,7 +26,7 @@ from tiercel.tiered.rsm.object_store import ObjectStore
 from tiercel.tiered.rsm.remote_listing import RemoteSegmentListing, list_remote_segments
 from tiercel.tiered.rsm.remote_storage_manager import RemoteStorageError
 
-__all__ = ["add_remote_segments_parser", "run_remote_segments"]
+__all__ = ["add_remote_segments_arguments", "run_remote_segments"]
 
 
 def _topic(text: str) -> str:
@@ -50,15 +50,9 @@ def _topic_id(text: str) -> str:
         raise argparse.ArgumentTypeError(f"not a Kafka topic id: {text!r}") from None
 
 
-def add_remote_segments_parser(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser],
-) -> None:
-    """Add the verb to the ``tiercel`` parser's subcommands (``commands``)."""
-    parser = commands.add_parser(
-        "remote-segments",
-        help="list a partition's remote segments from the object store",
-        description="List one partition's remote segments from the object store alone.",
-    )
+def add_remote_segments_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the verb's arguments on its parser."""
+    parser.description = "List one partition's remote segments from the object store alone."
     parser.add_argument("--topic", required=True, type=_topic)
     parser.add_argument("--partition", required=True, type=_partition)
     parser.add_argument(
