@@ -10,7 +10,8 @@ Start-up, in Kafka's order:
 - the Raft client on ``__cluster_metadata-0`` in metadata.log.dir, a voter when the node
   is one of controller.quorum.voters, an observer otherwise;
 - the controller role's QuorumController, which writes the bootstrap metadata
-  (``bootstrap.checkpoint``) when it is the first to lead an empty log;
+  (``bootstrap.checkpoint``, read by the controller role alone) when it is the first
+  to lead an empty log;
 - the broker role's BrokerServer, which replicates the log as metadata, registers and
   waits to be unfenced.
 
@@ -36,6 +37,7 @@ from tiercel.server.broker_server import BrokerServer
 from tiercel.server.controller_server import ControllerServer
 from tiercel.server.kraft_broker_metadata import KRaftBrokerMetadata
 from tiercel.server.metadata.bootstrap_directory import read_bootstrap_metadata
+from tiercel.server.metadata.bootstrap_metadata import BootstrapMetadata
 from tiercel.server.metadata.metadata_loader import MetadataLoader
 from tiercel.server.raft.endpoints import Endpoints, HostPort
 from tiercel.server.raft.kafka_metadata_log import METADATA_TOPIC_PARTITION
@@ -148,14 +150,18 @@ class KafkaRaftServer:
         meta = props[config.metadata_log_dir]
         cluster_id = meta.cluster_id
         assert meta.directory_id is not None
-        bootstrap = await asyncio.to_thread(read_bootstrap_metadata, config.metadata_log_dir)
         loop = asyncio.get_running_loop()
         scheduler = self._scheduler = Scheduler(
             loop, max(4, config.num_recovery_threads_per_data_dir)
         )
         listener_name = config.controller_listener_names[0]
         endpoints = Endpoints()
+        bootstrap: BootstrapMetadata | None = None
         if "controller" in roles:
+            # The bootstrap metadata is the controller's alone (Kafka's KafkaRaftServer
+            # hands it to the ControllerServer only): a broker-only node never reads
+            # bootstrap.checkpoint, which it may lack.
+            bootstrap = await asyncio.to_thread(read_bootstrap_metadata, config.metadata_log_dir)
             controller_server = self.controller_server = ControllerServer(config)
             ports = await controller_server.bind()
             endpoints = Endpoints.of(
@@ -179,6 +185,7 @@ class KafkaRaftServer:
         )
         await raft.start(quorum_config(config))
         if self.controller_server is not None:
+            assert bootstrap is not None
             self.controller_server.start(cluster_id, raft.client, bootstrap.records)
         if "broker" in roles:
             loader = self._loader = MetadataLoader(
@@ -201,7 +208,6 @@ class KafkaRaftServer:
             node_id=config.node_id,
             cluster_id=cluster_id,
             roles=",".join(sorted(roles)),
-            metadata_version=str(bootstrap.metadata_version),
         )
 
     async def shutdown(self) -> None:

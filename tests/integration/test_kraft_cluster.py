@@ -154,3 +154,27 @@ def test_three_combined_nodes_survive_a_killed_node(
     create_topic(survivors, NewTopic("after", 1, 2))
     produce(survivors, "replicated", 100, start=500)
     assert len(consume_all(survivors, "replicated", 600, "g")) == 600
+
+
+def test_a_broker_only_node_needs_no_bootstrap_checkpoint(
+    tmp_path: Path, nodes: list[BrokerProcess]
+) -> None:
+    # The bootstrap metadata is the controller's alone (Kafka's KafkaRaftServer hands it
+    # to the ControllerServer only): a broker-only node formatted, its
+    # bootstrap.checkpoint then removed, joins a controller-only node and serves; so
+    # does one whose file is corrupt, which it never reads.
+    ports = controller_ports([1])
+    controller = kraft_node(tmp_path, 1, ports, roles="controller")
+    broker = kraft_node(tmp_path, 2, ports, roles="broker")
+    nodes.extend([controller, broker])
+    bootstrap_file = broker.data_dir / "metadata" / "bootstrap.checkpoint"
+    bootstrap_file.unlink()
+    controller.launch()
+    broker.start(60)
+    create_topic(broker.bootstrap, NewTopic("served", 1, 1))
+    produce(broker.bootstrap, "served", 20)
+    assert broker.stop() == 0
+    bootstrap_file.write_bytes(b"not a checkpoint")
+    broker.start(60)
+    produce(broker.bootstrap, "served", 20, start=20)
+    assert len(consume_all(broker.bootstrap, "served", 40, "g")) == 40
