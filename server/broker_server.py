@@ -134,7 +134,9 @@ class BrokerServer:
         else:
             cluster_id = self._kraft_cluster_id
         self.log_manager = LogManager(config, self.scheduler, self.log_config_for)
-        cluster_id = await self.log_manager.startup(cluster_id)
+        cluster_id = await self.log_manager.startup(
+            cluster_id, None if kraft is None else kraft.meta_properties
+        )
         self.cache = MetadataCache(config.node_id, cluster_id)
         self.replica_manager = ReplicaManager(
             config,

@@ -191,13 +191,8 @@ class KafkaRaftServer:
             loader = self._loader = MetadataLoader(
                 config.node_id, lambda: raft.client.high_watermark
             )
-            data_dir_ids = {d: props[d].directory_id for d in config.log_dirs}
             kraft = KRaftBrokerMetadata(
-                config,
-                cluster_id,
-                raft.client,
-                loader,
-                {d: i for d, i in data_dir_ids.items() if i is not None},
+                config, cluster_id, raft.client, loader, {d: props[d] for d in config.log_dirs}
             )
             self.broker = BrokerServer(config, kraft, cluster_id, scheduler)
             await self.broker.startup()

@@ -48,6 +48,7 @@ from tiercel.server.raft.kafka_raft_client import KafkaRaftClient
 from tiercel.server.replication.default_alter_partition_manager import (
     DefaultAlterPartitionManager,
 )
+from tiercel.storage.meta_properties import MetaProperties
 
 __all__ = ["KRaftBrokerMetadata", "KRaftLogDirEvents"]
 
@@ -67,13 +68,20 @@ class KRaftBrokerMetadata:
         cluster_id: str,
         raft: KafkaRaftClient[Any],
         loader: MetadataLoader,
-        log_dir_ids: Mapping[str, uuid.UUID],
+        meta_properties: Mapping[str, MetaProperties],
     ) -> None:
+        """``meta_properties``: each log dir's, as the node read and verified them at
+        start-up (every one has a directory.id)."""
         self._config = config
         self._cluster_id = cluster_id
         self._raft = raft
         self.loader = loader
-        self.log_dir_ids = dict(log_dir_ids)
+        self.meta_properties = dict(meta_properties)
+        self.log_dir_ids = {
+            log_dir: meta.directory_id
+            for log_dir, meta in meta_properties.items()
+            if meta.directory_id is not None
+        }
         self._voters = {
             v.node_id: ControllerInformation(v.node_id, v.host, v.port)
             for v in config.quorum_voters

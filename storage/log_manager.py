@@ -27,7 +27,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -113,15 +113,37 @@ class LogManager:
 
     # -- start-up ----------------------------------------------------------------------
 
-    async def startup(self, cluster_id: str | None) -> str:
+    async def startup(
+        self, cluster_id: str | None, formatted: Mapping[str, MetaProperties] | None = None
+    ) -> str:
         """Prepare the log dirs, load every partition, start the periodic tasks; returns
-        the cluster id (the one stored in meta.properties, or ``cluster_id``)."""
-        self.cluster_id = await self._scheduler.run_blocking(self._prepare_dirs, cluster_id)
+        the cluster id (the one stored in meta.properties, or ``cluster_id``).
+
+        ``formatted``: a KRaft node's log dirs (as configured) and their meta.properties,
+        read and verified once at the node's start (Kafka's
+        KafkaRaftServer.initializeLogDirs, whose MetaPropertiesEnsemble goes on to the
+        broker's LogManager): neither read again nor written here."""
+        if formatted is None:
+            self.cluster_id = await self._scheduler.run_blocking(self._prepare_dirs, cluster_id)
+        else:
+            self.cluster_id = self._formatted_cluster_id(cluster_id, formatted)
         for log_dir in self._dirs:
             await self._load_dir(log_dir)
         await self.cleaner.startup()
         self._start_periodic_tasks()
         return self.cluster_id
+
+    def _formatted_cluster_id(
+        self, cluster_id: str | None, formatted: Mapping[str, MetaProperties]
+    ) -> str:
+        log_dirs = self._config.log_dirs
+        found = [formatted[path].cluster_id for path in log_dirs if path in formatted]
+        if len(found) != len(log_dirs) or {cluster_id or found[0], *found} != {found[0]}:
+            raise KafkaStorageError(
+                f"log dirs {log_dirs} are not all formatted for cluster {cluster_id}: "
+                f"{dict(formatted)}"
+            )
+        return found[0]
 
     def _prepare_dirs(self, cluster_id: str | None) -> str:
         """*Blocking.* Create dirs and check meta.properties agrees across them."""

@@ -95,6 +95,29 @@ async def test_startup_uses_the_given_cluster_id(tmp_path: Path, scheduler: Sche
         await other.startup("BBBBBBBBBBBBBBBBBBBBBB")
 
 
+async def test_startup_takes_a_kraft_nodes_formatted_dirs_as_read(
+    tmp_path: Path, scheduler: Scheduler
+) -> None:
+    # A KRaft node read and verified its meta.properties once (KafkaRaftServer's
+    # initializeLogDirs): the LogManager neither reads nor writes them again, so these
+    # dirs, formatted only in what it is handed, stay without the file.
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    formatted = {str(d): MetaProperties("AAAAAAAAAAAAAAAAAAAAAA", 1, uuid.uuid4()) for d in dirs}
+    for d in dirs:
+        d.mkdir()
+    lm = manager(dirs, scheduler)
+    assert await lm.startup("AAAAAAAAAAAAAAAAAAAAAA", formatted) == "AAAAAAAAAAAAAAAAAAAAAA"
+    assert not any((d / "meta.properties").exists() for d in dirs)
+    await lm.shutdown()
+    # A dir missing from them, or another cluster's, is a bug of the caller's.
+    for handed, cluster_id in (
+        ({str(dirs[0]): formatted[str(dirs[0])]}, None),
+        (formatted, "B" * 22),
+    ):
+        with pytest.raises(KafkaStorageError, match="not all formatted"):
+            await manager(dirs, scheduler).startup(cluster_id, handed)
+
+
 async def test_startup_refuses_another_nodes_log_dir(tmp_path: Path, scheduler: Scheduler) -> None:
     lm = manager([tmp_path / "a"], scheduler, node_id=1)
     await lm.startup(None)
