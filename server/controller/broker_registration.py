@@ -15,7 +15,7 @@ from tiercel.protocol.metadata.broker_records import (
 )
 from tiercel.protocol.metadata.metadata_record_serde import ApiMessageAndVersion
 from tiercel.protocol.metadata.metadata_version import MetadataVersion
-from tiercel.server.controller.feature_control_manager import VersionRange
+from tiercel.server.metadata.image.broker_registration import VersionRange
 from tiercel.server.metadata.image.partition_registration import (
     LOST_DIRECTORY,
     MIGRATING_DIRECTORY,

@@ -50,8 +50,8 @@ from tiercel.server.controller.controller_result import ControllerResult
 from tiercel.server.controller.feature_control_manager import (
     FeatureControlManager,
     FinalizedControllerFeatures,
-    VersionRange,
 )
+from tiercel.server.metadata.image.broker_registration import VersionRange
 from tiercel.server.raft.timer import Time
 
 __all__ = ["ClusterControlManager"]

@@ -30,8 +30,9 @@ from tiercel.server.controller.controller_requests import (
     BrokerHeartbeatRequest,
     DirectoryAssignment,
 )
-from tiercel.server.controller.feature_control_manager import UpgradeType, VersionRange
+from tiercel.server.controller.feature_control_manager import UpgradeType
 from tiercel.server.controller.quorum_controller import QuorumController
+from tiercel.server.metadata.image.broker_registration import VersionRange
 
 __all__ = ["CONTROLLER_API_VERSIONS", "ControllerApis"]
 

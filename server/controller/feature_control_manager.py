@@ -25,26 +25,15 @@ from tiercel.protocol.metadata.metadata_version import (
 )
 from tiercel.server.controller.controller_exceptions import InvalidUpdateVersionError
 from tiercel.server.controller.controller_result import ControllerResult
+from tiercel.server.metadata.image.broker_registration import VersionRange
 from tiercel.server.metadata.supported_features import SUPPORTED_FEATURES
 
 __all__ = [
     "FeatureControlManager",
     "FinalizedControllerFeatures",
     "UpgradeType",
-    "VersionRange",
     "default_feature_map",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class VersionRange:
-    """Supported levels of a feature, both ends included (Kafka's ``VersionRange``)."""
-
-    min: int
-    max: int
-
-    def contains(self, level: int) -> bool:
-        return self.min <= level <= self.max
 
 
 class UpgradeType(enum.IntEnum):

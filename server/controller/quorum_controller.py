@@ -63,11 +63,11 @@ from tiercel.server.controller.controller_result import ControllerResult
 from tiercel.server.controller.feature_control_manager import (
     FinalizedControllerFeatures,
     UpgradeType,
-    VersionRange,
 )
 from tiercel.server.controller.producer_id_control_manager import ProducerIdsBlock
 from tiercel.server.controller.quorum_controller_config import QuorumControllerConfig
 from tiercel.server.controller.raft_client import BatchReader, RaftClient
+from tiercel.server.metadata.image.broker_registration import VersionRange
 from tiercel.server.raft.leader_and_epoch import LeaderAndEpoch
 from tiercel.server.raft.offset_and_epoch import OffsetAndEpoch
 from tiercel.server.raft.records_snapshot import SnapshotReader

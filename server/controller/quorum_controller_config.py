@@ -7,9 +7,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from tiercel.server.controller.feature_control_manager import (
-    VersionRange,
     default_feature_map,
 )
+from tiercel.server.metadata.image.broker_registration import VersionRange
 
 __all__ = ["QuorumControllerConfig"]
 

@@ -41,7 +41,8 @@ class Endpoint:
 
 @dataclass(frozen=True, slots=True)
 class VersionRange:
-    """The feature levels a node supports, both ends included."""
+    """The feature levels a node supports, both ends included (Kafka's VersionRange, the
+    one class the controller and the image share)."""
 
     min: int
     max: int

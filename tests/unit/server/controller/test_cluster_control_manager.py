@@ -28,7 +28,7 @@ from tiercel.server.controller.controller_exceptions import (
     StaleBrokerEpochError,
 )
 from tiercel.server.controller.controller_requests import BrokerHeartbeatRequest, CreatableTopic
-from tiercel.server.controller.feature_control_manager import VersionRange
+from tiercel.server.metadata.image.broker_registration import VersionRange
 
 
 def test_registration_writes_a_fenced_broker_whose_epoch_is_the_record_offset() -> None:

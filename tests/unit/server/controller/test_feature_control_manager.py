@@ -12,9 +12,9 @@ from tiercel.protocol.metadata.metadata_version import FEATURE_NAME, MetadataVer
 from tiercel.server.controller.controller_exceptions import InvalidUpdateVersionError
 from tiercel.server.controller.feature_control_manager import (
     UpgradeType,
-    VersionRange,
     default_feature_map,
 )
+from tiercel.server.metadata.image.broker_registration import VersionRange
 
 UPGRADE = {FEATURE_NAME: UpgradeType.UPGRADE}
 
