@@ -19,10 +19,10 @@ from collections.abc import Callable, Sequence
 from tiercel.protocol.metadata.metadata_record_serde import ApiMessageAndVersion
 from tiercel.protocol.metadata.metadata_version import MetadataVersion
 from tiercel.protocol.metadata.topic_records import PartitionChangeRecord
-from tiercel.server.controller.partition_registration import (
+from tiercel.server.metadata.image.partition_registration import (
     NO_LEADER,
     NO_LEADER_CHANGE,
-    RECOVERING,
+    LeaderRecoveryState,
     PartitionRegistration,
 )
 
@@ -64,7 +64,7 @@ class PartitionChangeBuilder:
         self.target_replicas: tuple[int, ...] = partition.replicas
         self.target_removing: tuple[int, ...] = partition.removing_replicas
         self.target_adding: tuple[int, ...] = partition.adding_replicas
-        self.target_leader_recovery_state = partition.leader_recovery_state
+        self.target_leader_recovery_state: int = partition.leader_recovery_state
         # Each replica's directory, MIGRATING for a partition written without them
         # (Kafka's DirectoryId.createAssignmentMap).
         self._target_directories = {r: partition.directory(r) for r in partition.replicas}
@@ -197,5 +197,6 @@ class PartitionChangeBuilder:
         if not unclean:
             return leader, None, None
         # An unclean leader is the whole ISR, and it recovers before it serves (KIP-704).
-        recovery = RECOVERING if self._partition.leader_recovery_state != RECOVERING else None
+        recovering = LeaderRecoveryState.RECOVERING
+        recovery = recovering if self._partition.leader_recovery_state != recovering else None
         return leader, (leader,), recovery

@@ -48,16 +48,15 @@ from tiercel.server.controller.controller_requests import (
 )
 from tiercel.server.controller.controller_result import ControllerResult
 from tiercel.server.controller.partition_change_builder import Election, PartitionChangeBuilder
-from tiercel.server.controller.partition_registration import (
-    NO_LEADER_CHANGE,
-    RECOVERED,
-    RECOVERING,
-    PartitionRegistration,
-)
 from tiercel.server.controller.replication_control_manager import (
     ReplicationControlManager,
     TopicControlInfo,
     TopicPartitionKey,
+)
+from tiercel.server.metadata.image.partition_registration import (
+    NO_LEADER_CHANGE,
+    LeaderRecoveryState,
+    PartitionRegistration,
 )
 
 __all__ = ["PartitionCommands"]
@@ -259,11 +258,11 @@ class PartitionCommands:
             return InvalidRequestError()
         if partition.leader not in new_isr:
             return InvalidRequestError()
-        if data.leader_recovery_state == RECOVERING and len(new_isr) > 1:
+        if data.leader_recovery_state == LeaderRecoveryState.RECOVERING and len(new_isr) > 1:
             return InvalidRequestError()
         if (
-            partition.leader_recovery_state == RECOVERED
-            and data.leader_recovery_state == RECOVERING
+            partition.leader_recovery_state == LeaderRecoveryState.RECOVERED
+            and data.leader_recovery_state == LeaderRecoveryState.RECOVERING
         ):
             return InvalidRequestError()
         if any(not self._eligible_for_isr(b, epoch) for b, epoch in data.new_isr):

@@ -45,13 +45,12 @@ from tiercel.server.controller.controller_requests import (
 from tiercel.server.controller.controller_result import ControllerResult
 from tiercel.server.controller.feature_control_manager import FeatureControlManager
 from tiercel.server.controller.partition_change_builder import Election, PartitionChangeBuilder
-from tiercel.server.controller.partition_registration import (
-    NO_LEADER,
-    PartitionRegistration,
-)
+from tiercel.server.metadata.image.image_writer import ImageWriterOptions
 from tiercel.server.metadata.image.partition_registration import (
     MIGRATING_DIRECTORY,
+    NO_LEADER,
     UNASSIGNED_DIRECTORY,
+    PartitionRegistration,
 )
 
 __all__ = ["ReplicationControlManager", "TopicControlInfo"]
@@ -184,12 +183,12 @@ class ReplicationControlManager:
                 self._directories_to_partitions.setdefault(directory, set()).add(tp)
 
     def records(self) -> Iterator[ApiMessageAndVersion]:
-        version = self.feature_control.metadata_version
+        options = ImageWriterOptions(self.feature_control.metadata_version)
         for name in sorted(self.topics_by_name):
             topic = self.topics[self.topics_by_name[name]]
             yield ApiMessageAndVersion(TopicRecord(name=name, topic_id=topic.id), 0)
             for partition_id in sorted(topic.parts):
-                yield topic.parts[partition_id].to_record(topic.id, partition_id, version)
+                yield topic.parts[partition_id].to_record(topic.id, partition_id, options)
 
     # -- building partition changes -------------------------------------------------
 

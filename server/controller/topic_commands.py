@@ -43,13 +43,14 @@ from tiercel.server.controller.controller_requests import (
     CreatePartitionsTopic,
 )
 from tiercel.server.controller.controller_result import ControllerResult
-from tiercel.server.controller.partition_registration import (
-    NO_LEADER,
-    RECOVERED,
-    PartitionRegistration,
-)
 from tiercel.server.controller.replication_control_manager import ReplicationControlManager
 from tiercel.server.controller.striped_replica_placer import StripedReplicaPlacer, UsableBroker
+from tiercel.server.metadata.image.image_writer import ImageWriterOptions
+from tiercel.server.metadata.image.partition_registration import (
+    NO_LEADER,
+    LeaderRecoveryState,
+    PartitionRegistration,
+)
 
 __all__ = ["TopicCommands", "TopicDefaults"]
 
@@ -151,11 +152,11 @@ class TopicCommands:
         config_error = next(iter(configs.response.values()))
         if config_error is not None:
             raise config_error
-        version = self._replication.feature_control.metadata_version
+        options = ImageWriterOptions(self._replication.feature_control.metadata_version)
         records = [ApiMessageAndVersion(TopicRecord(name=topic.name, topic_id=topic_id), 0)]
         records += configs.records
         for partition_id, replicas in enumerate(placements):
-            records.append(self._new_partition(replicas).to_record(topic_id, partition_id, version))
+            records.append(self._new_partition(replicas).to_record(topic_id, partition_id, options))
         result = CreatableTopicResult(
             topic.name, topic_id, None, len(placements), len(placements[0])
         )
@@ -220,7 +221,7 @@ class TopicCommands:
             removing_replicas=(),
             adding_replicas=(),
             leader=isr[0] if isr else NO_LEADER,
-            leader_recovery_state=RECOVERED,
+            leader_recovery_state=LeaderRecoveryState.RECOVERED,
             leader_epoch=0,
             partition_epoch=0,
         )
@@ -276,9 +277,9 @@ class TopicCommands:
                         f"All brokers specified in the manual partition assignment for "
                         f"partition {current} are fenced or in controlled shutdown."
                     )
-        version = replication.feature_control.metadata_version
+        options = ImageWriterOptions(replication.feature_control.metadata_version)
         return [
-            self._new_partition(replicas).to_record(topic_id, current + i, version)
+            self._new_partition(replicas).to_record(topic_id, current + i, options)
             for i, replicas in enumerate(placements)
         ]
 

@@ -138,6 +138,17 @@ class PartitionRegistration:
     def has_leader(self) -> bool:
         return self.leader != NO_LEADER
 
+    @property
+    def preferred_replica(self) -> int:
+        """The first replica, NO_LEADER without any (Kafka's preferredReplica)."""
+        return self.replicas[0] if self.replicas else NO_LEADER
+
+    @property
+    def is_reassigning(self) -> bool:
+        """Replicas are being added or removed (Kafka's
+        PartitionReassignmentReplicas.isReassignmentInProgress)."""
+        return bool(self.removing_replicas or self.adding_replicas)
+
     def directory(self, replica: int) -> uuid.UUID:
         """The log directory of ``replica``; ValueError if it is not a replica."""
         try:

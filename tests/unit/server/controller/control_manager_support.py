@@ -21,9 +21,9 @@ from tiercel.server.controller.controller_requests import (
     CreatableTopic,
 )
 from tiercel.server.controller.controller_result import ControllerResult
-from tiercel.server.controller.partition_registration import PartitionRegistration
 from tiercel.server.controller.quorum_controller_config import QuorumControllerConfig
 from tiercel.server.metadata.image.broker_registration import VersionRange
+from tiercel.server.metadata.image.partition_registration import PartitionRegistration
 
 T = TypeVar("T")
 

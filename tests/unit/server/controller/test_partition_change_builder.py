@@ -9,7 +9,7 @@ import uuid
 from tiercel.protocol.metadata.metadata_version import MetadataVersion
 from tiercel.protocol.metadata.topic_records import PartitionChangeRecord
 from tiercel.server.controller.partition_change_builder import Election, PartitionChangeBuilder
-from tiercel.server.controller.partition_registration import PartitionRegistration
+from tiercel.server.metadata.image.partition_registration import PartitionRegistration
 
 TOPIC = uuid.UUID(int=5)
 DIR = uuid.UUID(int=9)
