@@ -3,6 +3,7 @@ on start-up and a controller does after a failover (Kafka's MetadataLoader and
 MetadataDelta; Kafka measures the same in its jmh TopicsImage*Benchmark classes).
 
     .venv/bin/python tests/bench/metadata_replay.py [--records 100000] [--rounds 5] [--no-gc]
+        [--as-broker]
 
 The log: metadata.version, three brokers registered and unfenced, then half the records
 creating topics (a TopicRecord, a retention ConfigRecord, ten PartitionRecords of three
@@ -19,8 +20,10 @@ time there measures the neighbours too) for the whole log and microseconds a rec
 
 Prints every round and the median of each. ``--no-gc`` turns Python's cyclic garbage
 collector off, to show its share: every record replayed makes objects the image keeps,
-and the collector's passes over them cost about as much as the replay itself (a loader
-can take the image out of them with ``gc.freeze()``). In-process; not part of `make test`.
+and the collector's full passes scan every object the process holds. ``--as-broker``
+first imports and freezes what ``tiercel broker`` loads before its event loop
+(`load_before_the_loop`: its modules and every kio schema, out of the collector's
+sight), so the replay runs as in a broker process. In-process; not part of `make test`.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from tiercel.protocol.metadata.topic_records import (
     PartitionRecord,
     TopicRecord,
 )
+from tiercel.server.cli import load_before_the_loop
 from tiercel.server.metadata.image.image_writer import ImageWriterOptions, RecordListWriter
 from tiercel.server.metadata.image.metadata_delta import MetadataDelta
 from tiercel.server.metadata.image.metadata_image import MetadataImage
@@ -161,9 +165,14 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--no-gc", action="store_true", help="cyclic garbage collector off")
+    parser.add_argument(
+        "--as-broker", action="store_true", help="start-up's imports loaded and frozen first"
+    )
     args = parser.parse_args()
     if args.no_gc:
         gc.disable()
+    if args.as_broker:
+        load_before_the_loop()
     values = metadata_log(args.records)
     rounds: dict[str, list[float]] = {}
     for round_number in range(1, args.rounds + 1):
