@@ -43,8 +43,8 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 from support.broker import REPO, TIERCEL, BrokerProcess
 from support.clients import Outgoing, consume, produce
 from support.kraft import controller_ports
+from support.ports import free_port
 from support.tools import required_tool
-from support.zookeeper import free_port
 from tiercel.config.loader import load_broker_config
 from tiercel.storage.checkpoint_file import kafka_str_to_uuid, uuid_to_kafka_str
 from tiercel.storage.meta_properties import MetaProperties

@@ -32,6 +32,8 @@ from typing import Final
 
 import pytest
 
+from support.ports import free_port
+
 ZOOKEEPER_JAR: Final = Path("/usr/share/java/zookeeper.jar")
 # slf4j's simple binding sends ZooKeeper's log to stderr, which goes to zookeeper.log.
 _SLF4J_SIMPLE: Final = Path("/usr/share/java/slf4j-simple.jar")
@@ -42,13 +44,6 @@ MISSING: Final = (
     "(Debian package `zookeeper`; run `bash tests/install-services.sh`)"
 )
 TICK_TIME_MS: Final = 250
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def four_letter_word(port: int, word: bytes, timeout: float = 2.0) -> bytes:
