@@ -257,6 +257,7 @@ class BrokerConfig:
     )
     metadata_log_max_snapshot_interval_ms = _Key("metadata.log.max.snapshot.interval.ms", int)
     metadata_max_idle_interval_ms = _Key("metadata.max.idle.interval.ms", int)
+    unclean_leader_election_interval_ms = _Key("unclean.leader.election.interval.ms", int)
     broker_heartbeat_interval_ms = _Key("broker.heartbeat.interval.ms", int)
     broker_session_timeout_ms = _Key("broker.session.timeout.ms", int)
     initial_broker_registration_timeout_ms = _Key("initial.broker.registration.timeout.ms", int)

@@ -65,6 +65,7 @@ def quorum_controller_config(config: BrokerConfig, cluster_id: str) -> QuorumCon
         delete_topic_enable=config.delete_topic_enable,
         max_partitions=config.max_partitions,
         unclean_leader_election_enable=config.unclean_leader_election_enable,
+        unclean_leader_election_check_interval_ms=config.unclean_leader_election_interval_ms,
         leader_imbalance_check_interval_ms=(
             config.leader_imbalance_check_interval_seconds * 1000 if rebalance else None
         ),
