@@ -15,7 +15,7 @@ batches of at most 2,250 (Kafka's MAX_ASSIGNMENTS_PER_REQUEST), one request in f
 - a send waits 100 ms after the first queued assignment, so that those of one metadata
   delta go together, or goes at once when more than a request's worth is queued;
 - a request that fails as a whole (no controller answered, or an error for all of it,
-  such as STALE_BROKER_EPOCH before the broker's registration is in its image) goes
+  such as STALE_BROKER_EPOCH before the broker's new registration is in its image) goes
   again after Kafka's exponential backoff (100 ms doubling to 10 s, 2 % jitter); a
   partition's own error puts it back in the queue unless a newer assignment replaced it.
 """
@@ -216,9 +216,11 @@ class AssignmentsManager:
     def _handle_global_failure(self, sent: dict[TopicIdPartition, Assignment], reason: str) -> None:
         self._inflight = {}
         self._previous_global_failures += 1
+        # A warning (Kafka: an error): a restarting broker's first request may carry
+        # the epoch its image still holds, its previous registration's, and be refused.
         log_event(
             _log,
-            logging.ERROR,
+            logging.WARNING,
             "directory_assignments_failed",
             node_id=self._node_id,
             assignments=len(sent),
