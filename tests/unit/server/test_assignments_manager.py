@@ -12,6 +12,7 @@ import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -337,10 +338,19 @@ class NoIsrChanges:
         raise AssertionError(f"unexpected ISR change of {tp}")
 
 
-@pytest.fixture
-async def two_dirs(tmp_path: Path) -> AsyncIterator[tuple[ReplicaManager, list[tuple[Any, ...]]]]:
-    """Broker NODE's ReplicaManager on dirs a (DIR_A) and b (DIR_B); the list gets each
+@dataclass
+class TwoDirs:
+    """Broker NODE's ReplicaManager on dirs a (DIR_A) and b (DIR_B); ``handed`` gets each
     assignment it hands on."""
+
+    rm: ReplicaManager
+    log_manager: LogManager
+    dir_a: str
+    handed: list[tuple[Any, ...]]
+
+
+@pytest.fixture
+async def two_dirs(tmp_path: Path) -> AsyncIterator[TwoDirs]:
     scheduler = Scheduler(asyncio.get_running_loop(), 2)
     dirs = [tmp_path / "a", tmp_path / "b"]
     config = BrokerConfig({"node.id": NODE, "log.dirs": [str(d) for d in dirs]})
@@ -354,7 +364,7 @@ async def two_dirs(tmp_path: Path) -> AsyncIterator[tuple[ReplicaManager, list[t
     rm.directory_ids = {os.path.abspath(dirs[0]): DIR_A, os.path.abspath(dirs[1]): DIR_B}
     handed: list[tuple[Any, ...]] = []
     rm.directory_event_handler = lambda *assignment: handed.append(assignment)
-    yield rm, handed
+    yield TwoDirs(rm, log_manager, os.path.abspath(dirs[0]), handed)
     rm.shutdown()
     await rm.fetcher_manager.shutdown()
     await log_manager.shutdown()
@@ -377,9 +387,9 @@ async def publish(
 
 
 async def test_a_replica_found_in_another_dir_than_the_metadata_says_is_assigned_there(
-    two_dirs: tuple[ReplicaManager, list[tuple[Any, ...]]],
+    two_dirs: TwoDirs,
 ) -> None:
-    rm, handed = two_dirs
+    rm, handed = two_dirs.rm, two_dirs.handed
     # t-0 is created in a, then t-1 and u-0 in the emptiest dirs, b and a. The controller
     # left t-0 UNASSIGNED (a broker with several dirs chooses) and put t-1 in b already.
     image = await publish(
@@ -404,16 +414,18 @@ async def test_a_replica_found_in_another_dir_than_the_metadata_says_is_assigned
     # Deltas that leave this broker's directories alone place nothing.
     image = await publish(rm, [RemoveTopicRecord(topic_id=U_ID)], image)
     leader_only = PartitionChangeRecord(partition_id=0, topic_id=T_ID, leader=NODE)
-    await publish(rm, [leader_only], image)
+    image = await publish(rm, [leader_only], image)
+    assert handed == []
+    # Dir a failed: t-0 has no log left to place.
+    rm.mark_partitions_offline(two_dirs.log_manager.handle_log_dir_failure(two_dirs.dir_a))
+    moved = PartitionChangeRecord(partition_id=0, topic_id=T_ID, directories=(DIR_B,))
+    await publish(rm, [moved], image)
     assert handed == []
 
 
-async def test_before_directory_assignment_nothing_is_assigned(
-    two_dirs: tuple[ReplicaManager, list[tuple[Any, ...]]],
-) -> None:
+async def test_before_directory_assignment_nothing_is_assigned(two_dirs: TwoDirs) -> None:
     """metadata.version before 3.7-IV2: the controller takes no AssignReplicasToDirs
     (Kafka's applyDelta checks isDirectoryAssignmentSupported)."""
-    rm, handed = two_dirs
-    await publish(rm, records(MetadataVersion.IBP_3_7_IV1), MetadataImage.EMPTY)
-    assert len(rm.partitions) == 3
-    assert handed == []
+    await publish(two_dirs.rm, records(MetadataVersion.IBP_3_7_IV1), MetadataImage.EMPTY)
+    assert len(two_dirs.rm.partitions) == 3
+    assert two_dirs.handed == []
