@@ -33,6 +33,7 @@ from tiercel.config.log_config import LogConfig
 from tiercel.config.logging_setup import log_event
 from tiercel.server.add_partitions_to_txn_manager import AddPartitionsToTxnManager
 from tiercel.server.admin_manager import AdminManager
+from tiercel.server.assignments_manager import AssignmentsManager
 from tiercel.server.controller.controlled_shutdown import ControlledShutdown
 from tiercel.server.controller.controller import Controller
 from tiercel.server.coordinator.group.group_config import GroupCoordinatorConfig
@@ -50,7 +51,11 @@ from tiercel.server.coordinator.transaction.transaction_state_manager import (
 )
 from tiercel.server.handlers.add_partitions_to_txn import verify_partitions
 from tiercel.server.kafka_apis import KafkaApis
-from tiercel.server.kraft_broker_metadata import KRaftBrokerMetadata, KRaftLogDirEvents
+from tiercel.server.kraft_broker_metadata import (
+    DirectoryAssignmentPublisher,
+    KRaftBrokerMetadata,
+    KRaftLogDirEvents,
+)
 from tiercel.server.log_dir_failure_handler import LogDirFailureHandler, StoreLogDirEvents
 from tiercel.server.metadata import zk_data as zk
 from tiercel.server.metadata.broker_metadata_publisher import BrokerMetadataPublisher
@@ -101,6 +106,7 @@ class BrokerServer:
         self._topic_overrides: dict[str, dict[str, str]] = {}
         self._apis: KafkaApis | None = None
         self._reregistration: asyncio.Task[None] | None = None
+        self._assignments_manager: AssignmentsManager | None = None
 
     def log_config_for(self, topic: str) -> LogConfig:
         return LogConfig.from_overrides(self.config, self._topic_overrides.get(topic, {}))
@@ -248,7 +254,16 @@ class BrokerServer:
     async def _start_kraft_metadata(self, kraft: KRaftBrokerMetadata) -> None:
         """Publish the metadata log's images here, then register with the controller
         and wait until caught up and unfenced (Kafka's BrokerServer.startup)."""
+        # Replicas placed in log dirs the metadata does not name yet go to the
+        # controller (KIP-858; Kafka's BrokerServer wires the AssignmentsManager in as
+        # ReplicaManager's DirectoryEventHandler).
+        assignments = self._assignments_manager = kraft.assignments_manager()
+        self.replica_manager.directory_ids = kraft.log_dir_ids
+        self.replica_manager.directory_event_handler = assignments.on_assignment
         kraft.loader.install_publisher(BrokerMetadataPublisher(self.cache, self._on_topic))
+        kraft.loader.install_publisher(
+            DirectoryAssignmentPublisher(self.config.node_id, self.replica_manager)
+        )
         kraft.start_loading()
         self.log_dir_failure_handler = LogDirFailureHandler(
             self.config.node_id,
@@ -377,6 +392,8 @@ class BrokerServer:
             # With the local store no other broker can take over: nothing to wait for.
             await ControlledShutdown(self.config, self.store, self.cache).run()
         await self.log_dir_failure_handler.shutdown()
+        if self._assignments_manager is not None:
+            await self._assignments_manager.close()
         self.replica_manager.shutdown()
         if self.replica_manager.add_partitions_to_txn_manager is not None:
             await self.replica_manager.add_partitions_to_txn_manager.shutdown()
