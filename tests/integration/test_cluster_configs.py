@@ -36,7 +36,6 @@ def test_each_file_loads_with_the_cluster_settings(node: int) -> None:
     config = _load(node)
     assert config.node_id == node
     assert config.process_roles == {"broker", "controller"}
-    assert config.zookeeper_connect is None
     assert [str(listener) for listener in config.listeners] == [
         f"PLAINTEXT://127.0.0.1:909{node}",
         f"CONTROLLER://127.0.0.1:919{node}",

@@ -367,7 +367,6 @@ def test_each_node_configuration_loads_as_the_container_runs_it(
     config = load_broker_config(str(kraft_config(node)), command[4::2])
     assert config.node_id == node
     assert config.process_roles == {"broker", "controller"}
-    assert config.zookeeper_connect is None
     assert [(v.node_id, v.host, v.port) for v in config.quorum_voters] == [
         (n, f"tiercel-{n}", CONTROLLER_PORT) for n in NODES
     ]

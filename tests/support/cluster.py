@@ -13,7 +13,7 @@ Two topologies, as Kafka 4 deploys them:
   say) are brokers only. Killing a node kills a voter too.
 - dedicated (``controllers=N``): N controller-only nodes, ids ``CONTROLLER_ID_BASE + i``,
   form the quorum; nodes 1..size are brokers only. A test that takes two of three
-  brokers down still has a controller to elect leaders, as a ZooKeeper cluster had.
+  brokers down still has a controller to elect leaders.
 
 The test reads the cluster's state the way an operator would: through the wire (the
 brokers' Metadata, which a KRaft broker answers from the metadata log it replicated;

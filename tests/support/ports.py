@@ -1,6 +1,6 @@
 """Free TCP ports for test servers that must know their port before they start (a KRaft
-voter's address goes into every node's controller.quorum.voters; moto and ZooKeeper
-are given theirs on the command line)."""
+voter's address goes into every node's controller.quorum.voters; moto is given its
+on the command line)."""
 
 from __future__ import annotations
 
