@@ -1,6 +1,6 @@
 """What a ``tiercel`` process imports: each subcommand only what it runs, the broker's
 modules only for ``tiercel broker``, boto3 only for the S3 tier, a KRaft node's modules
-only with process.roles, the ZooKeeper client only with zookeeper.connect, and kio
+only with process.roles, and kio
 without Hypothesis (installed beside the broker as a test dependency); what the broker
 loads before its event loop is frozen out of the cyclic collector's sight.
 
@@ -23,7 +23,6 @@ WATCHED: Final = (
     "tiercel.server.broker_server",
     "tiercel.server.kafka_raft_server",
     "tiercel.server.metadata.bootstrap_directory",
-    "tiercel.server.metadata.zk_client",
     "tiercel.server.raft.kafka_raft_client",
 )
 CLUSTER_ID: Final = "MkU3OEVBNTcwNTJENDM2Qg"
@@ -74,9 +73,9 @@ def test_kio_is_imported_without_hypothesis_and_hypothesis_still_imports() -> No
 @pytest.mark.parametrize(
     ("server", "expected"),
     [
-        # A broker without process.roles: neither the KRaft node nor boto3 nor ZooKeeper.
+        # A broker without process.roles: neither the KRaft node nor boto3.
         ("broker_server", {"tiercel.server.broker_server"}),
-        # A KRaft node: its own modules, still neither boto3 nor the ZooKeeper client.
+        # A KRaft node: its own modules, still no boto3.
         (
             "kafka_raft_server",
             {
