@@ -133,7 +133,7 @@ def _broker(args: argparse.Namespace) -> int:
     try:
         config = load_broker_config(args.config, args.override)
         server = _server(config)
-        load_before_the_loop()
+        load_before_the_loop(config)
         return uvloop.run(_run_broker(server))
     except ConfigError as e:
         print(f"tiercel: configuration error: {e}", file=sys.stderr)
@@ -149,9 +149,10 @@ def _broker(args: argparse.Namespace) -> int:
         return 1
 
 
-def load_before_the_loop() -> None:
-    """Import every schema module before the event loop starts, so that no request
-    ever waits on an import; then freeze what start-up loaded (gc.freeze).
+def load_before_the_loop(config: BrokerConfig | None = None) -> None:
+    """Import every schema module, and the tier's RemoteStorageManager when ``config``
+    tiers, before the event loop starts, so that neither a request nor the start-up
+    waits on an import in the loop; then freeze what start-up loaded (gc.freeze).
 
     A broker's modules and kio's schemas are some 100,000 objects the cyclic collector
     would otherwise scan in every full collection, for good: each such pause of the
@@ -164,6 +165,10 @@ def load_before_the_loop() -> None:
     from tiercel.server.kafka_apis import preload_schemas
 
     preload_schemas()
+    if config is not None and config.get("remote.log.storage.system.enable"):
+        from tiercel.tiered.rsm.factory import import_remote_storage_manager
+
+        import_remote_storage_manager(str(config.get("remote.log.storage.manager.class.name")))
     gc.freeze()
 
 

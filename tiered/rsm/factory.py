@@ -74,6 +74,17 @@ _OPERATIONS: Final = (
 )
 
 
+def import_remote_storage_manager(class_name: str) -> None:
+    """Import the module of the RemoteStorageManager ``class_name`` names, so that a
+    broker can do it before its event loop starts: boto3's import, for the S3 manager,
+    would otherwise hold the loop for a second or more on a loaded 2-core machine."""
+    name = class_name.strip()
+    if name == "s3":
+        importlib.import_module("tiercel.tiered.rsm.s3_remote_storage")
+    elif ":" in name:
+        importlib.import_module(name.split(":", 1)[0])
+
+
 def create_remote_storage_manager(
     class_name: str, configs: Mapping[str, str], default_dir: str
 ) -> RemoteStorageManager:

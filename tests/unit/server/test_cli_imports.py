@@ -118,3 +118,30 @@ def test_what_start_up_loaded_is_frozen_before_the_loop() -> None:
         "assert gc.get_freeze_count() > 50_000, gc.get_freeze_count()"
     )
     imported_after(code)
+
+
+@pytest.mark.parametrize(
+    ("settings", "boto3_loaded"),
+    [
+        (
+            {
+                "remote.log.storage.system.enable": True,
+                "remote.log.storage.manager.class.name": "s3",
+            },
+            True,
+        ),
+        ({"remote.log.storage.system.enable": True}, False),
+        ({"remote.log.storage.manager.class.name": "s3"}, False),
+    ],
+)
+def test_a_broker_tiering_to_s3_imports_boto3_before_the_loop(
+    settings: dict[str, object], boto3_loaded: bool
+) -> None:
+    # Imported in the event loop, at start-up, boto3 held it for over a second on the
+    # loaded 2-core machine (the cluster tests' blocked-loop check).
+    code = (
+        "from tiercel.config.broker_config import BrokerConfig\n"
+        "from tiercel.server.cli import load_before_the_loop\n"
+        f"load_before_the_loop(BrokerConfig({settings!r}))"
+    )
+    assert ("boto3" in imported_after(code)) is boto3_loaded
