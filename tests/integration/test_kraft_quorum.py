@@ -7,9 +7,11 @@ node's quorum-state file."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,14 +20,19 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from support.broker import BrokerProcess
+from support.cluster import read_batches
 from support.kraft import (
     controller_ports,
     kraft_node,
+    metadata_partition_dir,
     pause,
     quorum_leader,
     quorum_state,
     resume,
+    wait_kraft_started,
 )
+from tiercel.protocol.errors import ErrorCode
+from tiercel.server.replication.broker_client import BrokerClient
 
 # KafkaRaftClient's transition log line, with LeaderState's description.
 _BECAME_LEADER = re.compile(
@@ -63,20 +70,73 @@ def combined(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Quorum]:
     nodes = {i: kraft_node(root, i, ports, overrides=session) for i in (1, 2, 3)}
     try:
         start_all(list(nodes.values()))
-        yield Quorum(nodes, ports)
+        combined = Quorum(nodes, ports)
+        wait_until_every_broker_is_listed(combined, [1, 2, 3])
+        yield combined
     finally:
         for node in nodes.values():
             node.kill()
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int = 1, replicas: int = 1) -> None:
+@pytest.fixture(scope="module")
+def split(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Quorum]:
+    """Three controllers (process.roles controller, ids 101-103) and three brokers
+    (process.roles broker, ids 1-3), Kafka 4's recommended production layout."""
+    root = tmp_path_factory.mktemp("split")
+    ports = controller_ports([101, 102, 103])
+    session = {"broker.session.timeout.ms": 5000, "broker.heartbeat.interval.ms": 1000}
+    nodes = {
+        **{i: kraft_node(root, i, ports, "controller", session) for i in ports},
+        **{i: kraft_node(root, i, ports, "broker", session) for i in (1, 2, 3)},
+    }
+    try:
+        for node in nodes.values():
+            node.launch()
+        # Six processes starting on a loaded machine: up to a minute and more.
+        for i in ports:
+            wait_kraft_started(nodes[i], 120)
+        for i in (1, 2, 3):
+            nodes[i].wait_started(120)
+        split = Quorum(nodes, ports)
+        wait_until_every_broker_is_listed(split, [1, 2, 3])
+        yield split
+    finally:
+        for node in nodes.values():
+            node.kill()
+
+
+def wait_until_every_broker_is_listed(quorum: Quorum, broker_ids: list[int]) -> None:
+    """A broker serves once the controller's heartbeat answer unfenced it, which can
+    come before it replayed the unfencing records; librdkafka's admin client, given
+    metadata without a controller then, waited for one past its request's timeout."""
+    for i in broker_ids:
+        wait_for(
+            lambda: brokers(quorum.nodes[i].bootstrap) == set(broker_ids),  # noqa: B023
+            f"broker {i} to list every broker",
+        )
+
+
+def create_topic(
+    bootstrap: str,
+    topic: str,
+    partitions: int = 1,
+    replicas: int = 1,
+    config: dict[str, str] | None = None,
+) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, replicas)])[topic].result(60)
+    new = NewTopic(topic, partitions, replicas, config=config or {})
+    admin.create_topics([new])[topic].result(60)
 
 
 def topics(bootstrap: str) -> set[str]:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     return set(admin.list_topics(timeout=20).topics)
+
+
+def wait_for_topics(bootstrap: str, names: set[str]) -> None:
+    """Wait until the broker's metadata has ``names``: a CreateTopics answer means the
+    controller committed them, brokers learn them as they replay the log."""
+    wait_for(lambda: names <= topics(bootstrap), f"{bootstrap} to list {sorted(names)}")
 
 
 def brokers(bootstrap: str) -> set[int]:
@@ -138,7 +198,7 @@ def test_a_paused_voter_and_a_paused_active_controller(combined: Quorum) -> None
         lambda: voter_end_offsets(quorum_leader(ports))[follower_id] >= target,
         "the resumed follower to catch up",
     )
-    assert "while-a-follower-sleeps" in topics(nodes[follower_id].bootstrap)
+    wait_for_topics(nodes[follower_id].bootstrap, {"while-a-follower-sleeps"})
 
     # A paused active controller: the others elect one of them in a later epoch, and
     # it commits metadata changes.
@@ -186,10 +246,166 @@ def test_a_paused_voter_and_a_paused_active_controller(combined: Quorum) -> None
     # Nothing committed was lost, and the old leader's node serves again: it sees both
     # topics and takes a metadata change and records as a broker.
     old = nodes[leader_id].bootstrap
-    assert {"while-a-follower-sleeps", "after-the-controller-slept"} <= topics(old)
+    wait_for_topics(old, {"while-a-follower-sleeps", "after-the-controller-slept"})
     create_topic(old, "after-the-old-controller-woke", 1, 3)
     produce(old, "after-the-old-controller-woke", 20)
     assert consume(old, "after-the-old-controller-woke", 20) == 20
+
+
+def test_a_divergent_metadata_log_is_truncated(combined: Quorum) -> None:
+    nodes, ports = combined.nodes, combined.ports
+    old = quorum_leader(ports)
+    leader = nodes[old.leader_id]
+    followers = [i for i in nodes if i != old.leader_id]
+    follower_logs = [metadata_partition_dir(nodes[i]) for i in followers]
+
+    # The leader alone: both followers killed (paused, they would still read a Fetch
+    # response in flight and take the leader's next batch with them), it appends a
+    # topic creation (sent to its controller listener, as kafka-topics
+    # --bootstrap-controller does) that no majority gets; then it is paused.
+    for i in followers:
+        nodes[i].kill()
+    followers_end = max(read_batches(log)[-1].last_offset for log in follower_logs) + 1
+    with ThreadPoolExecutor(1) as executor:
+        answer = executor.submit(
+            create_topics_at, f"127.0.0.1:{ports[old.leader_id]}", "never-committed"
+        )
+        wait_for(
+            lambda: any(
+                b"never-committed" in batch.data
+                for batch in read_batches(metadata_partition_dir(leader))
+                if batch.base_offset >= followers_end
+            ),
+            "the lone leader to append the topic creation",
+        )
+        pause(leader)
+        tail = [
+            batch
+            for batch in read_batches(metadata_partition_dir(leader))
+            if batch.base_offset >= followers_end
+        ]
+        start_all([nodes[i] for i in followers])
+        # The followers elect one of them in a later epoch; it commits other changes
+        # over the offsets of the old leader's tail.
+        elected = quorum_leader({i: ports[i] for i in followers})
+        assert elected.leader_epoch > old.leader_epoch
+        wait_for(
+            lambda: old.leader_id not in brokers(combined.bootstrap(*followers)),
+            "the paused leader's broker to be fenced",
+        )
+        create_topic(combined.bootstrap(*followers), "committed-instead")
+        resume(leader)
+        # The old leader renounces: the pending creation fails as Kafka's
+        # QuorumController.renounce fails its deferred writes (NOT_CONTROLLER).
+        response = answer.result(120)
+    assert [t.error_code for t in response.topics] == [ErrorCode.not_controller]
+
+    # Resumed, the old leader's Fetch names its last epoch; the new leader answers with
+    # the diverging epoch and end offset (KIP-595) and it truncates its tail, then
+    # replicates the new leader's batches: below the high watermark every voter holds the
+    # same bytes.
+    wait_for(
+        lambda: voter_end_offsets(quorum_leader(ports))[old.leader_id] > tail[-1].last_offset,
+        "the old leader to replicate past its old tail",
+    )
+    high_watermark = quorum_leader(ports).high_watermark
+    committed = {
+        i: [
+            batch
+            for batch in read_batches(metadata_partition_dir(node))
+            if batch.last_offset < high_watermark
+        ]
+        for i, node in nodes.items()
+    }
+    assert committed[1] == committed[2] == committed[3]
+    replaced = {b.base_offset: b.data for b in committed[old.leader_id]}
+    assert all(replaced.get(batch.base_offset) != batch.data for batch in tail)
+    assert not any(b"never-committed" in batch.data for batch in committed[old.leader_id])
+    for node in nodes.values():
+        wait_for_topics(node.bootstrap, {"committed-instead"})
+        names = topics(node.bootstrap)
+        assert "committed-instead" in names and "never-committed" not in names
+
+
+def test_three_controllers_and_three_brokers(split: Quorum) -> None:
+    """Controllers and brokers as separate processes (Kafka 4's production layout):
+    replication factor 3 across the brokers survives a killed broker and a killed
+    active controller."""
+    nodes, ports = split.nodes, split.ports
+    bootstrap = split.bootstrap(1, 2, 3)
+    create_topic(bootstrap, "replicated", 3, 3, {"min.insync.replicas": "2"})
+    produce(bootstrap, "replicated", 300)
+    assert consume(bootstrap, "replicated", 300) == 300
+    # Only the brokers are brokers: the controllers are neither in metadata nor replicas.
+    assert brokers(bootstrap) == {1, 2, 3}
+
+    # A killed broker: the active controller fences it a session after its last
+    # heartbeat and moves its leaderships to the ISR's others.
+    nodes[1].kill()
+    survivors = split.bootstrap(2, 3)
+    admin = AdminClient({"bootstrap.servers": survivors})
+
+    def moved() -> bool:
+        partitions = admin.list_topics("replicated", timeout=10).topics["replicated"].partitions
+        return all(p.leader in (2, 3) and 1 not in p.isrs for p in partitions.values())
+
+    wait_for(moved, "the killed broker's leaderships to move")
+    produce(survivors, "replicated", 100, start=300)
+
+    # The killed active controller: another controller is elected in a later epoch and
+    # commits metadata changes; nothing committed before is lost.
+    old = quorum_leader(ports)
+    nodes[old.leader_id].kill()
+    elected = quorum_leader({i: p for i, p in ports.items() if i != old.leader_id})
+    assert elected.leader_epoch > old.leader_epoch
+    create_topic(survivors, "after-the-controller-died", 1, 2)
+    wait_for_topics(survivors, {"replicated", "after-the-controller-died"})
+    produce(survivors, "after-the-controller-died", 10)
+    assert consume(survivors, "replicated", 400) == 400
+
+    # Both back: the controller follows the new leader, the broker rejoins every ISR.
+    nodes[old.leader_id].launch()
+    nodes[1].launch()
+    wait_kraft_started(nodes[old.leader_id])
+    nodes[1].wait_started(90)
+
+    def rejoined() -> bool:
+        partitions = admin.list_topics("replicated", timeout=10).topics["replicated"].partitions
+        return all(sorted(p.isrs) == [1, 2, 3] for p in partitions.values())
+
+    wait_for(rejoined, "the restarted broker to rejoin the ISRs")
+    wait_for(
+        lambda: quorum_state(nodes[old.leader_id])["leaderEpoch"] >= elected.leader_epoch,
+        "the restarted controller to learn the new epoch",
+    )
+
+
+def create_topics_at(address: str, topic: str) -> Any:
+    """CreateTopics of one single-replica topic sent to ``address``; the response."""
+
+    async def ask() -> Any:
+        host, port = address.split(":")
+        client = BrokerClient(0, lambda: (host, int(port)), "create-topics", 120.0)
+        body = {
+            "topics": [
+                {
+                    "name": topic,
+                    "num_partitions": 1,
+                    "replication_factor": 1,
+                    "assignments": [],
+                    "configs": [],
+                }
+            ],
+            "timeout_ms": 60000,
+            "validate_only": False,
+        }
+        try:
+            _, response = await client.request(19, (7, 7), body)
+        finally:
+            client.close()
+        return response
+
+    return asyncio.run(ask())
 
 
 def produce(bootstrap: str, topic: str, count: int, start: int = 0) -> None:

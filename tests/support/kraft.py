@@ -143,3 +143,15 @@ def quorum_leader(controller_ports: Mapping[int, int], timeout_s: float = 60.0) 
                 return partition
         assert time.monotonic() < deadline, "no voter leads the quorum"
         time.sleep(0.2)
+
+
+def wait_kraft_started(node: BrokerProcess, timeout_s: float = 60.0) -> None:
+    """Wait until the launched node's current run has logged kraft_node_started: the
+    moment a controller-only node, which has no broker listener, serves."""
+    assert node.proc is not None
+    deadline = time.monotonic() + timeout_s
+    while "event=kraft_node_started" not in node.log_text().rsplit("---- start #", 1)[-1]:
+        if node.proc.poll() is not None:
+            raise RuntimeError(f"node exited with {node.proc.returncode}:\n{node.tail()}")
+        assert time.monotonic() < deadline, f"node did not start in {timeout_s}s"
+        time.sleep(0.05)
