@@ -161,8 +161,6 @@ class BrokerConfig:
     # Typed views of the keys the broker reads.
     node_id = _Key("node.id", int)
     cluster_id = _OptionalKey("cluster.id", str)
-    zookeeper_connect = _OptionalKey("zookeeper.connect", str)
-    zookeeper_session_timeout_ms = _Key("zookeeper.session.timeout.ms", int)
     socket_send_buffer_bytes = _Key("socket.send.buffer.bytes", int)
     socket_receive_buffer_bytes = _Key("socket.receive.buffer.bytes", int)
     socket_request_max_bytes = _Key("socket.request.max.bytes", int)
@@ -234,8 +232,6 @@ class BrokerConfig:
     auto_leader_rebalance_enable = _Key("auto.leader.rebalance.enable", bool)
     leader_imbalance_check_interval_seconds = _Key("leader.imbalance.check.interval.seconds", int)
     leader_imbalance_per_broker_percentage = _Key("leader.imbalance.per.broker.percentage", int)
-    controlled_shutdown_max_retries = _Key("controlled.shutdown.max.retries", int)
-    controlled_shutdown_retry_backoff_ms = _Key("controlled.shutdown.retry.backoff.ms", int)
     unclean_leader_election_enable = _Key("unclean.leader.election.enable", bool)
 
     remote_log_storage_system_enable = _Key("remote.log.storage.system.enable", bool)
@@ -258,6 +254,7 @@ class BrokerConfig:
     )
     metadata_log_max_snapshot_interval_ms = _Key("metadata.log.max.snapshot.interval.ms", int)
     metadata_max_idle_interval_ms = _Key("metadata.max.idle.interval.ms", int)
+    unclean_leader_election_interval_ms = _Key("unclean.leader.election.interval.ms", int)
     broker_heartbeat_interval_ms = _Key("broker.heartbeat.interval.ms", int)
     broker_session_timeout_ms = _Key("broker.session.timeout.ms", int)
     initial_broker_registration_timeout_ms = _Key("initial.broker.registration.timeout.ms", int)
@@ -338,17 +335,27 @@ class BrokerConfig:
         assert isinstance(value, str)
         return value.upper()
 
-    @property
-    def zookeeper_connection_timeout_ms(self) -> int:
-        """zookeeper.connection.timeout.ms, or the session timeout when it is unset."""
-        value = self._values["zookeeper.connection.timeout.ms"]
-        if value is None:
-            return self.zookeeper_session_timeout_ms
-        assert isinstance(value, int)
-        return value
+
+# Kafka 4.0 removed ZooKeeper mode and its keys, and Tiercel with it: a cluster is a
+# KRaft cluster. What each removed key's user should set instead.
+_REMOVED_WITH_ZOOKEEPER: Final = {
+    **dict.fromkeys(
+        ("zookeeper.connect", "zookeeper.session.timeout.ms", "zookeeper.connection.timeout.ms"),
+        "a cluster runs KRaft (process.roles, controller.quorum.voters, "
+        "controller.listener.names; README: Running a cluster)",
+    ),
+    **dict.fromkeys(
+        ("controlled.shutdown.max.retries", "controlled.shutdown.retry.backoff.ms"),
+        "a KRaft broker's controlled shutdown goes through its heartbeats and waits at most "
+        "broker.session.timeout.ms",
+    ),
+}
 
 
 def _unknown_key(key: str) -> ConfigError:
+    instead = _REMOVED_WITH_ZOOKEEPER.get(key)
+    if instead is not None:
+        return ConfigError(f"{key}: ZooKeeper mode is gone, as in Kafka 4.0; {instead}", key)
     names = [*BROKER_CONFIGS, *(a for d in BROKER_CONFIGS.values() for a in d.aliases)]
     suggestion = closest(key, names)
     hint = f"; did you mean {suggestion}?" if suggestion else ""

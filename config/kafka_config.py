@@ -24,7 +24,6 @@ from tiercel.config.server_configs import SERVER_CONFIGS
 from tiercel.config.server_log_configs import SERVER_LOG_CONFIGS
 from tiercel.config.socket_server_configs import SOCKET_SERVER_CONFIGS
 from tiercel.config.transaction_configs import TRANSACTION_CONFIGS
-from tiercel.config.zk_configs import ZK_CONFIGS
 
 __all__ = ["BROKER_CONFIGS", "broker_synonyms", "canonical_broker_name"]
 
@@ -33,7 +32,6 @@ BROKER_CONFIGS: Final[Mapping[str, ConfigDef]] = {
     for group in (
         SERVER_CONFIGS,
         KRAFT_CONFIGS,
-        ZK_CONFIGS,
         SOCKET_SERVER_CONFIGS,
         SERVER_LOG_CONFIGS,
         CLEANER_CONFIGS,

@@ -1,9 +1,9 @@
 """KRaft definitions: Kafka's `KRaftConfigs` and the controller quorum's `QuorumConfig`.
 
 A node runs in KRaft mode when `process.roles` names a role (`broker`, `controller`, or
-both); without it Tiercel keeps the embedded metadata store (or ZooKeeper until KRaft
-replaces it). Defaults are Kafka 4.0's. The checks that relate these keys to the
-listeners and to each other are in `kraft_validation`.
+both); without it Tiercel runs a single node on the embedded metadata store. Defaults
+are Kafka 4.0's. The checks that relate these keys to the listeners and to each other
+are in `kraft_validation`.
 
 Part of the broker registry `kafka_config.BROKER_CONFIGS`; see `config_def` for the
 parsing and validation rules.

@@ -4,7 +4,7 @@ voters (Kafka's `QuorumConfig.parseVoterConnections`).
 
 - Every KRaft node: `controller.quorum.voters` names the quorum (the KIP-853 alternative,
   `controller.quorum.bootstrap.servers`, is not supported yet);
-  `controller.listener.names` is not empty; ZooKeeper is not set.
+  `controller.listener.names` is not empty.
 - A controller (alone or combined): its node id is a voter (with static voters); every
   controller listener name is one of its `listeners`, and at least one is there.
 - A controller alone: `listeners` holds controller listeners only.
@@ -86,12 +86,6 @@ def check_kraft(
         return
     if len(set(roles)) != len(roles):
         raise ConfigError(f"Configuration {_ROLES_KEY} names a role twice", _ROLES_KEY)
-    if values["zookeeper.connect"] is not None:
-        raise ConfigError(
-            f"zookeeper.connect cannot be set in KRaft mode ({_ROLES_KEY} is set): the "
-            "controller quorum keeps the cluster's metadata",
-            "zookeeper.connect",
-        )
     voter_ids = {v.node_id for v in parse_voters(_strings(values, _VOTERS_KEY))}
     if not voter_ids:
         raise ConfigError(

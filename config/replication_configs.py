@@ -24,6 +24,9 @@ REPLICATION_CONFIGS: Final[tuple[ConfigDef, ...]] = (
     ConfigDef("unclean.leader.election.enable", _B, False, None,
               "Let a replica outside the ISR become leader as a last resort, "
               "at the risk of losing data."),
+    ConfigDef("unclean.leader.election.interval.ms", _L, 300000, at_least(1),
+              "How often a KRaft controller checks for leaderless partitions whose topic "
+              "allows unclean leader election, and elects one of their live replicas."),
     ConfigDef("replica.high.watermark.checkpoint.interval.ms", _L, 5000, None,
               "How often high watermarks are written to the replication-offset checkpoint."),
     ConfigDef("replica.lag.time.max.ms", _L, 30000, None,

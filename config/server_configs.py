@@ -33,9 +33,5 @@ SERVER_CONFIGS: Final[tuple[ConfigDef, ...]] = (
               "Codec of stored batches; producer keeps whatever codec the producer used."),
     ConfigDef("controlled.shutdown.enable", _B, True, None,
               "Move partition leadership away before the broker shuts down."),
-    ConfigDef("controlled.shutdown.max.retries", _I, 3, at_least(1),
-              "Attempts a shutting-down broker makes to have its leadership moved away."),
-    ConfigDef("controlled.shutdown.retry.backoff.ms", _L, 5000, at_least(0),
-              "How long each controlled shutdown attempt waits for leadership to move."),
 )
 # fmt: on

@@ -1,16 +1,16 @@
 """BrokerServer: builds the broker's components, starts them in order, stops them cleanly.
 
-Start-up: log dirs and the metadata store first (ZooKeeper when zookeeper.connect is set,
-else the local store, which lives in the first log dir), the cluster id, then the logs
-(recovered if the last stop was not clean), the listeners (bound early so that port 0
-resolves before the broker registers its endpoints), the broker registration, the
-controller election, and finally the metadata listener, which gives this broker its
-partitions. Requests that arrive before that wait. When the ZooKeeper session expires,
-the broker registers again in the new one (the controller sees for itself that
-/controller went with the old session, and runs the election again).
+Start-up of a single node: log dirs and the embedded metadata store first (which lives
+in the first log dir), the cluster id, then the logs (recovered if the last stop was not
+clean), the listeners (bound early so that port 0 resolves before the broker registers
+its endpoints), the broker registration, the controller election, and finally the
+metadata listener, which gives this broker its partitions. Requests that arrive before
+that wait. A KRaft node's broker learns its metadata from the quorum instead
+(`KRaftBrokerMetadata`).
 
-Shutdown (SIGTERM/SIGINT): in a cluster, first a controlled shutdown (the controller
-moves this broker's leaderships away while it still serves its followers); then stop
+Shutdown (SIGTERM/SIGINT): in a KRaft cluster, first a controlled shutdown (the
+controller moves this broker's leaderships away while it still serves its followers,
+through the heartbeats); then stop
 accepting, answer waiting long polls and every request already received, close
 connections, resign as controller, flush and close the logs, write the checkpoints and
 the clean-shutdown marker.
@@ -33,7 +33,7 @@ from tiercel.config.log_config import LogConfig
 from tiercel.config.logging_setup import log_event
 from tiercel.server.add_partitions_to_txn_manager import AddPartitionsToTxnManager
 from tiercel.server.admin_manager import AdminManager
-from tiercel.server.controller.controlled_shutdown import ControlledShutdown
+from tiercel.server.assignments_manager import AssignmentsManager
 from tiercel.server.controller.controller import Controller
 from tiercel.server.coordinator.group.group_config import GroupCoordinatorConfig
 from tiercel.server.coordinator.group.group_coordinator import GroupCoordinator
@@ -50,7 +50,11 @@ from tiercel.server.coordinator.transaction.transaction_state_manager import (
 )
 from tiercel.server.handlers.add_partitions_to_txn import verify_partitions
 from tiercel.server.kafka_apis import KafkaApis
-from tiercel.server.kraft_broker_metadata import KRaftBrokerMetadata, KRaftLogDirEvents
+from tiercel.server.kraft_broker_metadata import (
+    DirectoryAssignmentPublisher,
+    KRaftBrokerMetadata,
+    KRaftLogDirEvents,
+)
 from tiercel.server.log_dir_failure_handler import LogDirFailureHandler, StoreLogDirEvents
 from tiercel.server.metadata import zk_data as zk
 from tiercel.server.metadata.broker_metadata_publisher import BrokerMetadataPublisher
@@ -59,11 +63,9 @@ from tiercel.server.metadata.metadata_cache import MetadataCache, TopicMetadata
 from tiercel.server.metadata.metadata_listener import MetadataListener
 from tiercel.server.metadata.store import (
     MetadataStore,
-    MetadataStoreError,
     NodeExistsError,
     NoNodeError,
 )
-from tiercel.server.metadata.zk_store import ZooKeeperMetadataStore
 from tiercel.server.network.connection import Buffer, Connection
 from tiercel.server.network.socket_server import SocketServer
 from tiercel.server.remote_log_wiring import start_remote_log_manager
@@ -75,9 +77,6 @@ from tiercel.storage.meta_properties import MetaProperties
 from tiercel.storage.scheduler import Scheduler
 
 _log: Final = logging.getLogger("tiercel.broker")
-# Between tries to register: again after a new ZooKeeper session, or while a registration
-# left by a dead broker's session waits to expire.
-_REGISTRATION_RETRY_S: Final = 0.25
 
 
 class BrokerServer:
@@ -100,7 +99,7 @@ class BrokerServer:
         self._stopping = asyncio.Event()
         self._topic_overrides: dict[str, dict[str, str]] = {}
         self._apis: KafkaApis | None = None
-        self._reregistration: asyncio.Task[None] | None = None
+        self._assignments_manager: AssignmentsManager | None = None
 
     def log_config_for(self, topic: str) -> LogConfig:
         return LogConfig.from_overrides(self.config, self._topic_overrides.get(topic, {}))
@@ -124,7 +123,7 @@ class BrokerServer:
             os.makedirs(path, exist_ok=True)
         store: MetadataStore | None = None
         if kraft is None:
-            store = self.store = _metadata_store(config)
+            store = self.store = LocalMetadataStore(config.log_dirs[0])
             await store.start()
             await self._ensure_persistent_paths()
             cluster_id = await self._cluster_id()
@@ -235,7 +234,6 @@ class BrokerServer:
         """Register in the store, start the controller election, follow the store."""
         config = self.config
         await self._register_broker()
-        store.add_session_listener(self._on_new_session)
         self.log_dir_failure_handler = LogDirFailureHandler(
             config.node_id, self.log_manager, self.replica_manager, StoreLogDirEvents(store)
         )
@@ -248,7 +246,16 @@ class BrokerServer:
     async def _start_kraft_metadata(self, kraft: KRaftBrokerMetadata) -> None:
         """Publish the metadata log's images here, then register with the controller
         and wait until caught up and unfenced (Kafka's BrokerServer.startup)."""
+        # Replicas placed in log dirs the metadata does not name yet go to the
+        # controller (KIP-858; Kafka's BrokerServer wires the AssignmentsManager in as
+        # ReplicaManager's DirectoryEventHandler).
+        assignments = self._assignments_manager = kraft.assignments_manager()
+        self.replica_manager.directory_ids = kraft.log_dir_ids
+        self.replica_manager.directory_event_handler = assignments.on_assignment
         kraft.loader.install_publisher(BrokerMetadataPublisher(self.cache, self._on_topic))
+        kraft.loader.install_publisher(
+            DirectoryAssignmentPublisher(self.config.node_id, self.replica_manager)
+        )
         kraft.start_loading()
         self.log_dir_failure_handler = LogDirFailureHandler(
             self.config.node_id,
@@ -320,63 +327,20 @@ class BrokerServer:
         return endpoints
 
     async def _register_broker(self) -> None:
-        """Create this broker's ephemeral registration.
-
-        A registration left by a broker that died without closing its ZooKeeper session
-        stays until that session expires: wait that long for it to go (a restart after a
-        crash), then fail, since a live broker with this node.id holds it.
-        """
+        """Create this broker's registration (ephemeral: the local store drops it with
+        the session at the next start)."""
         node_id = self.config.node_id
         registration = zk.BrokerRegistration(node_id, tuple(self._advertised_endpoints()))
-        path = zk.broker_path(node_id)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + _stale_session_wait_s(self.config)
-        while True:
-            try:
-                await self.store.create(path, registration.encode(), ephemeral=True)
-                return
-            except NodeExistsError as e:
-                stat = await self.store.exists(path)
-                if stat is not None and loop.time() >= deadline:
-                    raise RuntimeError(
-                        f"node.id {node_id} is already registered at {path} by another "
-                        f"broker (ZooKeeper session {stat.ephemeral_owner:#x}); "
-                        "node.id must be unique in the cluster"
-                    ) from e
-            await asyncio.sleep(_REGISTRATION_RETRY_S)
-
-    async def _on_new_session(self) -> None:
-        """The store's session expired and took the registration: register again, and
-        keep trying in the background if that fails."""
-        log_event(_log, logging.WARNING, "broker_reregistering", node_id=self.config.node_id)
-        try:
-            await self._register_broker()
-        except (MetadataStoreError, RuntimeError) as e:
-            log_event(_log, logging.ERROR, "broker_registration_failed", reason=str(e))
-            if self._reregistration is None or self._reregistration.done():
-                self._reregistration = asyncio.get_running_loop().create_task(
-                    self._register_until_done(), name="broker-registration"
-                )
-
-    async def _register_until_done(self) -> None:
-        while True:
-            await asyncio.sleep(_REGISTRATION_RETRY_S)
-            try:
-                await self._register_broker()
-                return
-            except (MetadataStoreError, RuntimeError) as e:
-                log_event(_log, logging.ERROR, "broker_registration_failed", reason=str(e))
+        await self.store.create(zk.broker_path(node_id), registration.encode(), ephemeral=True)
 
     async def shutdown(self) -> None:
         log_event(_log, logging.INFO, "broker_stopping", node_id=self.config.node_id)
         kraft = self._kraft
-        if kraft is not None:
-            if self.config.controlled_shutdown_enable:
-                await kraft.controlled_shutdown(self.config.broker_session_timeout_ms / 1000)
-        elif self.config.controlled_shutdown_enable and self.config.zookeeper_connect is not None:
-            # With the local store no other broker can take over: nothing to wait for.
-            await ControlledShutdown(self.config, self.store, self.cache).run()
+        if kraft is not None and self.config.controlled_shutdown_enable:
+            await kraft.controlled_shutdown(self.config.broker_session_timeout_ms / 1000)
         await self.log_dir_failure_handler.shutdown()
+        if self._assignments_manager is not None:
+            await self._assignments_manager.close()
         self.replica_manager.shutdown()
         if self.replica_manager.add_partitions_to_txn_manager is not None:
             await self.replica_manager.add_partitions_to_txn_manager.shutdown()
@@ -386,8 +350,6 @@ class BrokerServer:
         await self.group_coordinator.shutdown()
         self.cache.close()
         await self.socket_server.shutdown()
-        if self._reregistration is not None:
-            self._reregistration.cancel()
         if kraft is None:
             await self.listener.stop()
             assert self.controller is not None
@@ -427,24 +389,6 @@ def _present(store: MetadataStore | None) -> MetadataStore:
     """The store of a broker that is not a KRaft node's."""
     assert store is not None
     return store
-
-
-def _metadata_store(config: BrokerConfig) -> MetadataStore:
-    if config.zookeeper_connect is None:
-        return LocalMetadataStore(config.log_dirs[0])
-    return ZooKeeperMetadataStore(
-        config.zookeeper_connect,
-        session_timeout_ms=config.zookeeper_session_timeout_ms,
-        connection_timeout_ms=config.zookeeper_connection_timeout_ms,
-    )
-
-
-def _stale_session_wait_s(config: BrokerConfig) -> float:
-    """How long a registration can outlive its broker: ZooKeeper expires a session within
-    its timeout and a tick or two; the local store keeps no session of a dead broker."""
-    if config.zookeeper_connect is None:
-        return 0.0
-    return config.zookeeper_session_timeout_ms / 1000 + 2.0
 
 
 def _cluster_id_from_log_dirs(log_dirs: list[str]) -> str | None:

@@ -13,11 +13,12 @@ so that the forwarding broker sends it again to the active controller.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, NoReturn
 
 from tiercel.config.broker_config import BrokerConfig, Listener
 from tiercel.config.config_def import ConfigError
+from tiercel.config.log_config_validator import validate_topic_configs
 from tiercel.config.logging_setup import log_event
 from tiercel.protocol.entities import (
     build_entity,
@@ -65,6 +66,7 @@ def quorum_controller_config(config: BrokerConfig, cluster_id: str) -> QuorumCon
         delete_topic_enable=config.delete_topic_enable,
         max_partitions=config.max_partitions,
         unclean_leader_election_enable=config.unclean_leader_election_enable,
+        unclean_leader_election_check_interval_ms=config.unclean_leader_election_interval_ms,
         leader_imbalance_check_interval_ms=(
             config.leader_imbalance_check_interval_seconds * 1000 if rebalance else None
         ),
@@ -72,7 +74,20 @@ def quorum_controller_config(config: BrokerConfig, cluster_id: str) -> QuorumCon
         snapshot_max_new_record_bytes=config.metadata_log_max_record_bytes_between_snapshots,
         snapshot_max_interval_ms=config.metadata_log_max_snapshot_interval_ms,
         validate_broker_configs=_validate_broker_configs,
+        # KIP-405's rules judged with this node's defaults and its
+        # remote.log.storage.system.enable, as Kafka's ControllerConfigurationValidator
+        # calls LogConfig.validate.
+        validate_topic_configs=_topic_config_validator(config),
     )
+
+
+def _topic_config_validator(
+    config: BrokerConfig,
+) -> Callable[[Mapping[str, str], Mapping[str, str]], None]:
+    def validate(new: Mapping[str, str], existing: Mapping[str, str]) -> None:
+        validate_topic_configs(config, new, existing)
+
+    return validate
 
 
 def _validate_broker_configs(configs: Mapping[str, str]) -> None:

@@ -6,8 +6,10 @@ on a combined node): the `MetadataLoader` publishes each image through the
 `BrokerMetadataPublisher` to the metadata cache and ReplicaManager. It tells the active
 controller, over channels that follow the Raft leader to its endpoint on the controller
 listener: registration and heartbeats (`BrokerLifecycleManager`), ISR changes
-(AlterPartition), producer id blocks, its own topic creations, and the admin requests
-clients send it (Envelope).
+(AlterPartition), producer id blocks, its own topic creations, the admin requests
+clients send it (Envelope), and which log dir holds each of its replicas
+(AssignReplicasToDirs through the `AssignmentsManager`, which
+`DirectoryAssignmentPublisher` feeds from each metadata delta: KIP-858).
 
 Start-up, as Kafka's BrokerServer.startup: register once the listeners are bound;
 wait until the controller says the broker caught up with the metadata log and the
@@ -17,6 +19,7 @@ loader has published what it caught up to; then ask to be unfenced and wait for 
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
@@ -26,6 +29,7 @@ from tiercel.protocol.metadata.metadata_version import (
     LATEST_PRODUCTION,
     MINIMUM_VERSION,
 )
+from tiercel.server.assignments_manager import AssignmentsManager
 from tiercel.server.broker_lifecycle_manager import (
     BrokerLifecycleManager,
     LifecycleConfig,
@@ -34,6 +38,8 @@ from tiercel.server.broker_lifecycle_manager import (
 from tiercel.server.controller_topic_creator import ControllerTopicCreator
 from tiercel.server.coordinator.transaction.rpc_producer_id_manager import RpcProducerIdManager
 from tiercel.server.forwarding_manager import ForwardingManager
+from tiercel.server.metadata.image.metadata_delta import MetadataDelta
+from tiercel.server.metadata.image.metadata_image import MetadataImage
 from tiercel.server.metadata.log_dir_event import LogDirEvent
 from tiercel.server.metadata.metadata_cache import MetadataCache
 from tiercel.server.metadata.metadata_loader import MetadataLoader
@@ -44,17 +50,20 @@ from tiercel.server.node_to_controller_channel import (
     NodeToControllerChannel,
 )
 from tiercel.server.raft.kafka_raft_client import KafkaRaftClient
+from tiercel.server.replica_manager import ReplicaManager
 from tiercel.server.replication.default_alter_partition_manager import (
     DefaultAlterPartitionManager,
 )
 
-__all__ = ["KRaftBrokerMetadata", "KRaftLogDirEvents"]
+__all__ = ["DirectoryAssignmentPublisher", "KRaftBrokerMetadata", "KRaftLogDirEvents"]
 
 # Kafka's security protocol ids (SecurityProtocol.id); only PLAINTEXT until security.
 _SECURITY_PROTOCOL_IDS: Final = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 # How long the broker's own requests to the controller keep trying (Kafka's
 # NodeToControllerChannelManager retry timeouts are the request's, at most this).
 _CONTROLLER_RETRY_TIMEOUT_S: Final = 30.0
+# Kafka's BrokerServer gives the directory-assignments channel a minute.
+_ASSIGNMENTS_RETRY_TIMEOUT_S: Final = 60.0
 
 
 class KRaftBrokerMetadata:
@@ -72,7 +81,8 @@ class KRaftBrokerMetadata:
         self._cluster_id = cluster_id
         self._raft = raft
         self.loader = loader
-        self.log_dir_ids = dict(log_dir_ids)
+        # By absolute path, as the LogManager names its dirs and a log its parent dir.
+        self.log_dir_ids = {os.path.abspath(d): i for d, i in log_dir_ids.items()}
         self._voters = {
             v.node_id: ControllerInformation(v.node_id, v.host, v.port)
             for v in config.quorum_voters
@@ -141,6 +151,16 @@ class KRaftBrokerMetadata:
             _CONTROLLER_RETRY_TIMEOUT_S,
         )
 
+    def assignments_manager(self) -> AssignmentsManager:
+        """Sends where this broker's replicas are; the image gives the broker epoch and
+        what is still a replica here (Kafka's BrokerServer builds it alike)."""
+        return AssignmentsManager(
+            self._config.node_id,
+            self._channel("directory-assignments"),
+            lambda: self.loader.image,
+            _ASSIGNMENTS_RETRY_TIMEOUT_S,
+        )
+
     def forwarding_manager(self) -> ForwardingManager:
         return ForwardingManager(self._channel("forwarding"), _CONTROLLER_RETRY_TIMEOUT_S)
 
@@ -183,6 +203,28 @@ class KRaftBrokerMetadata:
         await self.lifecycle.close()
         for channel in self._channels:
             channel.close()
+
+
+class DirectoryAssignmentPublisher:
+    """After `BrokerMetadataPublisher` has made the replicas of an image: the
+    directories the delta set or changed for this broker's replicas go to
+    ReplicaManager, which queues an assignment for each log found elsewhere (Kafka's
+    ReplicaManager.applyDelta does it last, from metadata.version 3.7-IV2, the first
+    with directory assignment). Event-loop only."""
+
+    name = "DirectoryAssignmentPublisher"
+
+    def __init__(self, node_id: int, replica_manager: ReplicaManager) -> None:
+        self._node_id = node_id
+        self._replica_manager = replica_manager
+
+    async def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        topics = delta.topics_delta
+        version = image.features.metadata_version
+        if topics is None or version is None or not version.is_directory_assignment_supported():
+            return
+        changes = topics.local_changes(self._node_id)
+        self._replica_manager.maybe_update_topic_assignments(changes.directory_ids)
 
 
 class KRaftLogDirEvents:

@@ -492,7 +492,7 @@ def create_topic_based_rlmm(
     # live brokers would give the first one to start a topic of one replica for good.
     # As Kafka's TopicBasedRemoteLogMetadataManager.createTopic, a cluster retries the
     # creation (remote.log.metadata.initialization.retry.*) until enough brokers are
-    # alive; the single-node broker (no ZooKeeper) caps, so that it tiers out of the box.
+    # alive; the single node (not a KRaft node) caps, so that it tiers out of the box.
     topic = BrokerRemoteLogMetadataTopic(
         node_id,
         replicas,
@@ -500,7 +500,7 @@ def create_topic_based_rlmm(
         admin,
         client_factory,
         rlmm_config,
-        cap_replication_factor=config.zookeeper_connect is None,
+        cap_replication_factor=not config.kraft_mode,
     )
     return TopicBasedRemoteLogMetadataManager(
         topic, rlmm_config, snapshot_dir_for(config.log_dirs[0])

@@ -18,6 +18,7 @@ import contextlib
 import functools
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Final
@@ -83,7 +84,7 @@ from tiercel.storage.log_values import (
 )
 from tiercel.storage.producer_append_info import AppendOrigin
 from tiercel.storage.scheduler import Scheduler
-from tiercel.storage.topic_partition import TopicPartition
+from tiercel.storage.topic_partition import TopicIdPartition, TopicPartition
 from tiercel.storage.verification_guard import SENTINEL, VerificationGuard
 
 _log: Final = logging.getLogger("tiercel.replica_manager")
@@ -93,6 +94,10 @@ LogConfigFor = Callable[[str], LogConfig]
 # state, (partition, None) when it stops leading it; the group coordinator follows the
 # leadership of __consumer_offsets this way (Kafka's onLeadershipChange callback).
 LeadershipListener = Callable[[TopicPartition, int | None], None]
+# Told (partition, the directory id of the log dir holding this broker's log of it,
+# why) when the metadata places it elsewhere: Kafka's DirectoryEventHandler
+# handleAssignment, which a KRaft broker points at its AssignmentsManager (KIP-858).
+AssignmentHandler = Callable[[TopicIdPartition, uuid.UUID, str], None]
 # Kafka's Topic.isInternal: clients cannot produce to these, only coordinators.
 INTERNAL_TOPICS: Final = frozenset({"__consumer_offsets", "__transaction_state"})
 # Decompressing this much to validate a batch is fine on the event loop (about a
@@ -170,6 +175,10 @@ class ReplicaManager:
         # Asks transaction coordinators to verify first transactional writes (KIP-890);
         # set by the broker once its transaction coordinator exists.
         self.add_partitions_to_txn_manager: AddPartitionsToTxnManager | None = None
+        # A KRaft broker's log dirs by directory.id (meta.properties) and where their
+        # replicas' placements go (KIP-858); set by the broker of a KRaft node.
+        self.directory_ids: Mapping[str, uuid.UUID] = {}
+        self.directory_event_handler: AssignmentHandler | None = None
 
     @property
     def closed(self) -> bool:
@@ -316,6 +325,25 @@ class ReplicaManager:
             log_event(
                 _log, logging.INFO, "topic_replicas_deleted", topic=name, partitions=len(doomed)
             )
+
+    def maybe_update_topic_assignments(
+        self, assigned: Mapping[TopicIdPartition, uuid.UUID]
+    ) -> None:
+        """For each partition whose directory a metadata delta set (a new replica) or
+        changed: if this broker's log of it is in another log dir — UNASSIGNED, as the
+        controller places a new replica on a broker with several dirs, included — tell
+        the controller where it is (Kafka's ReplicaManager.applyDelta, with
+        maybeUpdateTopicAssignment)."""
+        handler = self.directory_event_handler
+        if handler is None:
+            return
+        for partition, directory_id in assigned.items():
+            log = self._log_manager.get_log(partition.topic_partition)
+            if log is None:
+                continue  # not hosted here, or its dir failed
+            actual = self.directory_ids.get(log.parent_dir)
+            if actual is not None and actual != directory_id:
+                handler(partition, actual, "Applying metadata delta")
 
     def delete_stray_logs(self) -> int:
         """Once the metadata is loaded: delete local logs of partitions no topic assigns

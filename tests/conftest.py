@@ -9,11 +9,9 @@ import pytest
 
 from support.broker import BrokerProcess, assert_no_unexpected_errors
 
-# ZooKeeper fixtures: zookeeper, zk_connect, zookeeper_factory; clusters: cluster,
-# cluster_factory; S3 (moto): moto_s3_endpoint, aws_test_credentials, s3_bucket,
-# moto_server_factory; Spark: spark (one session for the run).
+# KRaft clusters: cluster, cluster_factory; S3 (moto): moto_s3_endpoint,
+# aws_test_credentials, s3_bucket, moto_server_factory; Spark: spark (one session).
 pytest_plugins = [
-    "support.zookeeper",
     "support.cluster",
     "support.moto_server",
     "support.spark",

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Installs the system tools the test-suite drives when they are missing: kcat, ZooKeeper
-# (the Debian package: /usr/share/java/zookeeper.jar, /etc/zookeeper/conf and a JRE; the
-# cluster tests start it themselves, no service is enabled) and docker-compose (only its
-# `config` command runs: it validates docker/docker-compose.yml, no Docker engine needed).
+# Installs the system tools the test-suite drives when they are missing: kcat, a Java
+# runtime (Spark's, for the PySpark reader tests; Debian's default-jre-headless) and
+# docker-compose (only its `config` command runs: it validates docker/docker-compose.yml,
+# no Docker engine needed). Clusters are KRaft: no ZooKeeper.
 # Runs as part of `make test`; harmless when everything is already there.
 #
 # Each package is installed on its own, so a failure names the package; the package
@@ -11,10 +11,7 @@
 set -uo pipefail
 need=()
 command -v kcat >/dev/null 2>&1 || need+=(kcat)
-if ! command -v java >/dev/null 2>&1 || [ ! -f /usr/share/java/zookeeper.jar ] \
-  || [ ! -d /etc/zookeeper/conf ]; then
-  need+=(zookeeper)
-fi
+command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
 command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
 [ ${#need[@]} -eq 0 ] && exit 0
 
@@ -46,6 +43,6 @@ for package in "${need[@]}"; do
 done
 if [ ${#failed[@]} -gt 0 ]; then
   echo "install-services: FAILED to install: ${failed[*]} (the tests that need them fail" \
-    "under CI and are skipped otherwise; the cluster tests fail without zookeeper)" >&2
+    "under CI and are skipped otherwise; the Spark tests fail without a Java runtime)" >&2
   exit 1
 fi

@@ -3,8 +3,9 @@ IncrementalAlterConfigs and the legacy AlterConfigs written as ConfigRecords, on
 key, a null value deleting the key.
 
 Validation is Kafka's ``validateAlterConfig``: the resource's whole resulting config is
-checked (topic keys against Tiercel's topic config definitions, `validate_topic_overrides`;
-broker keys by the validator the controller is given), then the resource must exist
+checked (a topic's and a broker's by the validators the node gives the controller: for
+topics `log_config_validator`, with the node's defaults and tiering rules), then the
+resource must exist
 (UNKNOWN_TOPIC_OR_PARTITION for a topic that does not). Each resource succeeds or fails
 on its own; a failed one writes nothing.
 """
@@ -17,7 +18,6 @@ from dataclasses import dataclass
 from typing import Final
 
 from tiercel.config.config_def import ConfigError, ConfigType
-from tiercel.config.log_config import validate_topic_overrides
 from tiercel.config.topic_configs import TOPIC_CONFIGS
 from tiercel.protocol.errors import InvalidConfigError, InvalidRequestError, KafkaError
 from tiercel.protocol.metadata.config_records import ConfigRecord
@@ -59,20 +59,24 @@ class ConfigResource:
 
 
 BrokerConfigValidator = Callable[[Mapping[str, str]], None]
+# A topic's whole new config and its existing one (turning tiering off is judged by both).
+TopicConfigValidator = Callable[[Mapping[str, str], Mapping[str, str]], None]
 ResourceExists = Callable[[ConfigResource], None]
 
 
 class ConfigurationControlManager:
-    """Event-loop only. ``validate_broker_configs`` raises ConfigError for a broker
-    resource's config it refuses; ``existence_checker`` raises the KafkaError for a
-    resource that does not exist."""
+    """Event-loop only. ``validate_broker_configs`` and ``validate_topic_configs`` raise
+    ConfigError for a broker or topic resource's config they refuse;
+    ``existence_checker`` raises the KafkaError for a resource that does not exist."""
 
     def __init__(
         self,
         validate_broker_configs: BrokerConfigValidator,
+        validate_topic_configs: TopicConfigValidator,
         default_unclean_leader_election: bool,
     ) -> None:
         self._validate_broker_configs = validate_broker_configs
+        self._validate_topic_configs = validate_topic_configs
         self._default_unclean = default_unclean_leader_election
         self.existence_checker: ResourceExists = lambda resource: None
         self._configs: dict[ConfigResource, dict[str, str]] = {}
@@ -151,7 +155,8 @@ class ConfigurationControlManager:
         replace_all: bool,
         newly_created: bool,
     ) -> None:
-        merged = {} if replace_all else dict(self._configs.get(resource, {}))
+        existing = self._configs.get(resource, {})
+        merged = {} if replace_all else dict(existing)
         for item in records:
             record = item.message
             assert isinstance(record, ConfigRecord)
@@ -161,7 +166,7 @@ class ConfigurationControlManager:
                 merged[record.name] = record.value
         try:
             if resource.type == ConfigResourceType.TOPIC:
-                validate_topic_overrides(merged)
+                self._validate_topic_configs(merged, existing)
             else:
                 _check_broker_name(resource.name)
                 self._validate_broker_configs(merged)

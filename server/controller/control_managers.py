@@ -61,7 +61,9 @@ class ControlManagers:
         )
         self.cluster.set_feature_control(self.feature)
         self.configuration = ConfigurationControlManager(
-            config.validate_broker_configs, config.unclean_leader_election_enable
+            config.validate_broker_configs,
+            config.validate_topic_configs,
+            config.unclean_leader_election_enable,
         )
         self.configuration.existence_checker = self._check_config_resource_exists
         self.replication = ReplicationControlManager(self.cluster, self.feature, self.configuration)

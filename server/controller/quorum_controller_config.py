@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from tiercel.config.log_config import validate_topic_overrides
 from tiercel.server.controller.feature_control_manager import (
     VersionRange,
     default_feature_map,
@@ -18,11 +19,20 @@ def _accept_any(configs: Mapping[str, str]) -> None:
     """Broker configs are accepted as given unless the node supplies a validator."""
 
 
+def _topic_keys_only(configs: Mapping[str, str], existing: Mapping[str, str]) -> None:
+    """Topic configs are checked key by key unless the node supplies a validator that
+    knows its broker defaults too."""
+    validate_topic_overrides(configs)
+
+
 @dataclass(frozen=True, slots=True)
 class QuorumControllerConfig:
     """``validate_broker_configs`` raises ConfigError for a BROKER resource's dynamic
-    config the node refuses (Kafka's ``ControllerConfigurationValidator``); the others
-    are Kafka's settings of the same names."""
+    config the node refuses, ``validate_topic_configs`` for a TOPIC's new config given
+    its existing one (Kafka's ``ControllerConfigurationValidator``, whose topic check is
+    ``LogConfig.validate`` with the controller's own defaults and
+    remote.log.storage.system.enable); the others are Kafka's settings of the same
+    names."""
 
     node_id: int
     cluster_id: str
@@ -51,3 +61,6 @@ class QuorumControllerConfig:
     snapshot_max_interval_ms: int = 60 * 60 * 1000
     supported_features: Mapping[str, VersionRange] = field(default_factory=default_feature_map)
     validate_broker_configs: Callable[[Mapping[str, str]], None] = _accept_any
+    validate_topic_configs: Callable[[Mapping[str, str], Mapping[str, str]], None] = (
+        _topic_keys_only
+    )

@@ -8,7 +8,10 @@ log config.
 Alive brokers are the registered, unfenced ones (Kafka's KRaftMetadataCache
 getAliveBrokers); those in a controlled shutdown are listed as shutting down, so that
 no ISR waits for them (KIP-841). The controller id clients see is one of the alive
-brokers, which forwards what only the controller handles.
+brokers, which forwards what only the controller handles. A replica in a directory its
+broker no longer lists online (KIP-858) is offline in Metadata answers (Kafka's
+KRaftMetadataCache.getOfflineReplicas): every partition's replicas are looked at again
+when a registration changed, a changed topic's otherwise.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from tiercel.server.metadata.image.topics_image import TopicImage
 from tiercel.server.metadata.metadata_cache import MetadataCache, TopicMetadata
 from tiercel.server.metadata.zk_data import BrokerRegistration as CachedBroker
 from tiercel.server.partition import PartitionState
+from tiercel.storage.topic_partition import TopicPartition
 
 __all__ = ["BrokerMetadataPublisher", "topic_metadata"]
 
@@ -51,8 +55,15 @@ class BrokerMetadataPublisher:
                 # forwards them: the "controller" is a random alive broker (Kafka's
                 # KRaftMetadataCache.getControllerId, getRandomAliveBrokerId).
                 self._cache.set_controller(random.choice(sorted(alive)) if alive else -1)
+            self._cache.offline_replicas = {
+                tp: replicas
+                for topic in image.topics.topics_by_id.values()
+                for tp, replicas in _replicas_in_offline_dirs(topic, image).items()
+            }
         for name in sorted(_changed_topic_names(delta)):
             topic = image.topics.topics_by_name.get(name)
+            if delta.cluster_delta is None:
+                self._update_offline_replicas(name, topic, image)
             if topic is None:
                 if self._cache.remove_topic(name) is not None:
                     await self._on_topic(name, None)
@@ -60,6 +71,36 @@ class BrokerMetadataPublisher:
             metadata = topic_metadata(topic, image)
             self._cache.put_topic(metadata)
             await self._on_topic(name, metadata)
+
+    def _update_offline_replicas(
+        self, name: str, topic: TopicImage | None, image: MetadataImage
+    ) -> None:
+        offline = self._cache.offline_replicas
+        for tp in [tp for tp in offline if tp.topic == name]:  # few: offline ones only
+            del offline[tp]
+        if topic is not None:
+            offline.update(_replicas_in_offline_dirs(topic, image))
+
+
+def _replicas_in_offline_dirs(
+    topic: TopicImage, image: MetadataImage
+) -> dict[TopicPartition, frozenset[int]]:
+    """The partitions with replicas of registered brokers in directories those brokers
+    do not list online (Kafka's isReplicaInOfflineDir); the handler adds the brokers
+    that are not alive."""
+    brokers = image.cluster.brokers
+    offline = {}
+    for partition_id, registration in topic.partitions.items():
+        replicas = frozenset(
+            replica
+            for replica, directory in zip(
+                registration.replicas, registration.directories, strict=True
+            )
+            if (broker := brokers.get(replica)) is not None and not broker.has_online_dir(directory)
+        )
+        if replicas:
+            offline[TopicPartition(topic.name, partition_id)] = replicas
+    return offline
 
 
 def topic_metadata(topic: TopicImage, image: MetadataImage) -> TopicMetadata:

@@ -1,11 +1,12 @@
 """The MetadataStore interface: a tree of versioned nodes modelled on ZooKeeper.
 
-Topic and partition metadata (assignments, leader / leader epoch / ISR, topic configs, broker
-registrations, controller election) goes through this one interface so the controller and the
-brokers run unchanged on the embedded local store and on ZooKeeper. Callers use Kafka's
-ZooKeeper layout (/brokers/ids/<id>, /brokers/topics/<topic>/partitions/<p>/state,
-/config/topics/<topic>, /controller, /controller_epoch, /admin/delete_topics/<topic>,
-/cluster/id); the store itself gives paths no meaning.
+A single node without `process.roles` keeps its topic and partition metadata
+(assignments, leader / leader epoch / ISR, topic configs, its registration, controller
+election) in the embedded local store through this interface; KRaft nodes keep theirs in
+the metadata log instead. Callers use Kafka's ZooKeeper-era layout (/brokers/ids/<id>,
+/brokers/topics/<topic>/partitions/<p>/state, /config/topics/<topic>, /controller,
+/controller_epoch, /admin/delete_topics/<topic>, /cluster/id); the store itself gives
+paths no meaning.
 
 Semantics follow ZooKeeper's: absolute '/'-separated paths, a root '/' that always exists,
 a data version that starts at 0 on create and grows by one on every set, conditional writes

@@ -1,26 +1,24 @@
-"""Replication figures of a three-broker cluster: acks=all throughput with RF=3 against
-RF=1, and failover time after the leader is SIGKILLed.
+"""Replication figures of a three-node KRaft cluster: acks=all throughput with RF=3
+against RF=1, and failover time after the leader is SIGKILLed.
 
     .venv/bin/python tests/bench/cluster.py [--mb 100] [--rounds 3] [--failovers 3]
-        [--session-timeout-ms MS] [--tick-time-ms 2000]
+        [--session-timeout-ms MS]
 
-ZooKeeper (Debian package) and three brokers run as child processes started from
-config/cluster/broker-{1,2,3}.yaml exactly as the tests start them (tests/support/
-cluster.py), with asyncio debug mode off. ZooKeeper runs with its default tickTime (2 s)
-unless ``--tick-time-ms`` says otherwise, since it expires sessions on tick boundaries;
-the brokers use the session timeout of their config files unless
-``--session-timeout-ms`` overrides it.
+Three combined nodes run as child processes started from config/kraft/node-{1,2,3}.yaml
+exactly as the tests start them (tests/support/cluster.py), with asyncio debug mode off;
+they use the broker.session.timeout.ms of their config files (9 s, Kafka's default)
+unless ``--session-timeout-ms`` overrides it.
 
 Throughput: librdkafka produces ``--mb`` MB of 1 KB values with acks=all to a
 one-partition topic with replication factor 1, then to one with replication factor 3
 (min.insync.replicas=2), alternating for ``--rounds`` rounds; prints the medians and the
 ratio. Failover: an idempotent acks=all producer streams into an RF=3 partition; the
 leader's broker is SIGKILLed, and the time until the producer's first acknowledgement
-after the kill is the failover time. Most of it is the old leader's ZooKeeper session
-expiring, which the controller waits for: between ``zookeeper.session.timeout.ms`` minus
-kazoo's ping interval (a third of it) and that timeout plus one tickTime after the kill.
-The killed broker is restarted and rejoins the ISR before the next round. Not part of
-`make test`.
+after the kill is the failover time. Most of it is the old leader's session expiring,
+which the active controller waits for: between broker.session.timeout.ms minus the
+heartbeat interval and that timeout after the kill. The killed node is never the
+active controller (tests/bench/kraft_failover.py measures that case). It is restarted
+and rejoins the ISR before the next round. Not part of `make test`.
 """
 
 from __future__ import annotations
@@ -38,7 +36,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from support.cluster import ClusterProcess
 from support.sequence_producer import SequenceProducer
-from support.zookeeper import ZooKeeperServer
 
 VALUE_BYTES = 1024
 
@@ -95,9 +92,15 @@ def failover(cluster: ClusterProcess, rounds: int) -> None:
     cluster.create_topic("failover", replication_factor=3, config={"min.insync.replicas": "2"})
     times = []
     for round_ in range(rounds):
+        leader = cluster.leader_of("failover", 0)
+        if leader == cluster.wait_for_controller():
+            elected = [n for n in cluster.brokers if n != leader]
+            cluster.restart(leader)  # its controlled shutdown moves the leadership
+            cluster.wait_until_isr("failover", 0, cluster.brokers, timeout=120)
+            leader = cluster.leader_of("failover", 0)
+            assert leader in elected
         producer = SequenceProducer(cluster.bootstrap(), "failover").start()
         producer.wait_for_acks(1000)
-        leader = cluster.leader_of("failover", 0)
         cluster.kill(leader)
         killed_at = time.monotonic()
         producer.wait_for(
@@ -123,22 +126,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--failovers", type=int, default=3)
     parser.add_argument("--session-timeout-ms", type=int, default=None)
-    parser.add_argument("--tick-time-ms", type=int, default=2000)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="tiercel-bench-cluster-") as tmp:
-        directory = Path(tmp)
-        zookeeper = ZooKeeperServer(directory / "zookeeper", args.tick_time_ms).start()
         overrides = {}
         if args.session_timeout_ms is not None:
-            overrides["zookeeper.session.timeout.ms"] = args.session_timeout_ms
-        cluster = ClusterProcess(
-            directory / "cluster",
-            zookeeper,
-            "/bench",
-            overrides=overrides,
-        )
-        for broker in cluster.brokers.values():
-            broker.asyncio_debug = False
+            overrides["broker.session.timeout.ms"] = args.session_timeout_ms
+        cluster = ClusterProcess(Path(tmp) / "cluster", overrides=overrides)
+        for node in cluster.nodes.values():
+            node.asyncio_debug = False
         try:
             cluster.start()
             if args.rounds:
@@ -147,7 +142,6 @@ def main() -> None:
                 failover(cluster, args.failovers)
         finally:
             cluster.close()
-            zookeeper.stop()
 
 
 if __name__ == "__main__":

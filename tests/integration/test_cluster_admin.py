@@ -1,20 +1,22 @@
-"""Cluster administration: a real ZooKeeper and three broker processes.
+"""Cluster administration: three combined KRaft nodes (tests/support/cluster.py).
 
-One broker is elected controller and every broker names it in Metadata and
-DescribeCluster; topics created from a broker that is not the controller get replicas
-and leaders spread over the cluster; DeleteTopics removes the partition directories on
+One node is the active controller and every broker names it in DescribeQuorum, while
+Metadata and DescribeCluster name an alive broker as the controller (Kafka's
+KRaftMetadataCache: clients send admin requests to any broker, which forwards them);
+topics created from a broker that is not the controller's node get replicas and
+leaders spread over the cluster; DeleteTopics removes the partition directories on
 every broker; ElectLeaders puts the preferred replica back in the lead; a SIGKILLed
-controller is replaced and topics can be created again; a SIGTERMed broker has its
-leaderships moved before it exits (controlled shutdown); AlterPartitionReassignments
-moves a partition to other brokers; producer ids are unique across brokers; group
-coordination fails over with the leadership of __consumer_offsets.
+active controller is replaced and topics can be created again; a SIGTERMed broker has
+its leaderships moved before it exits (controlled shutdown through its heartbeats);
+AlterPartitionReassignments moves a partition to other brokers; producer ids are unique
+across brokers; group coordination fails over with the leadership of
+__consumer_offsets.
 """
 
 from __future__ import annotations
 
 import datetime
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -30,21 +32,16 @@ from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 
 from support.broker import BrokerProcess
 from support.clients import Outgoing, consume, produce, wait_until
+from support.cluster import ClusterProcess
 from support.wire import WireClient
 from tiercel.protocol.entities import build_entity, request_class
 
 # Kafka's error codes.
 NONE: Final = 0
-NOT_CONTROLLER: Final = 41
+UNKNOWN_TOPIC_OR_PARTITION: Final = 3
 INVALID_REPLICATION_FACTOR: Final = 38
-ELECTION_NOT_NEEDED: Final = 84
 BROKER_IDS: Final = (1, 2, 3)
-# Short enough that a SIGKILLed broker's registration goes within seconds.
-SESSION_TIMEOUT_MS: Final = 4000
 OVERRIDES: Final = {
-    "zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS,
-    "controlled.shutdown.max.retries": 3,
-    "controlled.shutdown.retry.backoff.ms": 2000,
     # Leadership moves only when a test asks for it.
     "auto.leader.rebalance.enable": False,
     "offsets.topic.num.partitions": 3,
@@ -70,7 +67,11 @@ def request(bootstrap: str, api_key: int, version: int, fields: Mapping[str, Any
 
 @dataclass
 class Cluster:
-    brokers: dict[int, BrokerProcess]
+    process: ClusterProcess
+
+    @property
+    def brokers(self) -> dict[int, BrokerProcess]:
+        return self.process.brokers
 
     def live(self) -> dict[int, BrokerProcess]:
         return {i: b for i, b in self.brokers.items() if b.running}
@@ -89,16 +90,26 @@ class Cluster:
             {"topics": wanted, "allow_auto_topic_creation": False},
         )
 
-    def controller_id(self, broker_id: int) -> int:
-        return int(self.metadata(broker_id).controller_id)
+    def quorum_leader(self, broker_id: int) -> int:
+        """The active controller as broker ``broker_id`` tells it: DescribeQuorum, which
+        it forwards to the controller (kafka-metadata-quorum --bootstrap-server)."""
+        partition = {"partition_index": 0}
+        response = request(
+            self.bootstrap(broker_id),
+            55,
+            2,
+            {"topics": [{"topic_name": "__cluster_metadata", "partitions": [partition]}]},
+        )
+        assert response.error_code == NONE, response
+        return int(response.topics[0].partitions[0].leader_id)
 
     def wait_controller(self, condition: Callable[[int], bool] = lambda _: True) -> int:
-        """The controller every live broker names, once they agree on one that meets
-        `condition`."""
+        """The active controller every live broker names, once they agree on one that
+        meets `condition`."""
         found: list[int] = []
 
         def agreed() -> bool:
-            ids = {self.controller_id(i) for i in self.live()}
+            ids = {self.quorum_leader(i) for i in self.live()}
             found[:] = list(ids)
             return len(ids) == 1 and found[0] in self.live() and condition(found[0])
 
@@ -132,19 +143,9 @@ class Cluster:
 
 
 @pytest.fixture
-def cluster(broker_factory: Callable[..., BrokerProcess], zk_connect: str) -> Cluster:
-    brokers = {
-        i: broker_factory(
-            {"node.id": i, "zookeeper.connect": zk_connect, **OVERRIDES},
-            name=f"broker{i}",
-            start=False,
-        )
-        for i in BROKER_IDS
-    }
-    # Started together: each start waits for its broker's first log line.
-    with ThreadPoolExecutor(len(brokers)) as pool:
-        list(pool.map(BrokerProcess.start, brokers.values()))
-    c = Cluster(brokers)
+def cluster(cluster_factory: Callable[..., ClusterProcess]) -> Cluster:
+    c = Cluster(cluster_factory(overrides=OVERRIDES))
+    # Each broker applies the others' unfencing from the metadata log on its own time.
     assert wait_until(
         lambda: all(
             sorted(b.node_id for b in c.metadata(i).brokers) == list(BROKER_IDS) for i in BROKER_IDS
@@ -192,19 +193,23 @@ def not_controller(cluster: Cluster, controller: int) -> int:
 
 def test_every_broker_names_the_one_elected_controller(cluster: Cluster) -> None:
     controller = cluster.wait_controller()
-    elected = [i for i, b in cluster.brokers.items() if "event=controller_elected" in b.log_text()]
+    elected = [
+        i for i, b in cluster.brokers.items() if "becoming the active controller" in b.log_text()
+    ]
     assert elected == [controller]
     for i in BROKER_IDS:
         metadata = cluster.metadata(i)
         assert [b.node_id for b in metadata.brokers] == list(BROKER_IDS)
         assert all(b.port == cluster.brokers[b.node_id].port for b in metadata.brokers)
+        # The controller a client sees is an alive broker, which forwards what it must.
+        assert metadata.controller_id in BROKER_IDS
         described = request(cluster.bootstrap(i), 60, 1, {"endpoint_type": 1})
         assert described.error_code == NONE
-        assert described.controller_id == controller
+        assert described.controller_id in BROKER_IDS
         assert sorted(b.broker_id for b in described.brokers) == list(BROKER_IDS)
-    # librdkafka's view: the same controller.
+    # librdkafka's view: a broker to send admin requests to.
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
-    assert admin.describe_cluster().result(10).controller.id == controller
+    assert admin.describe_cluster().result(10).controller.id in BROKER_IDS
 
 
 def test_producer_ids_are_unique_across_brokers(cluster: Cluster) -> None:
@@ -215,13 +220,16 @@ def test_producer_ids_are_unique_across_brokers(cluster: Cluster) -> None:
             assert response.error_code == NONE
             ids.append(int(response.producer_id))
     assert len(set(ids)) == len(ids)
-    # Each broker hands out ids from its own block of 1000 (Kafka's ZooKeeper-mode blocks).
+    # Each broker hands out ids from its own block of 1000, which the controller gave it
+    # (AllocateProducerIds; Kafka's ProducerIdControlManager).
     blocks = {i: {pid // 1000 for pid in ids[k::3]} for k, i in enumerate(BROKER_IDS)}
     assert all(len(b) == 1 for b in blocks.values())
     assert len(set().union(*blocks.values())) == 3
 
 
-def test_admin_apis_other_than_the_controller_answer_not_controller(cluster: Cluster) -> None:
+def test_admin_apis_sent_to_any_broker_reach_the_controller(cluster: Cluster) -> None:
+    """ElectLeaders and the reassignment APIs go to the active controller through the
+    broker asked (KIP-590 forwarding), whichever broker that is."""
     controller = cluster.wait_controller()
     other = not_controller(cluster, controller)
     elect = request(
@@ -232,19 +240,21 @@ def test_admin_apis_other_than_the_controller_answer_not_controller(cluster: Clu
     )
     assert elect.error_code == NONE
     ((result,),) = [r.partition_result for r in elect.replica_election_results]
-    assert result.error_code == NOT_CONTROLLER
+    assert result.error_code == UNKNOWN_TOPIC_OR_PARTITION
     alter = request(
         cluster.bootstrap(other),
         45,
         0,
         {"topics": [{"name": "t", "partitions": [{"partition_index": 0, "replicas": [1]}]}]},
     )
-    assert (alter.error_code, alter.responses) == (NOT_CONTROLLER, ())
-    listed = request(cluster.bootstrap(other), 46, 0, {"topics": None})
-    assert (listed.error_code, listed.topics) == (NOT_CONTROLLER, ())
-    # The controller answers: nothing is being reassigned.
-    listed = request(cluster.bootstrap(controller), 46, 0, {"topics": None})
-    assert (listed.error_code, listed.topics) == (NONE, ())
+    assert alter.error_code == NONE
+    assert [p.error_code for t in alter.responses for p in t.partitions] == [
+        UNKNOWN_TOPIC_OR_PARTITION
+    ]
+    # Nothing is being reassigned, whichever broker is asked.
+    for broker_id in (other, controller):
+        listed = request(cluster.bootstrap(broker_id), 46, 0, {"topics": None})
+        assert (listed.error_code, listed.topics) == (NONE, ())
 
 
 # -- topics ----------------------------------------------------------------------------
@@ -265,8 +275,10 @@ def test_topics_created_from_any_broker_are_spread_over_the_cluster(cluster: Clu
     assert created["spread"].error_code == NONE
     assert created["placed"].error_code == NONE
     assert created["too-wide"].error_code == INVALID_REPLICATION_FACTOR
+    # Kafka's KRaft StripedReplicaPlacer message.
     assert created["too-wide"].error_message == (
-        "Replication factor: 4 larger than available brokers: 3."
+        "Unable to replicate the partition 4 time(s): The target replication factor of 4 "
+        "cannot be reached because only 3 broker(s) are registered."
     )
     # Every broker describes the same leaders and full ISRs, each broker leading two.
     partitions = cluster.wait_partitions(
@@ -371,7 +383,10 @@ def test_a_new_controller_takes_over_from_a_killed_one(cluster: Cluster) -> None
     controller = cluster.wait_controller()
     cluster.brokers[controller].kill()
     successor = cluster.wait_controller(lambda c: c != controller)
-    assert "event=controller_elected" in cluster.brokers[successor].log_text()
+    assert "becoming the active controller" in cluster.brokers[successor].log_text()
+    # Once its session has expired, the killed broker is fenced and no longer given
+    # replicas (Kafka places replicas on unfenced brokers only).
+    cluster.process.wait_until_fenced(controller, timeout=WAIT_S)
     # The survivors are the cluster now: topics can be created again, through either.
     for i in cluster.live():
         name = f"after-{i}"
@@ -398,9 +413,12 @@ def test_a_sigtermed_broker_hands_its_leaderships_over_before_it_exits(
     stopping = cluster.brokers[victim]
     assert stopping.stop(timeout=20) == 0
     log = stopping.log_text()
-    assert "event=controlled_shutdown_succeeded" in log
-    # Moved while the broker still ran: the move is logged before it stopped serving.
-    assert log.index("event=controlled_shutdown_succeeded") < log.index("event=broker_stopped")
+    # The controller answered should_shut_down once it had moved the leaderships away
+    # (BrokerLifecycleManager's PENDING_CONTROLLED_SHUTDOWN -> SHUTTING_DOWN), while the
+    # broker still ran: logged before it stopped serving.
+    moved = "previous=PENDING_CONTROLLED_SHUTDOWN state=SHUTTING_DOWN"
+    assert moved in log
+    assert log.index(moved) < log.index("event=broker_stopped")
     survivors = list(cluster.live())
     after = cluster.partitions(survivors[0], "moved")
     for i in led:
@@ -428,7 +446,8 @@ def test_elect_leaders_gives_leadership_back_to_the_preferred_replica(
     )
     results = futures.result(20)
     assert results[CTopicPartition("pref", 0)] is None
-    assert "not needed" in str(results[CTopicPartition("pref", 1)]).lower()
+    not_needed = results[CTopicPartition("pref", 1)]
+    assert not_needed is not None and not_needed.code() == KafkaError.ELECTION_NOT_NEEDED
     partitions = cluster.wait_partitions("pref", lambda ps: ps[0].leader_id == 1, BROKER_IDS)
     assert partitions[1].leader_id == 2
 

@@ -103,7 +103,7 @@ def produce_input(bootstrap: str) -> dict[int, int]:
 def create_internal_topics(cluster: ClusterProcess) -> None:
     """FindCoordinator creates the internal topics on first use: a warm-up transactional
     producer and group lookup do, and every partition then gets its leader and ISR, so
-    that the coordinators of the ids the test picks can be read from ZooKeeper."""
+    that the coordinators of the ids the test picks can be read from the metadata."""
     warmup = Producer({"bootstrap.servers": cluster.bootstrap(), "transactional.id": "warmup"})
     warmup.init_transactions(30)
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": "warmup"})

@@ -1,44 +1,44 @@
 """Failure detection on the default timeouts, and broker incarnations (broker epochs).
 
-ZooKeeper runs with its default tickTime (2 s), as a deployment's would: it expires
-sessions on tick boundaries, up to one tick late, and that lateness is part of the
-detection time. The brokers run on their config files' `zookeeper.session.timeout.ms`
-(6 s, the default). Each test prints what it measured.
+The nodes run on their config files' `broker.heartbeat.interval.ms` (2 s) and
+`broker.session.timeout.ms` (9 s), Kafka's defaults: the active controller fences a
+broker whose heartbeats have been missing for the session timeout
+(BrokerHeartbeatManager), and its leaderships move. Each test prints what it measured.
 
-- A SIGKILLed leader's partition takes acks=all writes again within 10 s (KRaft's
-  `broker.session.timeout.ms` is 9 s; the leader election and the client's metadata
-  refresh and retry are inside that budget).
+- A SIGKILLed leader's partition takes acks=all writes again within 10 s (the 9 s
+  session, the leader election and the client's metadata refresh and retry are inside
+  that budget). The killed node is not the active controller: a new active controller
+  gives every broker a whole session first, as Kafka's does (README's failover figures).
 - A broker stopped for half the timeout is not declared dead: no leader change, the
   same registration (broker epoch).
-- A broker SIGKILLed and restarted at once is a new incarnation, as Kafka's
-  KafkaController.processBrokerChange sees a bounced broker: its leaderships move with
-  a new leader epoch, it registers with a new broker epoch and rejoins the ISR.
+- A broker SIGKILLed and restarted at once is a new incarnation: its registration with
+  a new incarnation id is refused while the old one's session lives
+  (ClusterControlManager.registerBroker's DuplicateBrokerRegistrationException), then
+  accepted; its leaderships move with a new leader epoch, it has a new broker epoch
+  and rejoins the ISR.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 from support.cluster import ClusterProcess
 from support.sequence_producer import SequenceProducer, read_partition, verify_sequence
-from support.zookeeper import ZooKeeperServer
 
-ClusterFactory = Callable[..., ClusterProcess]
-ZooKeeperFactory = Callable[..., ZooKeeperServer]
 TOPIC_CONFIG = {"min.insync.replicas": "2"}
-# ZooKeeper's own default tickTime.
-ZOOKEEPER_TICK_MS = 2000
 DETECTION_BUDGET_S = 10.0
-# Half the 6 s session timeout: kazoo pings every third of it, so the session has at
-# least 4 s of silence left when the process stops.
-PAUSE_S = 3.0
+SESSION_TIMEOUT_S = 9.0
+# Half the session timeout: with a heartbeat every 2 s, the session has at least 2.5 s
+# left when the process resumes.
+PAUSE_S = SESSION_TIMEOUT_S / 2
 
 
-def _default_cluster(
-    cluster_factory: ClusterFactory, zookeeper_factory: ZooKeeperFactory
-) -> ClusterProcess:
-    return cluster_factory(zookeeper=zookeeper_factory(ZOOKEEPER_TICK_MS))
+def _led_by_a_broker_not_the_controller(
+    cluster: ClusterProcess, topic: str, partitions: int
+) -> int:
+    """A partition of ``topic`` whose leader is not the active controller's node."""
+    controller = cluster.wait_for_controller()
+    return next(p for p in range(partitions) if cluster.leader_of(topic, p) != controller)
 
 
 def _first_ack_after(producer: SequenceProducer, since: float, timeout: float) -> float:
@@ -46,29 +46,26 @@ def _first_ack_after(producer: SequenceProducer, since: float, timeout: float) -
     return min(at for at in producer.tally.ack_times.values() if at > since) - since
 
 
-def test_sigkilled_leader_is_replaced_within_ten_seconds(
-    cluster_factory: ClusterFactory, zookeeper_factory: ZooKeeperFactory
-) -> None:
-    cluster = _default_cluster(cluster_factory, zookeeper_factory)
-    cluster.create_topic("detect", config=TOPIC_CONFIG)
-    producer = SequenceProducer(cluster.bootstrap(), "detect").start()
+def test_sigkilled_leader_is_replaced_within_ten_seconds(cluster: ClusterProcess) -> None:
+    cluster.create_topic("detect", partitions=3, config=TOPIC_CONFIG)
+    partition = _led_by_a_broker_not_the_controller(cluster, "detect", 3)
+    producer = SequenceProducer(cluster.bootstrap(), "detect", partition).start()
     producer.wait_for_acks(500)
-    old = cluster.leader_of("detect", 0)
+    old = cluster.leader_of("detect", partition)
     cluster.kill(old)
     killed_at = time.monotonic()
     failover_s = _first_ack_after(producer, killed_at, timeout=60)
     print(f"leader SIGKILL -> next acknowledged acks=all write: {failover_s:.2f} s")
     assert failover_s <= DETECTION_BUDGET_S
-    assert cluster.leader_of("detect", 0) != old
+    assert cluster.leader_of("detect", partition) != old
     producer.wait_for_acks(500)
     tally = producer.stop()
     assert not tally.failed, list(tally.failed.items())[:5]
 
 
 def test_broker_stopped_for_half_the_timeout_is_not_declared_dead(
-    cluster_factory: ClusterFactory, zookeeper_factory: ZooKeeperFactory
+    cluster: ClusterProcess,
 ) -> None:
-    cluster = _default_cluster(cluster_factory, zookeeper_factory)
     cluster.create_topic("stall", config=TOPIC_CONFIG)
     producer = SequenceProducer(cluster.bootstrap(), "stall").start()
     producer.wait_for_acks(500)
@@ -79,8 +76,8 @@ def test_broker_stopped_for_half_the_timeout_is_not_declared_dead(
     time.sleep(PAUSE_S)
     cluster.resume(leader)
     _first_ack_after(producer, time.monotonic(), timeout=60)
-    # Whatever ZooKeeper would do with an expired session it has done by now.
-    time.sleep(ZOOKEEPER_TICK_MS / 1000 * 2)
+    # Past the moment its session would have expired had the heartbeats not resumed.
+    time.sleep(SESSION_TIMEOUT_S - PAUSE_S)
     after = cluster.partition_state("stall", 0)
     assert before is not None and after is not None
     assert (after.leader, after.leader_epoch) == (before.leader, before.leader_epoch)
@@ -90,17 +87,10 @@ def test_broker_stopped_for_half_the_timeout_is_not_declared_dead(
 
 
 def test_broker_restarted_within_the_timeout_is_a_new_incarnation(
-    cluster_factory: ClusterFactory, zookeeper_factory: ZooKeeperFactory
+    cluster: ClusterProcess,
 ) -> None:
-    cluster = _default_cluster(cluster_factory, zookeeper_factory)
-    # A partition led by a broker that is not the controller: the controller sees the
-    # registration change hands (a new czxid) and handles it as a failure. Were the
-    # killed broker the controller too, its successor would read the new registration
-    # at failover with no bounce to see, as Kafka's ZooKeeper-mode controller would,
-    # and the test's outcome would hang on which came first.
     cluster.create_topic("bounce", partitions=3, config=TOPIC_CONFIG)
-    controller = cluster.wait_for_controller()
-    partition = next(p for p in range(3) if cluster.leader_of("bounce", p) != controller)
+    partition = _led_by_a_broker_not_the_controller(cluster, "bounce", 3)
     producer = SequenceProducer(cluster.bootstrap(), "bounce", partition).start()
     producer.wait_for_acks(500)
     old = cluster.leader_of("bounce", partition)

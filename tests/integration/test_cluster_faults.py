@@ -3,7 +3,7 @@
 Every scenario runs RF=3 (or the replica set it names), min.insync.replicas=2 and an
 idempotent acks=all librdkafka producer where it produces a stream, breaks brokers with
 signals — SIGKILL (a crash), SIGSTOP/SIGCONT (a hung process), SIGTERM (controlled
-shutdown) — or restarts ZooKeeper, and then checks the guarantees:
+shutdown) — or stops the controller quorum, and then checks the guarantees:
 
 - every acknowledged record is in the log exactly once, in order (`verify_sequence`);
 - after the cluster heals, every replica holds the same batches byte for byte below the
@@ -31,9 +31,9 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from support.cluster import ClusterProcess
 from support.sequence_producer import SequenceProducer, read_partition, verify_sequence
-from support.zookeeper import ZooKeeperServer
 
 TOPIC_CONFIG: Mapping[str, str] = {"min.insync.replicas": "2"}
+UNCLEAN_CHECK_MS = 500
 ClusterFactory = Callable[..., ClusterProcess]
 
 
@@ -97,7 +97,7 @@ def test_controller_sigkill_moves_the_controller(cluster: ClusterProcess) -> Non
     cluster.kill(old)
     new = cluster.wait_for_controller(exclude=[old], timeout=60)
     assert new != old
-    cluster.wait_until_deregistered(old)
+    cluster.wait_until_fenced(old)
     cluster.create_topic("after-controller", replication_factor=2)
     _produce_values(cluster.bootstrap(), "after-controller", range(100))
     hw = cluster.high_watermark("after-controller", 0)
@@ -128,34 +128,38 @@ def test_paused_follower_leaves_and_rejoins_the_isr(cluster: ClusterProcess) -> 
     verify_sequence(read_partition(cluster.bootstrap(), "pause-follower", 0, hw), tally)
 
 
-def test_zookeeper_restart_cluster_recovers(
-    cluster_factory: ClusterFactory, zookeeper_factory: Callable[..., ZooKeeperServer]
+def test_brokers_serve_while_the_controller_is_down_and_recover_after(
+    cluster_factory: ClusterFactory,
 ) -> None:
-    zk = zookeeper_factory()
-    cluster = cluster_factory(zookeeper=zk)
-    cluster.create_topic("zk-restart", config=TOPIC_CONFIG)
-    producer = SequenceProducer(cluster.bootstrap(), "zk-restart").start()
+    """The whole controller quorum away (one dedicated controller, killed): brokers keep
+    their leaderships and serve produce and fetch from what they replicated, as Kafka's
+    brokers do (BrokerLifecycleManager retries its heartbeats; nothing fences them). Once
+    the controller is back, the control plane works again: a new topic, a failover."""
+    cluster = cluster_factory(controllers=1)
+    (controller,) = cluster.controllers
+    cluster.create_topic("no-controller", config=TOPIC_CONFIG)
+    producer = SequenceProducer(cluster.bootstrap(), "no-controller").start()
     producer.wait_for_acks(500)
-    zk.stop()
-    # Brokers keep serving what they have while ZooKeeper is away.
-    producer.wait_for_acks(500, timeout=30)
-    time.sleep(2)
-    zk.start()
-    producer.wait_for_acks(500)
-    cluster.wait_for_controller(timeout=60)
+    cluster.kill(controller)
+    # Longer than broker.session.timeout.ms: no controller is left to fence anyone.
+    deadline = time.monotonic() + 12
+    while time.monotonic() < deadline:
+        producer.wait_for_acks(100, timeout=30)
+    cluster.start_broker(controller)
+    assert cluster.wait_for_controller(timeout=60) == controller
     cluster.wait_for_brokers(cluster.brokers, timeout=60)
-    # The control plane works again: a new topic, and a failover.
-    cluster.create_topic("zk-restart-new", replication_factor=3)
-    old = cluster.leader_of("zk-restart", 0)
+    producer.wait_for_acks(500)
+    cluster.create_topic("no-controller-new", replication_factor=3)
+    old = cluster.leader_of("no-controller", 0)
     cluster.kill(old)
-    cluster.wait_for_leader("zk-restart", 0, exclude=[old], timeout=60)
+    cluster.wait_for_leader("no-controller", 0, exclude=[old], timeout=60)
     producer.wait_for_acks(500)
     tally = producer.stop()
     assert not tally.failed
     cluster.start_broker(old)
-    cluster.wait_until_isr("zk-restart", 0, cluster.brokers, timeout=60)
-    hw = _check_all_replicas(cluster, "zk-restart")
-    verify_sequence(read_partition(cluster.bootstrap(), "zk-restart", 0, hw), tally)
+    cluster.wait_until_isr("no-controller", 0, cluster.brokers, timeout=60)
+    hw = _check_all_replicas(cluster, "no-controller")
+    verify_sequence(read_partition(cluster.bootstrap(), "no-controller", 0, hw), tally)
 
 
 def test_kip_101_stale_high_watermark_does_not_truncate(
@@ -167,8 +171,10 @@ def test_kip_101_stale_high_watermark_does_not_truncate(
     records on B, and then on A when it came back to follow B. With leader epochs
     nothing is lost."""
     cluster = cluster_factory(
+        # A dedicated controller: the test takes both replicas' brokers down.
+        controllers=1,
         # B (2) never checkpoints its HW on its own, so its file stays behind.
-        broker_overrides={2: {"replica.high.watermark.checkpoint.interval.ms": 3_600_000}}
+        broker_overrides={2: {"replica.high.watermark.checkpoint.interval.ms": 3_600_000}},
     )
     a, b = 1, 2
     _create_assigned_topic(cluster, "kip-101-hw", [a, b], {"min.insync.replicas": "1"})
@@ -222,7 +228,12 @@ def test_unclean_election_truncates_divergent_tail_by_epoch(
     elected uncleanly and takes different records at the same offsets. When A returns
     it truncates its divergent tail by epoch: both end with identical logs and
     leader-epoch-checkpoint files, holding B's records."""
-    cluster = cluster_factory()
+    # A dedicated controller: the test takes both replicas' brokers down. It looks for
+    # leaderless partitions whose topic now allows an unclean election every half second
+    # (Kafka's maybeElectUncleanLeaders, every 5 minutes by default).
+    cluster = cluster_factory(
+        controllers=1, overrides={"unclean.leader.election.interval.ms": UNCLEAN_CHECK_MS}
+    )
     a, b = 1, 2
     _create_assigned_topic(cluster, "unclean", [a, b], {"min.insync.replicas": "1"})
     _produce_values(cluster.bootstrap(), "unclean", range(0, 10))
@@ -232,9 +243,10 @@ def test_unclean_election_truncates_divergent_tail_by_epoch(
     _produce_values(cluster.bootstrap([a]), "unclean", range(100, 110))  # only A has them
     cluster.kill(a)
     cluster.start_broker(b)
-    cluster.wait_until_deregistered(a)
+    cluster.wait_until_fenced(a)
     cluster.wait_for_controller(exclude=[a], timeout=60)
-    time.sleep(1)  # the controller had its chance to elect B; it must not have
+    # The controller had its chances to elect B; it must not have.
+    time.sleep(2 * UNCLEAN_CHECK_MS / 1000)
     state = cluster.partition_state("unclean", 0)
     assert state is not None and state.leader == -1, f"elected without unclean election: {state}"
     _allow_unclean(cluster, "unclean", [b])

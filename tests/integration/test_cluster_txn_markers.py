@@ -55,7 +55,7 @@ def test_markers_and_aborted_transactions_survive_a_leader_failover(
     cluster.kill(leader)
     new_leader = cluster.wait_for_leader(TOPIC, 0, exclude=[leader]).leader
     with WireClient(cluster.bootstrap([new_leader])) as client:
-        # ZooKeeper names the new leader before the broker has taken the leadership, and
+        # The metadata names the new leader before the broker has taken the leadership, and
         # its high watermark moves up once the other follower fetched from it.
         def serving() -> bool:
             part = fetch_committed(client, TOPIC, 0)

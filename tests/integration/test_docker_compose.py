@@ -43,8 +43,8 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 from support.broker import REPO, TIERCEL, BrokerProcess
 from support.clients import Outgoing, consume, produce
 from support.kraft import controller_ports
+from support.ports import free_port
 from support.tools import required_tool
-from support.zookeeper import free_port
 from tiercel.config.loader import load_broker_config
 from tiercel.storage.checkpoint_file import kafka_str_to_uuid, uuid_to_kafka_str
 from tiercel.storage.meta_properties import MetaProperties
@@ -367,7 +367,6 @@ def test_each_node_configuration_loads_as_the_container_runs_it(
     config = load_broker_config(str(kraft_config(node)), command[4::2])
     assert config.node_id == node
     assert config.process_roles == {"broker", "controller"}
-    assert config.zookeeper_connect is None
     assert [(v.node_id, v.host, v.port) for v in config.quorum_voters] == [
         (n, f"tiercel-{n}", CONTROLLER_PORT) for n in NODES
     ]

@@ -6,9 +6,12 @@ fsyncs under one log dir fail with EIO once a trigger file exists.
 - One broker, one log dir: the next write fails, the broker halts (exit code 1) with
   Kafka's fatal line, and restarted without the fault it recovers from recovery points
   that never passed the failed write: every acknowledged record is there, nothing else.
-- A 3-broker cluster whose broker 2 has two log dirs: failing dir ``a`` takes its
-  partitions offline on broker 2, the controller moves their leadership to another ISR
-  member (epoch bumped, broker 2 out of the ISR) and acks=all produce works again; the
+- A 3-node KRaft cluster whose broker 2 has two log dirs: broker 2 tells the
+  controller which dir holds each of its replicas (AssignReplicasToDirs, KIP-858: the
+  controller leaves them UNASSIGNED on a broker with several dirs); failing dir ``a``
+  takes its partitions offline on broker 2, whose heartbeat names the dir, and the
+  controller moves their leadership to another ISR member (epoch bumped, broker 2 out
+  of the ISR, its replica offline in Metadata) and acks=all produce works again; the
   partition in dir ``b`` is still led and served by broker 2.
 """
 

@@ -1,4 +1,4 @@
-"""Replication between three broker processes coordinated by a real ZooKeeper.
+"""Replication between three combined KRaft nodes (tests/support/cluster.py).
 
 A topic with three replicas takes acks=all writes from librdkafka; the followers fetch
 them with real Fetch requests; consumers read them back; and every replica's segment
@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 
 from support.broker import BrokerProcess
 from support.clients import consume
-from support.cluster import read_batches
+from support.cluster import ClusterProcess, read_batches
 from support.wire import WireClient
 from tiercel.protocol.entities import build_entity, request_class
 from tiercel.protocol.errors import ErrorCode
@@ -27,23 +27,6 @@ from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
 TOPIC = "replicated"
 PARTITIONS = 2
 RECORDS = 3000
-
-
-def _start_cluster(
-    broker_factory: Callable[..., BrokerProcess], zk_connect: str
-) -> dict[int, BrokerProcess]:
-    return {
-        node: broker_factory(
-            {
-                "node.id": node,
-                "zookeeper.connect": zk_connect,
-                "zookeeper.session.timeout.ms": 6000,
-                "offsets.topic.num.partitions": 1,
-            },
-            name=f"broker{node}",
-        )
-        for node in (1, 2, 3)
-    }
 
 
 def _wait(condition: Callable[[], Any], timeout: float, what: str) -> Any:
@@ -128,9 +111,9 @@ def _replicas_below(
 
 
 def test_three_replicas_hold_the_same_bytes_below_the_hw(
-    broker_factory: Callable[..., BrokerProcess], zk_connect: str
+    cluster_factory: Callable[..., ClusterProcess],
 ) -> None:
-    brokers = _start_cluster(broker_factory, zk_connect)
+    brokers = cluster_factory(overrides={"offsets.topic.num.partitions": 1}).brokers
     bootstrap = ",".join(b.bootstrap for b in brokers.values())
     admin = AdminClient({"bootstrap.servers": brokers[1].bootstrap})
     admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)], operation_timeout=20)[TOPIC].result(30)

@@ -1,4 +1,4 @@
-"""Tiered storage (KIP-405) in a three-broker cluster of real processes on ZooKeeper,
+"""Tiered storage (KIP-405) in a three-node KRaft cluster of real processes,
 every broker tiering to one S3 bucket (moto's server) with the same RSM configuration.
 
 An idempotent acks=all producer streams numbered values (each value is its record's

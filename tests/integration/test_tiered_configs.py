@@ -203,11 +203,12 @@ def test_the_broker_describes_its_tiered_storage_keys(tiering: BrokerProcess) ->
     assert "rlmm.config.remote.log.metadata.topic.replication.factor" in entries
 
 
-def test_the_rules_hold_in_a_zookeeper_cluster(
+def test_the_rules_hold_in_a_kraft_cluster(
     cluster_factory: Callable[..., ClusterProcess],
 ) -> None:
-    """Requests to a broker that is not the controller are checked the same way, and the
-    accepted configuration reaches the other broker through ZooKeeper."""
+    """Requests to a broker that is not the active controller's node are forwarded to the
+    controller (KIP-590) and checked the same way, and the accepted configuration
+    reaches the other broker through the metadata log."""
     cluster = cluster_factory(
         size=2,
         overrides={"remote.log.storage.system.enable": "true", "offsets.topic.num.partitions": 1},

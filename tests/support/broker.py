@@ -29,6 +29,9 @@ REPO = Path(__file__).resolve().parents[2]
 TIERCEL = Path(sys.executable).with_name("tiercel")
 _SLOW_CALLBACK = re.compile(r"Executing <.*> took (\d+\.\d+) seconds")
 _STARTED = re.compile(r"event=broker_started .*listeners=\S*PLAINTEXT://([^:,\s]+):(\d+)")
+# A KRaft node without the broker role serves no client listener: it has started once
+# its controller is up (kafka_raft_server's kraft_node_started).
+_CONTROLLER_STARTED = re.compile(r"event=kraft_node_started ")
 # Printed only on a bug: server/error_mapping.py's unexpected_error (an exception that is
 # neither a Kafka error nor an OSError), KafkaApis' request_failed with
 # UNKNOWN_SERVER_ERROR (a handler raised), the connection's request_processing_failed,
@@ -140,13 +143,22 @@ class BrokerProcess:
                 self.command(), stdout=log, stderr=log, cwd=self.data_dir, env=env
             )
 
+    @property
+    def is_broker(self) -> bool:
+        """Whether the node serves clients: every node but a KRaft controller-only one."""
+        roles = str(self.overrides.get("process.roles", "broker"))
+        return "broker" in roles.split(",")
+
     def wait_started(self, timeout: float = 30.0) -> BrokerProcess:
-        """Wait until the launched broker serves, and learn its port."""
+        """Wait until the launched node serves, and learn its client port."""
         assert self.proc is not None
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            match = _STARTED.search(self._this_run_log())
-            if match:
+            log = self._this_run_log()
+            if not self.is_broker:
+                if _CONTROLLER_STARTED.search(log):
+                    return self
+            elif match := _STARTED.search(log):
                 self.port = int(match.group(2))
                 return self
             if self.proc.poll() is not None:

@@ -1,20 +1,30 @@
-"""A multi-broker Tiercel cluster of real processes, for the cluster and fault tests.
+"""A multi-node Tiercel KRaft cluster of real processes, for the cluster and fault tests.
 
-Each broker is a `BrokerProcess` started from ``config/cluster/broker-<n>.yaml`` (the same
+Each node is a `BrokerProcess` started from ``config/kraft/node-<n>.yaml`` (the same
 files docker/docker-compose.yml mounts) with the addresses overridden: a ``127.0.0.1:0``
-listener, a log directory under the test's tmp dir, and ``zookeeper.connect`` naming a
-chroot of the cluster's own on a ZooKeeper from tests/support/zookeeper.py, so clusters
-of different tests share one ZooKeeper without seeing each other. `TEST_OVERRIDES`
+client listener, a controller listener on a port picked before the start (every voter's
+address is in controller.quorum.voters), and its directories under the test's tmp dir,
+formatted first with `tiercel storage format` as a user formats them. `TEST_OVERRIDES`
 shortens the timeouts so that failures are detected within a test's time budget.
 
-The test reads the cluster's state the way an operator would: ZooKeeper nodes through
-kazoo (/controller, /brokers/ids, the partition state znodes, in Kafka's JSON), watermarks
-through librdkafka, and the partition directories' files (segments, leader-epoch-checkpoint,
+Two topologies, as Kafka 4 deploys them:
+- combined (the default, as the example files and docker-compose): nodes 1..3 are each
+  a broker and a voter of the controller quorum; nodes past 3 (a reassignment target,
+  say) are brokers only. Killing a node kills a voter too.
+- dedicated (``controllers=N``): N controller-only nodes, ids ``CONTROLLER_ID_BASE + i``,
+  form the quorum; nodes 1..size are brokers only. A test that takes two of three
+  brokers down still has a controller to elect leaders.
+
+The test reads the cluster's state the way an operator would: through the wire (the
+brokers' Metadata, which a KRaft broker answers from the metadata log it replicated;
+DescribeQuorum, which a broker forwards to the active controller, as
+kafka-metadata-quorum --bootstrap-server does), watermarks through librdkafka, and the
+partition directories' files (segments, leader-epoch-checkpoint,
 replication-offset-checkpoint) in Kafka's formats.
 
-Faults are signals to one broker's pid: `kill` (SIGKILL), `pause`/`resume` (SIGSTOP/
+Faults are signals to one node's pid: `kill` (SIGKILL), `pause`/`resume` (SIGSTOP/
 SIGCONT), `terminate` (SIGTERM, the controlled shutdown path); `start_broker` and
-`restart` bring a broker back on its port with its log directory.
+`restart` bring a node back on its ports with its directories.
 
 Invariant checks: `assert_replicas_identical_below_hw` (every replica holds the same batch
 bytes below the high watermark), `assert_epoch_checkpoints_identical` and
@@ -34,13 +44,13 @@ Segment batch framing read here (RecordBatch v2, Kafka's layout):
 
 from __future__ import annotations
 
-import json
+import asyncio
 import os
 import re
 import signal
 import struct
+import subprocess
 import time
-import uuid
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -51,12 +61,11 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as CTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
-from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NoNodeError
-from kazoo.handlers.threading import KazooTimeoutError
 
 from support.broker import REPO, BrokerProcess
-from support.zookeeper import ZooKeeperServer
+from support.kraft import format_command
+from support.ports import free_port
+from tiercel.server.replication.broker_client import BrokerClient
 
 # Errors a leader change answers until librdkafka's metadata catches up.
 _LEADERSHIP_MOVING: Final = frozenset(
@@ -67,11 +76,13 @@ _LEADERSHIP_MOVING: Final = frozenset(
     }
 )
 
-CLUSTER_CONFIG_DIR: Final = REPO / "config" / "cluster"
-EXAMPLE_BROKERS: Final = 3
+CLUSTER_CONFIG_DIR: Final = REPO / "config" / "kraft"
+EXAMPLE_NODES: Final = 3
+# Dedicated controllers' node ids: apart from the brokers' 1..size.
+CONTROLLER_ID_BASE: Final = 100
 # Short enough for failures to be noticed within a test, long enough for a loaded
-# 2-core machine not to shrink ISRs spuriously (zookeeper.session.timeout.ms is the
-# config files' 6 s).
+# 2-core machine not to shrink ISRs spuriously (broker.session.timeout.ms is the
+# config files' 9 s, Kafka's default).
 TEST_OVERRIDES: Final[Mapping[str, object]] = {
     "replica.lag.time.max.ms": 5000,
     # 50 partitions times three replicas is a lot of replication for a test cluster.
@@ -84,29 +95,37 @@ _BATCH_HEADER: Final = struct.Struct(">qi")  # base_offset, batch_length
 _LAST_OFFSET_DELTA: Final = struct.Struct(">i")
 _LAST_OFFSET_DELTA_AT: Final = 23
 _BATCH_OVERHEAD: Final = 12  # base_offset and batch_length precede the counted bytes
-# A ZooKeeper read that waits longer (ZooKeeper down or restarting) counts as "not yet".
-_ZK_REQUEST_TIMEOUT_S: Final = 5.0
-_ZK_UNAVAILABLE: Final = (KazooException, KazooTimeoutError)
+# A metadata read that waits longer (the node asked is stopped or the controller is
+# being elected) counts as "not yet".
+_REQUEST_TIMEOUT_S: Final = 5.0
+_METADATA: Final = 3
+_METADATA_VERSIONS: Final = (12, 12)
+_DESCRIBE_QUORUM: Final = 55
+_METADATA_TOPIC: Final = "__cluster_metadata"
 _SLOW_CALLBACK: Final = re.compile(
     r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3})Z .*Executing <.*> took (\d+\.\d+) seconds"
 )
+_REGISTERED: Final = re.compile(r"event=broker_registered .*broker_epoch=(\d+)")
+
+
+class NotYetError(Exception):
+    """What was asked is not known yet (no node answered, or none could)."""
 
 
 def cluster_config(node_id: int) -> Path:
-    """The config file broker ``node_id`` of the example cluster starts from."""
-    return CLUSTER_CONFIG_DIR / f"broker-{node_id}.yaml"
+    """The config file node ``node_id`` of the example cluster starts from."""
+    return CLUSTER_CONFIG_DIR / f"node-{node_id}.yaml"
 
 
 @dataclass(frozen=True, slots=True)
 class PartitionStateView:
-    """A partition state znode as the controller and leaders wrote it; ``version`` is its
-    ZooKeeper data version (the partition epoch)."""
+    """A partition's leadership as a broker's Metadata answers it (from the
+    PartitionRecord/PartitionChangeRecords it replayed)."""
 
     leader: int
     leader_epoch: int
     isr: tuple[int, ...]
-    controller_epoch: int
-    version: int
+    replicas: tuple[int, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,14 +185,15 @@ def _wait(
     failure: Callable[[], Exception] | None = None,
     interval: float = 0.1,
 ) -> Any:
-    """Poll ``condition()`` until it returns something truthy, which is returned; ZooKeeper
-    being briefly unreachable (a test may restart it) counts as not yet. On timeout,
-    raises ``failure()`` (which can describe the state then), else a TimeoutError."""
+    """Poll ``condition()`` until it returns something truthy, which is returned; a node
+    briefly unreachable (being killed, paused or restarted) counts as not yet. On
+    timeout, raises ``failure()`` (which can describe the state then), else a
+    TimeoutError."""
     deadline = time.monotonic() + timeout
     while True:
         try:
             result = condition()
-        except _ZK_UNAVAILABLE:
+        except NotYetError:
             result = None
         if result:
             return result
@@ -184,66 +204,131 @@ def _wait(
         time.sleep(interval)
 
 
-class ClusterProcess:
-    """Brokers 1..size of the example cluster as processes, and a ZooKeeper reader.
+def _ask(node: BrokerProcess, api_key: int, versions: tuple[int, int], body: Any) -> Any:
+    """One request to a node's client listener; NotYetError when it does not answer."""
 
-    Invariants: ``brokers`` maps node id to its `BrokerProcess` for the cluster's whole
-    life (a killed broker keeps its port and log directory for `start`); every pause is
-    recorded so that the blocked-loop check does not count a stopped process's time.
-    Not thread-safe: the test thread drives it.
+    async def ask() -> Any:
+        host, port = node.bootstrap.split(":")
+        client = BrokerClient(0, lambda: (host, int(port)), "tiercel-tests", _REQUEST_TIMEOUT_S)
+        try:
+            _, response = await client.request(api_key, versions, body)
+        finally:
+            client.close()
+        return response
+
+    try:
+        return asyncio.run(ask())
+    except (OSError, TimeoutError, EOFError, asyncio.IncompleteReadError) as e:
+        raise NotYetError(f"{node.bootstrap}: {e!r}") from e
+
+
+class ClusterProcess:
+    """Nodes of a KRaft cluster as processes, and a reader of its metadata.
+
+    Invariants: ``nodes`` maps node id to its `BrokerProcess` for the cluster's whole
+    life (a killed node keeps its ports and directories for `start_broker`);
+    ``brokers`` is the subset with the broker role, ``controllers`` the dedicated
+    controllers; every pause is recorded so that the blocked-loop check does not count
+    a stopped process's time. Not thread-safe: the test thread drives it.
     """
 
     def __init__(
         self,
         directory: Path,
-        zookeeper: ZooKeeperServer,
-        chroot: str,
         size: int = 3,
         overrides: Mapping[str, object] | None = None,
         broker_overrides: Mapping[int, Mapping[str, object]] | None = None,
+        controllers: int = 0,
     ) -> None:
         self.directory = directory
-        self.zookeeper = zookeeper
-        self.chroot = chroot
-        self.zk_connect = zookeeper.connect_string(self.chroot)
-        self.brokers: dict[int, BrokerProcess] = {}
-        for node in range(1, size + 1):
-            broker_dir = directory / f"broker-{node}"
-            self.brokers[node] = BrokerProcess(
-                broker_dir,
+        if controllers:
+            voters = [CONTROLLER_ID_BASE + i for i in range(1, controllers + 1)]
+        else:
+            voters = list(range(1, min(size, EXAMPLE_NODES) + 1))
+        self.voters: dict[int, int] = {node: free_port() for node in voters}
+        quorum = ",".join(f"{n}@127.0.0.1:{port}" for n, port in sorted(self.voters.items()))
+        self.nodes: dict[int, BrokerProcess] = {}
+        for node in [*voters, *range(1, size + 1)]:
+            if node in self.nodes:
+                continue
+            roles = [
+                role
+                for role, has in (("broker", node <= size), ("controller", node in self.voters))
+                if has
+            ]
+            listeners = []
+            if "broker" in roles:
+                listeners.append("PLAINTEXT://127.0.0.1:0")
+            if "controller" in roles:
+                listeners.append(f"CONTROLLER://127.0.0.1:{self.voters[node]}")
+            node_dir = directory / f"node-{node}"
+            self.nodes[node] = BrokerProcess(
+                node_dir,
                 {
                     **TEST_OVERRIDES,
                     "node.id": node,
-                    "listeners": "PLAINTEXT://127.0.0.1:0",
-                    "log.dirs": str(broker_dir / "logs"),
-                    "zookeeper.connect": self.zk_connect,
+                    "process.roles": ",".join(roles),
+                    "listeners": ",".join(listeners),
+                    "controller.quorum.voters": quorum,
+                    "log.dirs": str(node_dir / "logs"),
+                    "metadata.log.dir": str(node_dir / "metadata"),
                     **(overrides or {}),
                     **(broker_overrides or {}).get(node, {}),
                 },
-                # Brokers past the example's three (a reassignment target, say) start
-                # from broker-1.yaml: node.id and the addresses are overridden anyway.
-                config_file=cluster_config(node if node <= EXAMPLE_BROKERS else 1),
+                # Nodes other than the example's three start from node-1.yaml: node.id,
+                # the roles and the addresses are overridden anyway.
+                config_file=cluster_config(node if 1 <= node <= EXAMPLE_NODES else 1),
             )
-        # Wall-clock (pause, resume) times per broker; resume is None while paused.
-        self._pauses: dict[int, list[tuple[float, float | None]]] = {n: [] for n in self.brokers}
-        self._zk: Any = None
+        self.brokers: dict[int, BrokerProcess] = {
+            n: p for n, p in self.nodes.items() if p.is_broker
+        }
+        self.controllers: dict[int, BrokerProcess] = {
+            n: p for n, p in self.nodes.items() if not p.is_broker
+        }
+        # Wall-clock (pause, resume) times per node; resume is None while paused.
+        self._pauses: dict[int, list[tuple[float, float | None]]] = {n: [] for n in self.nodes}
+        self._formatted = False
 
     # --- lifecycle ----------------------------------------------------------------------
 
+    def format(self) -> None:
+        """`tiercel storage format` on every node, in parallel (each is a process start)."""
+        runs = [
+            (
+                node,
+                subprocess.Popen(
+                    format_command(node), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+                ),
+            )
+            for node in self.nodes.values()
+        ]
+        for node, run in runs:
+            _, stderr = run.communicate(timeout=120)
+            if run.returncode != 0:
+                raise RuntimeError(f"format of {node.data_dir} failed: {stderr.decode()}")
+        self._formatted = True
+
     def start(self, timeout: float = 60.0) -> ClusterProcess:
-        """Start every broker and wait until all are registered and a controller is
-        elected."""
-        for broker in self.brokers.values():
-            broker.start(timeout)
+        """Format, start every node (the voters together: a quorum needs a majority to
+        elect a leader before any broker can register) and wait until every broker is
+        registered and unfenced."""
+        if not self._formatted:
+            self.format()
+        for node in self.nodes.values():
+            node.launch()
+        for node in self.nodes.values():
+            node.wait_started(timeout)
         self.wait_for_brokers(self.brokers, timeout)
         self.wait_for_controller(timeout=timeout)
         return self
 
     def start_broker(self, node: int, timeout: float = 60.0) -> BrokerProcess:
-        """Start a broker that was killed or terminated; waits until it is registered."""
-        broker = self.brokers[node].start(timeout)
-        self.wait_for_brokers([node], timeout)
-        return broker
+        """Start a node that was killed or terminated; waits until, as a broker, it is
+        registered and unfenced again."""
+        process = self.nodes[node].start(timeout)
+        if process.is_broker:
+            self.wait_for_brokers([node], timeout)
+        return process
 
     def restart(self, node: int, timeout: float = 60.0) -> BrokerProcess:
         """SIGTERM (controlled shutdown), wait for the exit, start again."""
@@ -251,28 +336,29 @@ class ClusterProcess:
         return self.start_broker(node, timeout)
 
     def kill(self, node: int) -> None:
-        """SIGKILL: a crash. The broker's ZooKeeper session lives on until it times out."""
-        self.brokers[node].kill()
+        """SIGKILL: a crash. The controller fences the broker once its heartbeats have
+        been missing for broker.session.timeout.ms."""
+        self.nodes[node].kill()
         self._end_pause(node)
 
     def terminate(self, node: int, timeout: float = 60.0) -> int:
         """SIGTERM and wait for the exit (a clean, controlled shutdown); the exit code."""
         if self.is_paused(node):
             self.resume(node)
-        return self.brokers[node].stop(timeout)
+        return self.nodes[node].stop(timeout)
 
     def pause(self, node: int) -> None:
         """SIGSTOP: the process stops answering (like a long GC pause or a hung host)
-        while its connections and ZooKeeper session stay open until they time out."""
-        proc = self.brokers[node].proc
-        assert proc is not None and proc.poll() is None, f"broker {node} is not running"
+        while its connections stay open; it misses its heartbeats and fetches."""
+        proc = self.nodes[node].proc
+        assert proc is not None and proc.poll() is None, f"node {node} is not running"
         os.kill(proc.pid, signal.SIGSTOP)
         self._pauses[node].append((time.time(), None))
 
     def resume(self, node: int) -> None:
         """SIGCONT after `pause`."""
-        proc = self.brokers[node].proc
-        assert proc is not None and self.is_paused(node), f"broker {node} is not paused"
+        proc = self.nodes[node].proc
+        assert proc is not None and self.is_paused(node), f"node {node} is not paused"
         os.kill(proc.pid, signal.SIGCONT)
         self._end_pause(node)
 
@@ -286,13 +372,9 @@ class ClusterProcess:
             self._pauses[node][-1] = (paused_at, time.time())
 
     def close(self) -> None:
-        """Kill every broker and close the ZooKeeper reader."""
-        for node in self.brokers:
+        """Kill every node."""
+        for node in self.nodes:
             self.kill(node)
-        if self._zk is not None:
-            self._zk.stop()
-            self._zk.close()
-            self._zk = None
 
     def running(self) -> list[int]:
         """Node ids of the brokers whose process is alive (paused ones included)."""
@@ -309,11 +391,11 @@ class ClusterProcess:
 
     def blocked_loop_reports(self, threshold_s: float = LOOP_BLOCKED_S) -> list[str]:
         """asyncio debug mode's slow-callback lines of ``threshold_s`` or more, not counting
-        time a broker spent stopped by `pause` (a callback running at the SIGSTOP is
+        time a node spent stopped by `pause` (a callback running at the SIGSTOP is
         reported with the pause included)."""
         reports = []
-        for node, broker in self.brokers.items():
-            for line in broker.log_text().splitlines():
+        for node, process in self.nodes.items():
+            for line in process.log_text().splitlines():
                 match = _SLOW_CALLBACK.search(line)
                 if match is None:
                     continue
@@ -324,7 +406,7 @@ class ClusterProcess:
                 )
                 took = float(match.group(2))
                 if took - self._paused_within(node, ended - took, ended) >= threshold_s:
-                    reports.append(f"broker {node}: {line}")
+                    reports.append(f"node {node}: {line}")
         return reports
 
     def _paused_within(self, node: int, start: float, end: float) -> float:
@@ -336,72 +418,78 @@ class ClusterProcess:
             paused += max(0.0, min(end, resumed) - max(start, paused_at))
         return paused
 
-    # --- ZooKeeper view -----------------------------------------------------------------
+    # --- metadata view ------------------------------------------------------------------
 
-    @property
-    def zk(self) -> Any:
-        """A kazoo client rooted at the cluster's chroot (started on first use)."""
-        if self._zk is None:
-            client = KazooClient(hosts=self.zk_connect, timeout=10.0)
+    def _answering(self) -> list[BrokerProcess]:
+        """The brokers a metadata read may ask, lowest node id first."""
+        return [
+            process
+            for node, process in self.brokers.items()
+            if process.running and process.port is not None and not self.is_paused(node)
+        ]
+
+    def _ask_any(self, api_key: int, versions: tuple[int, int], body: Any) -> Any:
+        """The first answer of a running, unpaused broker. Every broker replays the same
+        metadata log, one of them perhaps a moment behind: callers poll."""
+        for process in self._answering():
             try:
-                client.start(timeout=15)
-            except KazooTimeoutError:
-                client.stop()
-                client.close()
-                raise
-            self._zk = client
-        return self._zk
+                return _ask(process, api_key, versions, body)
+            except NotYetError:
+                continue
+        raise NotYetError("no broker answered")
 
-    def _get(self, path: str) -> tuple[bytes, Any] | None:
-        """(data, stat) of a node, None when it does not exist. Bounded in time: kazoo's
-        blocking calls would wait for ZooKeeper forever."""
-        try:
-            result: tuple[bytes, Any] = self.zk.get_async(path).get(timeout=_ZK_REQUEST_TIMEOUT_S)
-        except NoNodeError:
-            return None
-        return result
+    def _metadata(self, topics: Collection[str] | None = ()) -> Any:
+        """A Metadata v12 response for ``topics`` (None: every topic)."""
+        body = {
+            "topics": None if topics is None else [{"name": t} for t in topics],
+            "allow_auto_topic_creation": False,
+            "include_topic_authorized_operations": False,
+        }
+        return self._ask_any(_METADATA, _METADATA_VERSIONS, body)
 
-    def _read_json(self, path: str) -> dict[str, Any] | None:
-        node = self._get(path)
-        if node is None:
-            return None
-        doc: dict[str, Any] = json.loads(node[0])
-        return doc
+    def _topic(self, topic: str) -> Any | None:
+        """The topic's Metadata entry, None while the broker asked does not know it."""
+        (entry,) = self._metadata([topic]).topics
+        return None if entry.error_code != 0 else entry
 
     def registered_brokers(self) -> set[int]:
-        """Node ids under /brokers/ids (ephemeral: a killed broker's stays until its
-        session times out)."""
-        try:
-            children = self.zk.get_children_async("/brokers/ids").get(timeout=_ZK_REQUEST_TIMEOUT_S)
-        except NoNodeError:
-            return set()
-        return {int(child) for child in children}
+        """Brokers the metadata names alive: registered and unfenced (a killed broker
+        stays until its session times out and the controller fences it)."""
+        return {int(b.node_id) for b in self._metadata().brokers}
 
     def broker_epoch(self, node: int) -> int | None:
-        """The czxid of broker ``node``'s registration (Kafka's broker epoch), None when
-        it is not registered."""
-        found = self._get(f"/brokers/ids/{node}")
-        return None if found is None else int(found[1].czxid)
+        """The broker epoch the controller gave broker ``node`` at its latest
+        registration (the RegisterBrokerRecord's offset), from the broker's own log;
+        None before it registered in its current run."""
+        found = _REGISTERED.findall(self.nodes[node].tail(lines=10**9))
+        return int(found[-1]) if found else None
 
     def wait_for_brokers(self, nodes: Collection[int], timeout: float = 60.0) -> None:
         wanted = set(nodes)
         _wait(lambda: wanted <= self.registered_brokers(), timeout, f"brokers {wanted}")
 
-    def wait_until_deregistered(self, node: int, timeout: float = 30.0) -> None:
-        """Until broker ``node``'s registration is gone (its session expired or closed)."""
+    def wait_until_fenced(self, node: int, timeout: float = 30.0) -> None:
+        """Until broker ``node`` is fenced (its session expired or it shut down)."""
         _wait(
             lambda: node not in self.registered_brokers(),
             timeout,
-            f"broker {node} to leave /brokers/ids",
+            f"broker {node} to be fenced",
         )
 
     def controller(self) -> int | None:
-        """The broker id in /controller, or None while there is no controller."""
-        doc = self._read_json("/controller")
-        return None if doc is None else int(doc["brokerid"])
+        """The active controller's node id (the quorum's leader, by DescribeQuorum
+        through a broker), or None while there is none."""
+        partition = {"partition_index": 0}
+        body = {"topics": [{"topic_name": _METADATA_TOPIC, "partitions": [partition]}]}
+        response = self._ask_any(_DESCRIBE_QUORUM, (2, 2), body)
+        if response.error_code != 0:
+            return None
+        (state,) = response.topics[0].partitions
+        leader = int(state.leader_id)
+        return leader if state.error_code == 0 and leader >= 0 else None
 
     def wait_for_controller(self, exclude: Collection[int] = (), timeout: float = 60.0) -> int:
-        """The controller's id once one not in ``exclude`` is elected."""
+        """The active controller's id once one not in ``exclude`` is elected."""
 
         def elected() -> int | None:
             controller = self.controller()
@@ -411,30 +499,33 @@ class ClusterProcess:
         return result
 
     def assignment(self, topic: str) -> dict[int, tuple[int, ...]]:
-        """Partition → replicas, from /brokers/topics/<topic>."""
-        doc = self._read_json(f"/brokers/topics/{topic}")
-        assert doc is not None, f"topic {topic} does not exist"
-        return {int(p): tuple(replicas) for p, replicas in doc["partitions"].items()}
+        """Partition → replicas, in the assignment's order."""
+        entry = _wait(lambda: self._topic(topic), _REQUEST_TIMEOUT_S, f"topic {topic}")
+        return {int(p.partition_index): tuple(p.replica_nodes) for p in entry.partitions}
 
     def partition_state(self, topic: str, partition: int) -> PartitionStateView | None:
-        node = self._get(f"/brokers/topics/{topic}/partitions/{partition}/state")
-        if node is None:
+        """The partition's leadership, None while the broker asked does not know it."""
+        entry = self._topic(topic)
+        if entry is None:
             return None
-        data, stat = node
-        doc = json.loads(data)
-        return PartitionStateView(
-            leader=doc["leader"],
-            leader_epoch=doc["leader_epoch"],
-            isr=tuple(doc["isr"]),
-            controller_epoch=doc["controller_epoch"],
-            version=stat.version,
-        )
+        for state in entry.partitions:
+            if state.partition_index == partition:
+                return PartitionStateView(
+                    leader=int(state.leader_id),
+                    leader_epoch=int(state.leader_epoch),
+                    isr=tuple(state.isr_nodes),
+                    replicas=tuple(state.replica_nodes),
+                )
+        return None
 
     def leader_of(self, topic: str, partition: int) -> int:
-        """The current leader per ZooKeeper (-1: none)."""
-        state = self.partition_state(topic, partition)
-        assert state is not None, f"{topic}-{partition} has no state"
-        return state.leader
+        """The current leader per the metadata (-1: none)."""
+        state = _wait(
+            lambda: self.partition_state(topic, partition),
+            _REQUEST_TIMEOUT_S,
+            f"{topic}-{partition}",
+        )
+        return int(state.leader)
 
     def wait_for_leader(
         self, topic: str, partition: int, exclude: Collection[int] = (), timeout: float = 30.0
@@ -492,10 +583,10 @@ class ClusterProcess:
             self.wait_until_isr(name, partition, replicas, timeout)
 
     def _full_assignment(self, topic: str, partitions: int) -> dict[int, tuple[int, ...]]:
-        if self._read_json(f"/brokers/topics/{topic}") is None:
+        entry = self._topic(topic)
+        if entry is None or len(entry.partitions) != partitions:
             return {}
-        assignment = self.assignment(topic)
-        return assignment if len(assignment) == partitions else {}
+        return {int(p.partition_index): tuple(p.replica_nodes) for p in entry.partitions}
 
     def high_watermark(self, topic: str, partition: int, timeout: float = 10.0) -> int:
         """The leader's high watermark, asked through librdkafka (ListOffsets latest).
@@ -691,30 +782,20 @@ def cluster_factory(
     tmp_path: Path, request: pytest.FixtureRequest
 ) -> Iterator[Callable[..., ClusterProcess]]:
     """Start clusters with ``factory(size=3, overrides=None, broker_overrides=None,
-    zookeeper=None, start=True)``; ``zookeeper`` defaults to the session's shared server
-    (pass one from ``zookeeper_factory`` to stop or restart it). Every broker is killed
-    at teardown, and the test fails if a broker's event loop was blocked for a second."""
+    controllers=0, start=True)`` (see `ClusterProcess` for the topologies). Every node is
+    killed at teardown, and the test fails if a node's event loop was blocked for a
+    second."""
     clusters: list[ClusterProcess] = []
 
     def factory(
         size: int = 3,
         overrides: Mapping[str, object] | None = None,
         broker_overrides: Mapping[int, Mapping[str, object]] | None = None,
-        zookeeper: ZooKeeperServer | None = None,
+        controllers: int = 0,
         start: bool = True,
     ) -> ClusterProcess:
-        server = zookeeper if zookeeper is not None else request.getfixturevalue("zookeeper")
-        if not server.running:
-            # A test that stopped the shared server must not fail the ones after it.
-            server.start()
-        name = re.sub(r"[^A-Za-z0-9_.-]", "_", request.node.name)[:60]
         cluster = ClusterProcess(
-            tmp_path / f"cluster{len(clusters)}",
-            server,
-            f"/tests/{name}-{uuid.uuid4().hex[:8]}",
-            size,
-            overrides,
-            broker_overrides,
+            tmp_path / f"cluster{len(clusters)}", size, overrides, broker_overrides, controllers
         )
         clusters.append(cluster)
         return cluster.start() if start else cluster
@@ -728,5 +809,5 @@ def cluster_factory(
 
 @pytest.fixture
 def cluster(cluster_factory: Callable[..., ClusterProcess]) -> ClusterProcess:
-    """Three running brokers of the example cluster, a controller elected."""
+    """Three running combined nodes of the example cluster, a controller elected."""
     return cluster_factory()

@@ -104,7 +104,7 @@ class ExactlyOnceLoop:
                 "bootstrap.servers": bootstrap,
                 "transactional.id": transactional_id,
                 "linger.ms": 5,
-                # Longer than a failover takes (ZooKeeper's 6 s session timeout, the
+                # Longer than a failover takes (the 9 s broker session timeout, the
                 # election, the coordinators' loads), shorter than the test's budget:
                 # a transaction the coordinator had to abort on timeout shows as an
                 # abort in the report.

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from support.broker import TIERCEL, BrokerProcess
-from support.zookeeper import free_port
+from support.ports import free_port
 from tiercel.server.replication.broker_client import BrokerClient
 
 CLUSTER_ID: Final = "MkU3OEVBNTcwNTJENDM2Qg"
@@ -55,12 +55,21 @@ def controller_ports(node_ids: list[int]) -> dict[int, int]:
     return {node_id: free_port() for node_id in node_ids}
 
 
-def format_node(node: BrokerProcess, cluster_id: str = CLUSTER_ID) -> str:
-    """Run `tiercel storage format` on the node's configuration; its output."""
+def format_command(node: BrokerProcess, cluster_id: str = CLUSTER_ID) -> list[str]:
+    """`tiercel storage format` of the node's configuration (its file and overrides)."""
     args = [str(TIERCEL), "storage", "format", "-t", cluster_id]
+    if node.config_file is not None:
+        args.append(str(node.config_file))
     for key, value in node.overrides.items():
         args += ["--override", f"{key}={value}"]
-    result = subprocess.run(args, capture_output=True, text=True, timeout=60, check=False)
+    return args
+
+
+def format_node(node: BrokerProcess, cluster_id: str = CLUSTER_ID) -> str:
+    """Run `tiercel storage format` on the node's configuration; its output."""
+    result = subprocess.run(
+        format_command(node, cluster_id), capture_output=True, text=True, timeout=60, check=False
+    )
     if result.returncode != 0:
         raise RuntimeError(f"format failed: {result.stderr}")
     return result.stdout

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Final
 import boto3
 import pytest
 
-from support.zookeeper import free_port
+from support.ports import free_port
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client

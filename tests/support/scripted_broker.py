@@ -1,12 +1,13 @@
 """A scripted Kafka broker on a local socket for unit tests of inter-broker clients:
 it answers ApiVersions with the versions given and every other API with the answer
-scripted for it (hanging up on an API without one), and keeps what it decoded."""
+scripted for it, a response body or a function of the request that gives one (hanging
+up on an API without one), and keeps what it decoded."""
 
 from __future__ import annotations
 
 import asyncio
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from tiercel.protocol.entities import (
@@ -21,6 +22,8 @@ from tiercel.protocol.request_header import parse_request_header, peek_api, resp
 from tiercel.server.replication.broker_client import Endpoint
 
 _SIZE = struct.Struct(">i")
+# A response body, or what gives it from the decoded request.
+Answer = dict[str, Any] | Callable[[Any], dict[str, Any]]
 
 
 class ScriptedLeader:
@@ -29,7 +32,7 @@ class ScriptedLeader:
 
     def __init__(self, versions: Mapping[int, tuple[int, int]]) -> None:
         self.versions = dict(versions)
-        self.answers: dict[int, dict[str, Any]] = {}
+        self.answers: dict[int, Answer] = {}
         self.requests: list[tuple[int, int, Any]] = []
         self.connections = 0
         self.server: asyncio.Server | None = None
@@ -59,7 +62,8 @@ class ScriptedLeader:
                         ],
                     }
                 elif api_key in self.answers:
-                    body = self.answers[api_key]
+                    answer = self.answers[api_key]
+                    body = answer(request) if callable(answer) else answer
                 else:
                     return  # nothing scripted: hang up
                 response_type = response_class(api_key, version)

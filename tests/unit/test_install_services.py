@@ -66,7 +66,7 @@ def installs(calls: list[str]) -> list[str]:
 def test_each_missing_package_is_installed_on_its_own(tmp_path: Path) -> None:
     result, calls = run_script(tmp_path)
     assert result.returncode == 0, result.stderr
-    assert installs(calls) == ["kcat", "zookeeper", "docker-compose"]
+    assert installs(calls) == ["kcat", "default-jre-headless", "docker-compose"]
     assert "update -q" not in calls
 
 
@@ -74,16 +74,18 @@ def test_stale_package_lists_are_updated_once(tmp_path: Path) -> None:
     result, calls = run_script(tmp_path, FAKE_APT_STALE="1")
     assert result.returncode == 0, result.stderr
     assert calls.count("update -q") == 1
-    assert installs(calls) == ["kcat", "kcat", "zookeeper", "docker-compose"]
+    assert installs(calls) == ["kcat", "kcat", "default-jre-headless", "docker-compose"]
 
 
 @pytest.mark.parametrize("stale", ["", "1"])
 def test_a_failed_install_is_named_and_fails_the_script(tmp_path: Path, stale: str) -> None:
-    result, calls = run_script(tmp_path, FAKE_APT_BROKEN="zookeeper", FAKE_APT_STALE=stale)
+    result, calls = run_script(
+        tmp_path, FAKE_APT_BROKEN="default-jre-headless", FAKE_APT_STALE=stale
+    )
     assert result.returncode != 0
-    assert "could not install the Debian package 'zookeeper'" in result.stderr
-    assert "E: Package zookeeper is broken" in result.stderr
-    assert "FAILED to install: zookeeper " in result.stderr
+    assert "could not install the Debian package 'default-jre-headless'" in result.stderr
+    assert "E: Package default-jre-headless is broken" in result.stderr
+    assert "FAILED to install: default-jre-headless " in result.stderr
     # One update at most, and the other packages were still installed.
     assert calls.count("update -q") == 1
     assert installs(calls)[-1] == "docker-compose"
@@ -97,4 +99,4 @@ def test_without_apt_get_the_missing_packages_are_named(tmp_path: Path) -> None:
     )
     assert result.returncode != 0
     assert "apt-get not found" in result.stderr
-    assert "kcat zookeeper docker-compose" in result.stderr
+    assert "kcat default-jre-headless docker-compose" in result.stderr

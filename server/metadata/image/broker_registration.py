@@ -24,6 +24,11 @@ from tiercel.protocol.metadata.broker_records import (
 )
 from tiercel.protocol.metadata.metadata_record_serde import ApiMessageAndVersion
 from tiercel.server.metadata.image.image_writer import ImageWriterOptions
+from tiercel.server.metadata.image.partition_registration import (
+    LOST_DIRECTORY,
+    MIGRATING_DIRECTORY,
+    UNASSIGNED_DIRECTORY,
+)
 
 __all__ = ["BrokerRegistration", "Endpoint", "VersionRange"]
 
@@ -113,6 +118,17 @@ class BrokerRegistration:
             ),
         )
         return self if changed == self else changed
+
+    def has_online_dir(self, directory: uuid.UUID) -> bool:
+        """Whether a replica in ``directory`` is on a working disk (Kafka's
+        hasOnlineDir, DirectoryId.isOnline): MIGRATING and UNASSIGNED ones are taken to
+        be, a LOST one is not, and a broker that registered no directories (before
+        3.7-IV2) halts once none is left."""
+        if directory in (MIGRATING_DIRECTORY, UNASSIGNED_DIRECTORY):
+            return True
+        if directory == LOST_DIRECTORY:
+            return False
+        return not self.directories or directory in self.directories
 
     def to_record(self, options: ImageWriterOptions) -> ApiMessageAndVersion:
         """The RegisterBrokerRecord of this registration (Kafka's toRecord): what the

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from support.moto_server import REGION, S3Bucket
+from support.ports import free_port
 from support.rsm_contract import metadata, segment_files
-from support.zookeeper import free_port
 from tiercel.storage.checkpoint_file import uuid_to_kafka_str
 from tiercel.tiered.rsm.object_layout import MANIFEST_SUFFIX, object_key
 from tiercel.tiered.rsm.remote_storage_manager import (

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from support.moto_server import REGION, MotoServer, S3Bucket, create_bucket
+from support.ports import free_port
 from support.rsm_contract import RemoteStorageManagerContract, metadata, segment_files
-from support.zookeeper import free_port
 from tiercel.tiered.rsm.object_layout import LOG_SUFFIX, MANIFEST_SUFFIX, object_key
 from tiercel.tiered.rsm.remote_storage_manager import (
     IndexType,

@@ -22,7 +22,7 @@ def test_defaults() -> None:
     assert b.listeners == (Listener("PLAINTEXT", "127.0.0.1", 9092),)
     assert b.advertised_listeners == b.listeners
     assert b.log_dirs == ["./data"]
-    assert b.cluster_id is None and b.zookeeper_connect is None
+    assert b.cluster_id is None and not b.kraft_mode
     assert b.num_partitions == 1 and b.default_replication_factor == 1
     assert b.auto_create_topics_enable is True and b.delete_topic_enable is True
     assert b.message_max_bytes == 1048588
@@ -35,7 +35,6 @@ def test_defaults() -> None:
     assert b.num_recovery_threads_per_data_dir == 1
     assert b.offsets_topic_replication_factor == 3
     assert b.leader_imbalance_check_interval_seconds == 300
-    assert b.zookeeper_connection_timeout_ms == 6000
 
 
 def test_every_key_is_readable_with_get() -> None:
@@ -50,20 +49,20 @@ def test_values_are_parsed_and_explicit_keys_recorded() -> None:
             "num.partitions": "3",
             "auto.create.topics.enable": "false",
             "log.dirs": "/a, /b",
-            "zookeeper.connect": "zk1:2181,zk2:2181/tiercel",
+            "min.insync.replicas": "2",
             "cluster.id": 12345,
         }
     )
     assert b.num_partitions == 3
     assert b.auto_create_topics_enable is False
     assert b.log_dirs == ["/a", "/b"]
-    assert b.zookeeper_connect == "zk1:2181,zk2:2181/tiercel"
+    assert b.get("min.insync.replicas") == 2
     assert b.cluster_id == "12345"
     assert b.explicit == {
         "num.partitions",
         "auto.create.topics.enable",
         "log.dirs",
-        "zookeeper.connect",
+        "min.insync.replicas",
         "cluster.id",
     }
 
@@ -248,12 +247,23 @@ def test_bad_listeners(settings: dict[str, object], key: str, message: str) -> N
     assert e.value.key == key
 
 
-def test_zookeeper_connection_timeout_defaults_to_session_timeout() -> None:
-    assert BrokerConfig({"zookeeper.session.timeout.ms": 9000}).zookeeper_connection_timeout_ms == (
-        9000
-    )
-    b = BrokerConfig({"zookeeper.connection.timeout.ms": 100})
-    assert b.zookeeper_connection_timeout_ms == 100
+@pytest.mark.parametrize(
+    ("key", "instead"),
+    [
+        ("zookeeper.connect", "process.roles"),
+        ("zookeeper.session.timeout.ms", "process.roles"),
+        ("zookeeper.connection.timeout.ms", "process.roles"),
+        ("controlled.shutdown.max.retries", "broker.session.timeout.ms"),
+        ("controlled.shutdown.retry.backoff.ms", "broker.session.timeout.ms"),
+    ],
+)
+def test_keys_of_zookeeper_mode_are_refused_with_what_to_set_instead(
+    key: str, instead: str
+) -> None:
+    """ZooKeeper mode is gone (Kafka 4.0): its keys say what replaced them."""
+    with pytest.raises(ConfigError, match=f"ZooKeeper mode is gone.*{instead}") as e:
+        BrokerConfig({key: "1"})
+    assert e.value.key == key
 
 
 def test_repr_shows_explicit_settings() -> None:
@@ -261,7 +271,7 @@ def test_repr_shows_explicit_settings() -> None:
 
 
 def test_every_typed_view_reads_a_defined_key_of_its_type() -> None:
-    b = BrokerConfig({"cluster.id": "abc", "zookeeper.connect": "zk:2181"})
+    b = BrokerConfig({"cluster.id": "abc"})
     views = [name for name in dir(BrokerConfig) if not name.startswith("_")]
     for name in views:
         getattr(b, name)  # a wrong key name or type raises here

@@ -286,7 +286,6 @@ def test_required_keys_are_defined_with_kafkas_defaults() -> None:
         "offsets.retention.minutes": 10080,
         "group.max.session.timeout.ms": 1800000,
         "replica.lag.time.max.ms": 30000,
-        "zookeeper.connect": None,
         "log.cleaner.min.cleanable.ratio": 0.5,
         "log.flush.interval.messages": LONG_MAX,
     }

@@ -77,7 +77,6 @@ def test_a_controller_and_a_broker_alone_are_valid() -> None:
             "at least one value",
         ),
         ({**COMBINED, "node.id": 9}, "controller.quorum.voters", "must be included"),
-        ({**COMBINED, "zookeeper.connect": "zk:2181"}, "zookeeper.connect", "KRaft mode"),
         (
             {**COMBINED, "controller.listener.names": "CONTROLLER,OTHER"},
             "controller.listener.names",

@@ -63,7 +63,7 @@ def test_overrides_beat_the_file(tmp_path: Path) -> None:
 
 
 def test_override_value_may_contain_equals_signs() -> None:
-    assert parse_override("zookeeper.connect=a:1/x=y") == ("zookeeper.connect", "a:1/x=y")
+    assert parse_override("cluster.id=a:1/x=y") == ("cluster.id", "a:1/x=y")
     assert parse_override("cluster.id=") == ("cluster.id", "")
 
 
@@ -130,7 +130,7 @@ def test_single_node_yaml() -> None:
     assert b.listeners == (Listener("PLAINTEXT", "127.0.0.1", 9092),)
     assert b.advertised_listeners == b.listeners
     assert b.log_dirs == ["./data"]
-    assert b.zookeeper_connect is None
+    assert not b.kraft_mode
     assert b.offsets_topic_replication_factor == 1
     # `make run` tiers out of the box to the local directory under ./data.
     assert b.get("remote.log.storage.system.enable") is True

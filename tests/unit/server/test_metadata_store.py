@@ -1,10 +1,6 @@
-"""The MetadataStore contract, run against both stores: the local one and ZooKeeper's.
-
-ZooKeeper is the reference for these semantics, so every test here runs on both; what only
-one store does (the local file format, fsync coalescing; the ZooKeeper session through a
-stalled event loop) is in test_local_store.py and test_zk_store.py. The ZooKeeper runs use
-the shared server of support.zookeeper, each test (and each hypothesis example) in a
-chroot of its own.
+"""The MetadataStore contract (ZooKeeper's semantics, see store.py), run against the
+embedded local store; what only it does (the file format, fsync coalescing) is in
+test_local_store.py.
 """
 
 from __future__ import annotations
@@ -37,32 +33,19 @@ from tiercel.server.metadata.store import (
     Stat,
     WatchEvent,
 )
-from tiercel.server.metadata.zk_store import ZooKeeperMetadataStore
 
-# A store over one backing (a directory, a ZooKeeper chroot); `sub` names a fresh one
-# inside it, for hypothesis examples.
+# A store over one directory; `sub` names a fresh one inside it, for hypothesis examples.
 Opener = Callable[..., MetadataStore]
 
 
-@pytest.fixture(params=["local", "zookeeper"])
-def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Opener:
-    if request.param == "local":
+@pytest.fixture
+def opener(tmp_path: Path) -> Opener:
+    def open_local(sub: str = "") -> MetadataStore:
+        directory = tmp_path / sub
+        directory.mkdir(exist_ok=True)
+        return LocalMetadataStore(directory)
 
-        def open_local(sub: str = "") -> MetadataStore:
-            directory = tmp_path / sub
-            directory.mkdir(exist_ok=True)
-            return LocalMetadataStore(directory)
-
-        return open_local
-    connect: str = request.getfixturevalue("zk_connect")
-
-    def open_zookeeper(sub: str = "") -> MetadataStore:
-        chroot = f"/{sub}" if sub else ""
-        return ZooKeeperMetadataStore(
-            connect + chroot, session_timeout_ms=4000, connection_timeout_ms=5000
-        )
-
-    return open_zookeeper
+    return open_local
 
 
 @pytest.fixture

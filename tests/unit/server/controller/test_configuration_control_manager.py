@@ -125,6 +125,29 @@ def test_broker_configs_are_written_even_unchanged_and_validated() -> None:
     assert isinstance(bad.response[broker], InvalidConfigError) and refused
 
 
+def test_topic_configs_are_judged_by_the_node_with_the_existing_ones() -> None:
+    """The node's validator sees a topic's whole new config and its existing one: turning
+    tiering off is refused from what the topic had (log_config_validator's rule)."""
+    judged: list[tuple[dict[str, str], dict[str, str]]] = []
+
+    def validate(new: Mapping[str, str], existing: Mapping[str, str]) -> None:
+        judged.append((dict(new), dict(existing)))
+        if existing.get("remote.storage.enable") == "true" and "remote.storage.enable" not in new:
+            raise ConfigError("tiering cannot be turned off this way", "remote.storage.enable")
+
+    ctx = ManagersContext(validate_topic_configs=validate)
+    ctx.add_brokers(1)
+    ctx.create_topic("t")
+    tiered = {T: {"remote.storage.enable": (OpType.SET, "true")}}
+    ctx.run(ctx.state.configuration.incremental_alter_configs(tiered))
+    assert judged[-1] == ({"remote.storage.enable": "true"}, {})
+    off = {T: {"remote.storage.enable": (OpType.DELETE, None)}}
+    refused = ctx.state.configuration.incremental_alter_configs(off)
+    assert isinstance(refused.response[T], InvalidConfigError)
+    assert refused.records == []
+    assert judged[-1] == ({}, {"remote.storage.enable": "true"})
+
+
 def test_unclean_leader_election_setting_precedence() -> None:
     ctx = ManagersContext(unclean_leader_election_enable=True)
     ctx.add_brokers(1)

@@ -10,9 +10,11 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 
 from tiercel.protocol.metadata.broker_records import (
     BrokerEndpoint,
+    BrokerRegistrationChangeRecord,
     RegisterBrokerRecord,
     UnfenceBrokerRecord,
 )
@@ -24,19 +26,28 @@ from tiercel.protocol.metadata.log_control_records import (
 )
 from tiercel.protocol.metadata.message_schema import MetadataRecord
 from tiercel.protocol.metadata.metadata_record_serde import ApiMessageAndVersion
-from tiercel.protocol.metadata.topic_records import PartitionRecord, RemoveTopicRecord, TopicRecord
+from tiercel.protocol.metadata.topic_records import (
+    PartitionChangeRecord,
+    PartitionRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+)
 from tiercel.server.metadata.broker_metadata_publisher import BrokerMetadataPublisher
 from tiercel.server.metadata.image.metadata_delta import MetadataDelta
 from tiercel.server.metadata.image.metadata_image import MetadataImage
+from tiercel.server.metadata.image.partition_registration import UNASSIGNED_DIRECTORY
 from tiercel.server.metadata.metadata_cache import MetadataCache, TopicMetadata
 from tiercel.server.metadata.metadata_loader import MetadataLoader
 from tiercel.server.partition import PartitionState
 from tiercel.server.raft.batch import Batch
 from tiercel.server.raft.offset_and_epoch import OffsetAndEpoch
 from tiercel.server.raft.raft_client_listener import MemoryBatchReader
+from tiercel.storage.topic_partition import TopicPartition
 
 TOPIC_ID = uuid.UUID(int=11)
 OTHER_ID = uuid.UUID(int=12)
+DIR_A = uuid.UUID("a0000000-0000-4000-8000-00000000000a")
+DIR_B = uuid.UUID("b0000000-0000-4000-8000-00000000000b")
 
 
 def register(broker_id: int) -> RegisterBrokerRecord:
@@ -177,6 +188,48 @@ async def test_the_broker_publisher_feeds_the_cache_and_replica_manager() -> Non
         None,
     ]
     assert cache.topic("t") is None
+    await loader.close()
+
+
+async def test_a_replica_in_a_directory_its_broker_no_longer_lists_is_offline() -> None:
+    """KIP-858, as Kafka's KRaftMetadataCache.getOfflineReplicas: broker 2 lists dirs a
+    and b online; when a fails, its replica of t-0 there is offline, and so is that of
+    t-1 once the controller places it in a."""
+    cache = MetadataCache(1, "cluster")
+
+    async def on_topic(name: str, topic: TopicMetadata | None) -> None:
+        pass
+
+    loader = MetadataLoader(1, lambda: 0)
+    loader.install_publisher(BrokerMetadataPublisher(cache, on_topic))
+    batches = Batches()
+    in_dir = {
+        p: replace(partition(TOPIC_ID, p, 2), directories=(UNASSIGNED_DIRECTORY, d))
+        for p, d in ((0, DIR_A), (1, DIR_B))
+    }
+    loader.handle_commit(
+        batches.reader(
+            [register(1), replace(register(2), log_dirs=(DIR_A, DIR_B))],
+            [TopicRecord(name="t", topic_id=TOPIC_ID), in_dir[0], in_dir[1]],
+        )
+    )
+    await settle(loader, 4)
+    assert cache.offline_replicas == {}
+    a_failed = BrokerRegistrationChangeRecord(
+        broker_id=2, broker_epoch=12, fenced=0, in_controlled_shutdown=0, log_dirs=(DIR_B,)
+    )
+    loader.handle_commit(batches.reader([a_failed]))
+    await settle(loader, 5)
+    assert cache.offline_replicas == {TopicPartition("t", 0): {2}}
+    placed_in_a = PartitionChangeRecord(
+        partition_id=1, topic_id=TOPIC_ID, directories=(UNASSIGNED_DIRECTORY, DIR_A)
+    )
+    loader.handle_commit(batches.reader([placed_in_a]))
+    await settle(loader, 6)
+    assert cache.offline_replicas == {TopicPartition("t", 0): {2}, TopicPartition("t", 1): {2}}
+    loader.handle_commit(batches.reader([RemoveTopicRecord(topic_id=TOPIC_ID)]))
+    await settle(loader, 7)
+    assert cache.offline_replicas == {}
     await loader.close()
 
 

@@ -1,5 +1,5 @@
 """ZkAlterPartitionManager: a leader's ISR change as a conditional set of the partition
-state znode, on the local store (the ZooKeeper store shares its semantics)."""
+state znode, on the local store."""
 
 from __future__ import annotations
 
