@@ -405,7 +405,7 @@ def test_two_of_three_controllers_down(split: Quorum) -> None:
         # timeout, then answers REQUEST_TIMED_OUT (Kafka's ForwardingManagerImpl
         # onTimeout; NodeToControllerChannelManager's retryTimeoutMs).
         response = answer.result(120)
-    assert time.monotonic() - started > 20
+    assert time.monotonic() - started > 55
     assert [t.error_code for t in response.topics] == [ErrorCode.request_timed_out]
 
     # One controller back makes a majority: a pending creation commits.
