@@ -245,6 +245,7 @@ class BrokerConfig:
     controller_quorum_request_timeout_ms = _Key("controller.quorum.request.timeout.ms", int)
     controller_quorum_retry_backoff_ms = _Key("controller.quorum.retry.backoff.ms", int)
     metadata_log_segment_bytes = _Key("metadata.log.segment.bytes", int)
+    metadata_log_segment_min_bytes = _Key("metadata.log.segment.min.bytes", int)
     metadata_log_segment_ms = _Key("metadata.log.segment.ms", int)
     metadata_max_retention_bytes = _Key("metadata.max.retention.bytes", int)
     metadata_max_retention_ms = _Key("metadata.max.retention.ms", int)

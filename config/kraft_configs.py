@@ -52,6 +52,10 @@ KRAFT_CONFIGS: Final[tuple[ConfigDef, ...]] = (
               "of log.dirs."),
     ConfigDef("metadata.log.segment.bytes", _I, 1073741824, at_least(12),
               "Largest segment of the metadata log."),
+    ConfigDef("metadata.log.segment.min.bytes", _I, 8388608, at_least(12),
+              "Smallest metadata.log.segment.bytes allowed; lowered for tests only (Kafka's "
+              "internal KRaftConfigs key: a segment below the largest batch, 8 MiB, may "
+              "not take a batch of metadata records)."),
     ConfigDef("metadata.log.segment.ms", _L, 604800000, at_least(1),
               "Age after which the metadata log rolls a new segment."),
     ConfigDef("metadata.max.retention.bytes", _L, 104857600, None,

@@ -10,9 +10,17 @@ from __future__ import annotations
 
 from typing import Final
 
-from tiercel.protocol.errors import ErrorCode, TopicExistsError, error_for_code
+from tiercel.protocol.errors import (
+    ErrorCode,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+    error_for_code,
+)
 from tiercel.server.admin_manager import CreatedTopic
-from tiercel.server.node_to_controller_channel import NodeToControllerChannel
+from tiercel.server.node_to_controller_channel import (
+    ControllerRequestTimeoutError,
+    NodeToControllerChannel,
+)
 
 __all__ = ["ControllerTopicCreator"]
 
@@ -31,7 +39,10 @@ class ControllerTopicCreator:
         self._retry_timeout_s = retry_timeout_s
 
     async def create_topic(self, name: str, planned: CreatedTopic) -> None:
-        """Raises the KafkaError the controller answers (TopicExistsError included)."""
+        """Raises the KafkaError the controller answers (TopicExistsError included);
+        UNKNOWN_TOPIC_OR_PARTITION when no active controller answers (a quorum without
+        a majority), what Kafka's DefaultAutoTopicCreationManager.sendCreateTopicRequest
+        tells clients while a creation is in flight, dropped on its onTimeout."""
         body = {
             "topics": [
                 {
@@ -50,7 +61,12 @@ class ControllerTopicCreator:
             "timeout_ms": self._timeout_ms,
             "validate_only": False,
         }
-        response = await self._channel.send(_CREATE_TOPICS, _VERSIONS, body, self._retry_timeout_s)
+        try:
+            response = await self._channel.send(
+                _CREATE_TOPICS, _VERSIONS, body, self._retry_timeout_s
+            )
+        except ControllerRequestTimeoutError as e:
+            raise UnknownTopicOrPartitionError(f"{name} not created: {e}") from e
         for topic in response.topics:
             if topic.name != name or topic.error_code == ErrorCode.none:
                 continue

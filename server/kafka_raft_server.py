@@ -42,7 +42,7 @@ from tiercel.server.metadata.metadata_loader import MetadataLoader
 from tiercel.server.raft.endpoints import Endpoints, HostPort
 from tiercel.server.raft.kafka_metadata_log import METADATA_TOPIC_PARTITION
 from tiercel.server.raft.kafka_raft_manager import KafkaRaftManager
-from tiercel.server.raft.metadata_log_config import MetadataLogConfig
+from tiercel.server.raft.metadata_log_config import MAX_BATCH_SIZE_BYTES, MetadataLogConfig
 from tiercel.server.raft.quorum_config import QuorumConfig
 from tiercel.storage.meta_properties import MetaProperties
 from tiercel.storage.meta_properties_ensemble import MetaPropertiesEnsemble, MetaPropertiesError
@@ -72,6 +72,7 @@ def metadata_log_config(config: BrokerConfig) -> MetadataLogConfig:
     """metadata.log.* and metadata.max.retention.* (Kafka's MetadataLogConfig)."""
     return MetadataLogConfig(
         log_segment_bytes=config.metadata_log_segment_bytes,
+        log_segment_min_bytes=config.metadata_log_segment_min_bytes,
         log_segment_millis=config.metadata_log_segment_ms,
         retention_max_bytes=config.metadata_max_retention_bytes,
         retention_millis=config.metadata_max_retention_ms,
@@ -150,6 +151,13 @@ class KafkaRaftServer:
         meta = props[config.metadata_log_dir]
         cluster_id = meta.cluster_id
         assert meta.directory_id is not None
+        if config.metadata_log_segment_min_bytes != MAX_BATCH_SIZE_BYTES:
+            # Kafka's KafkaMetadataLog.apply says so too.
+            _log.error(
+                "Overriding metadata.log.segment.min.bytes is only supported for testing. "
+                "Setting this value too low may lead to an inability to write batches of "
+                "metadata records."
+            )
         loop = asyncio.get_running_loop()
         scheduler = self._scheduler = Scheduler(
             loop, max(4, config.num_recovery_threads_per_data_dir)

@@ -64,6 +64,11 @@ _SECURITY_PROTOCOL_IDS: Final = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, 
 # How long the broker's own requests to the controller keep trying (Kafka's
 # NodeToControllerChannelManager retry timeouts are the request's, at most this).
 _CONTROLLER_RETRY_TIMEOUT_S: Final = 30.0
+# How long a client's forwarded request waits for an active controller before the broker
+# answers REQUEST_TIMED_OUT (Kafka's BrokerServer builds the "forwarding"
+# NodeToControllerChannelManagerImpl with retryTimeoutMs = 60000): long enough for a
+# quorum that lost its majority to have a voter restarted.
+_FORWARDING_RETRY_TIMEOUT_S: Final = 60.0
 # Kafka's BrokerServer gives the directory-assignments channel a minute.
 _ASSIGNMENTS_RETRY_TIMEOUT_S: Final = 60.0
 
@@ -183,7 +188,7 @@ class KRaftBrokerMetadata:
         )
 
     def forwarding_manager(self) -> ForwardingManager:
-        return ForwardingManager(self._channel("forwarding"), _CONTROLLER_RETRY_TIMEOUT_S)
+        return ForwardingManager(self._channel("forwarding"), _FORWARDING_RETRY_TIMEOUT_S)
 
     async def register_and_catch_up(self, advertised: Sequence[Listener]) -> None:
         """Register, wait until caught up and published, ask to be unfenced and wait for

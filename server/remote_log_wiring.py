@@ -199,13 +199,17 @@ async def start_remote_log_manager(
     rlm_config = RemoteLogManagerConfig.from_broker(config)
     if not rlm_config.remote_log_storage_system_enable:
         return None
+    loop = asyncio.get_running_loop()
+    # Made off the event loop, as every blocking RSM call is: the S3 manager's botocore
+    # client loads its service model, over a second on a loaded 2-core machine.
+    rsm = await loop.run_in_executor(None, create_remote_storage_manager, config)
     rlm = RemoteLogManager(
         rlm_config,
         config.node_id,
-        create_remote_storage_manager(config),
+        rsm,
         create_remote_log_metadata_manager(config, replica_manager, metadata_cache, admin_manager),
     )
-    reader = await asyncio.get_running_loop().run_in_executor(
+    reader = await loop.run_in_executor(
         None,
         RemoteLogReader.create,
         rlm.context.rsm,

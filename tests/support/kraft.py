@@ -7,7 +7,11 @@ keep their port across restarts (`BrokerProcess`)."""
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import signal
 import subprocess
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -22,10 +26,17 @@ CLUSTER_ID: Final = "MkU3OEVBNTcwNTJENDM2Qg"
 def describe_quorum(node: BrokerProcess) -> Any:
     """DescribeQuorum v2 sent to a broker, which forwards it to the active controller
     (what kafka-metadata-quorum --bootstrap-server sends); the kio response."""
+    return describe_quorum_at(node.bootstrap)
+
+
+def describe_quorum_at(address: str, timeout_s: float = 10.0) -> Any:
+    """DescribeQuorum v2 sent to ``address``: a broker listener forwards it, a
+    controller listener's Raft client answers it if it leads (what
+    kafka-metadata-quorum --bootstrap-controller sends); the kio response."""
 
     async def ask() -> Any:
-        host, port = node.bootstrap.split(":")
-        client = BrokerClient(0, lambda: (host, int(port)), "metadata-quorum", 10.0)
+        host, port = address.split(":")
+        client = BrokerClient(0, lambda: (host, int(port)), "metadata-quorum", timeout_s)
         partition = {"partition_index": 0}
         try:
             _, response = await client.request(
@@ -99,3 +110,57 @@ def kraft_node(
     if formatted:
         format_node(node)
     return node
+
+
+def pause(node: BrokerProcess) -> None:
+    """SIGSTOP: the process stops answering anyone, its sockets stay open."""
+    assert node.proc is not None and node.proc.poll() is None
+    os.kill(node.proc.pid, signal.SIGSTOP)
+
+
+def resume(node: BrokerProcess) -> None:
+    """SIGCONT of a paused node."""
+    assert node.proc is not None
+    os.kill(node.proc.pid, signal.SIGCONT)
+
+
+def metadata_partition_dir(node: BrokerProcess) -> Path:
+    """The node's ``__cluster_metadata-0`` directory."""
+    metadata_dir = node.overrides.get("metadata.log.dir", node.log_dir)
+    return Path(str(metadata_dir)) / "__cluster_metadata-0"
+
+
+def quorum_state(node: BrokerProcess) -> dict[str, Any]:
+    """The node's ``quorum-state`` file: leaderId, leaderEpoch, votedId..."""
+    state: dict[str, Any] = json.loads((metadata_partition_dir(node) / "quorum-state").read_text())
+    return state
+
+
+def quorum_leader(controller_ports: Mapping[int, int], timeout_s: float = 60.0) -> Any:
+    """The partition of the DescribeQuorum answer of the voter that leads now, asked
+    of each voter of ``controller_ports`` in turn until one answers as the leader."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        for node_id, port in controller_ports.items():
+            try:
+                response = describe_quorum_at(f"127.0.0.1:{port}", 2.0)
+            except (OSError, TimeoutError):
+                continue
+            [partition] = response.topics[0].partitions
+            answered = response.error_code == 0 and partition.error_code == 0
+            if answered and partition.leader_id == node_id:
+                return partition
+        assert time.monotonic() < deadline, "no voter leads the quorum"
+        time.sleep(0.2)
+
+
+def wait_kraft_started(node: BrokerProcess, timeout_s: float = 60.0) -> None:
+    """Wait until the launched node's current run has logged kraft_node_started: the
+    moment a controller-only node, which has no broker listener, serves."""
+    assert node.proc is not None
+    deadline = time.monotonic() + timeout_s
+    while "event=kraft_node_started" not in node.log_text().rsplit("---- start #", 1)[-1]:
+        if node.proc.poll() is not None:
+            raise RuntimeError(f"node exited with {node.proc.returncode}:\n{node.tail()}")
+        assert time.monotonic() < deadline, f"node did not start in {timeout_s}s"
+        time.sleep(0.05)

@@ -7,6 +7,7 @@ import pytest
 
 from tiercel.config.broker_config import BrokerConfig, ConfigError
 from tiercel.config.kraft_validation import QuorumVoter
+from tiercel.server.kafka_raft_server import metadata_log_config
 
 COMBINED = {
     "process.roles": "broker,controller",
@@ -115,3 +116,13 @@ def test_a_kraft_configuration_that_does_not_fit_is_refused(
         BrokerConfig(raw)
     assert caught.value.key == key
     assert message in str(caught.value)
+
+
+def test_only_the_internal_key_lowers_the_metadata_segment_floor() -> None:
+    # Kafka refuses metadata segments smaller than the largest batch (8 MiB) unless the
+    # internal metadata.log.segment.min.bytes, meant for tests, lowers the floor.
+    small = {**COMBINED, "metadata.log.segment.bytes": 4096}
+    with pytest.raises(ValueError, match="below 8388608: 4096"):
+        metadata_log_config(BrokerConfig(small))
+    lowered = metadata_log_config(BrokerConfig({**small, "metadata.log.segment.min.bytes": 1024}))
+    assert (lowered.log_segment_bytes, lowered.log_segment_min_bytes) == (4096, 1024)

@@ -1,6 +1,7 @@
 """A KRaft broker's requests to the controller over NodeToControllerChannel, against a
-scripted controller on a local socket: AlterPartition (DefaultAlterPartitionManager) and
-AllocateProducerIds (RpcProducerIdManager)."""
+scripted controller on a local socket: AlterPartition (DefaultAlterPartitionManager),
+AllocateProducerIds (RpcProducerIdManager), its own topic creations
+(ControllerTopicCreator)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,13 @@ from collections.abc import AsyncIterator
 import pytest
 
 from support.scripted_broker import ScriptedLeader
-from tiercel.protocol.errors import CoordinatorLoadInProgressError, KafkaError
+from tiercel.protocol.errors import (
+    CoordinatorLoadInProgressError,
+    KafkaError,
+    UnknownTopicOrPartitionError,
+)
+from tiercel.server.admin_manager import CreatedTopic
+from tiercel.server.controller_topic_creator import ControllerTopicCreator
 from tiercel.server.coordinator.transaction.rpc_producer_id_manager import RpcProducerIdManager
 from tiercel.server.node_to_controller_channel import (
     ControllerInformation,
@@ -144,4 +151,16 @@ async def test_producer_ids_when_the_controller_refuses(controller: ScriptedLead
         "producer_id_len": 1000,
     }
     assert await manager.generate_producer_id() == 0
+    channel.close()
+
+
+async def test_a_topic_creation_no_controller_answers() -> None:
+    # A quorum without a majority has no active controller: the broker's own creation
+    # (an internal topic on FindCoordinator, Metadata's auto-creation) ends in a Kafka
+    # error its callers answer clients with, never an unexpected one.
+    channel = NodeToControllerChannel(lambda: None, "broker-1", 5.0, 0.02)
+    creator = ControllerTopicCreator(channel, 30000, 0.1)
+    planned = CreatedTopic(uuid.uuid4(), {0: (1,)}, {})
+    with pytest.raises(UnknownTopicOrPartitionError, match="no active controller"):
+        await creator.create_topic("__consumer_offsets", planned)
     channel.close()
