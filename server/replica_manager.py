@@ -232,7 +232,11 @@ class ReplicaManager:
                 partition = None
             if partition is None:
                 partition = self._create_partition(tp, topic, config)
-            elif partition.log.config != config:
+            if partition.log.config != config:
+                # Also a log loaded at start-up, before its topic's config was known: a
+                # KRaft broker loads its logs before it replays the metadata log (Kafka
+                # orders it the other way: BrokerMetadataPublisher.initializeManagers
+                # starts the LogManager with the first image's topic configs).
                 self._log_manager.update_log_config(partition.log, config)
             state = topic.states.get(partition_id)
             if state is None:
