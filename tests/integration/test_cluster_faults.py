@@ -171,8 +171,11 @@ def test_kip_101_stale_high_watermark_does_not_truncate(
     records on B, and then on A when it came back to follow B. With leader epochs
     nothing is lost."""
     cluster = cluster_factory(
-        # A dedicated controller: the test takes both replicas' brokers down.
+        # A dedicated controller: the test takes both replicas' brokers down. Once A is
+        # fenced, B is elected by the controller's periodic unclean election: every
+        # half second here (Kafka's maybeElectUncleanLeaders, 5 minutes by default).
         controllers=1,
+        overrides={"unclean.leader.election.interval.ms": UNCLEAN_CHECK_MS},
         # B (2) never checkpoints its HW on its own, so its file stays behind.
         broker_overrides={2: {"replica.high.watermark.checkpoint.interval.ms": 3_600_000}},
     )
