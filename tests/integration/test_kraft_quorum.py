@@ -30,7 +30,6 @@ from support.kraft import (
     quorum_leader,
     quorum_state,
     resume,
-    wait_kraft_started,
 )
 from tiercel.protocol.errors import ErrorCode
 from tiercel.server.replication.broker_client import BrokerClient
@@ -95,7 +94,7 @@ def split(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Quorum]:
             node.launch()
         # Six processes starting on a loaded machine: up to a minute and more.
         for i in ports:
-            wait_kraft_started(nodes[i], 120)
+            nodes[i].wait_started(120)
         for i in (1, 2, 3):
             nodes[i].wait_started(120)
         split = Quorum(nodes, ports)
@@ -367,7 +366,7 @@ def test_three_controllers_and_three_brokers(split: Quorum) -> None:
     # Both back: the controller follows the new leader, the broker rejoins every ISR.
     nodes[old.leader_id].launch()
     nodes[1].launch()
-    wait_kraft_started(nodes[old.leader_id])
+    nodes[old.leader_id].wait_started(60)
     nodes[1].wait_started(90)
 
     def rejoined() -> bool:
@@ -412,13 +411,13 @@ def test_two_of_three_controllers_down(split: Quorum) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     pending = admin.create_topics([NewTopic("after-a-voter-returned", 1, 3)], request_timeout=90)
     nodes[down[1]].launch()
-    wait_kraft_started(nodes[down[1]], 120)
+    nodes[down[1]].wait_started(120)
     pending["after-a-voter-returned"].result(120)
     wait_for_topics(bootstrap, {"steady", "after-a-voter-returned"})
     assert "waits-for-a-quorum" not in topics(bootstrap)
     produce(bootstrap, "after-a-voter-returned", 10)
     nodes[down[0]].launch()
-    wait_kraft_started(nodes[down[0]], 120)
+    nodes[down[0]].wait_started(120)
 
 
 def test_restarts_and_a_late_broker_load_snapshots(tmp_path: Path) -> None:

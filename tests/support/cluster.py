@@ -44,7 +44,6 @@ Segment batch framing read here (RecordBatch v2, Kafka's layout):
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import signal
@@ -63,9 +62,15 @@ from confluent_kafka import TopicPartition as CTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from support.broker import REPO, BrokerProcess
-from support.kraft import format_command
+from support.kraft import (
+    DESCRIBE_QUORUM,
+    DESCRIBE_QUORUM_BODY,
+    DESCRIBE_QUORUM_VERSIONS,
+    format_command,
+    kraft_node,
+    request,
+)
 from support.ports import free_port
-from tiercel.server.replication.broker_client import BrokerClient
 
 # Errors a leader change answers until librdkafka's metadata catches up.
 _LEADERSHIP_MOVING: Final = frozenset(
@@ -100,8 +105,6 @@ _BATCH_OVERHEAD: Final = 12  # base_offset and batch_length precede the counted 
 _REQUEST_TIMEOUT_S: Final = 5.0
 _METADATA: Final = 3
 _METADATA_VERSIONS: Final = (12, 12)
-_DESCRIBE_QUORUM: Final = 55
-_METADATA_TOPIC: Final = "__cluster_metadata"
 _SLOW_CALLBACK: Final = re.compile(
     r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3})Z .*Executing <.*> took (\d+\.\d+) seconds"
 )
@@ -206,19 +209,9 @@ def _wait(
 
 def _ask(node: BrokerProcess, api_key: int, versions: tuple[int, int], body: Any) -> Any:
     """One request to a node's client listener; NotYetError when it does not answer."""
-
-    async def ask() -> Any:
-        host, port = node.bootstrap.split(":")
-        client = BrokerClient(0, lambda: (host, int(port)), "tiercel-tests", _REQUEST_TIMEOUT_S)
-        try:
-            _, response = await client.request(api_key, versions, body)
-        finally:
-            client.close()
-        return response
-
     try:
-        return asyncio.run(ask())
-    except (OSError, TimeoutError, EOFError, asyncio.IncompleteReadError) as e:
+        return request(node.bootstrap, api_key, versions, body, _REQUEST_TIMEOUT_S)
+    except (OSError, TimeoutError, EOFError) as e:
         raise NotYetError(f"{node.bootstrap}: {e!r}") from e
 
 
@@ -246,7 +239,6 @@ class ClusterProcess:
         else:
             voters = list(range(1, min(size, EXAMPLE_NODES) + 1))
         self.voters: dict[int, int] = {node: free_port() for node in voters}
-        quorum = ",".join(f"{n}@127.0.0.1:{port}" for n, port in sorted(self.voters.items()))
         self.nodes: dict[int, BrokerProcess] = {}
         for node in [*voters, *range(1, size + 1)]:
             if node in self.nodes:
@@ -256,25 +248,13 @@ class ClusterProcess:
                 for role, has in (("broker", node <= size), ("controller", node in self.voters))
                 if has
             ]
-            listeners = []
-            if "broker" in roles:
-                listeners.append("PLAINTEXT://127.0.0.1:0")
-            if "controller" in roles:
-                listeners.append(f"CONTROLLER://127.0.0.1:{self.voters[node]}")
-            node_dir = directory / f"node-{node}"
-            self.nodes[node] = BrokerProcess(
-                node_dir,
-                {
-                    **TEST_OVERRIDES,
-                    "node.id": node,
-                    "process.roles": ",".join(roles),
-                    "listeners": ",".join(listeners),
-                    "controller.quorum.voters": quorum,
-                    "log.dirs": str(node_dir / "logs"),
-                    "metadata.log.dir": str(node_dir / "metadata"),
-                    **(overrides or {}),
-                    **(broker_overrides or {}).get(node, {}),
-                },
+            self.nodes[node] = kraft_node(
+                directory,
+                node,
+                self.voters,
+                ",".join(roles),
+                {**TEST_OVERRIDES, **(overrides or {}), **(broker_overrides or {}).get(node, {})},
+                formatted=False,
                 # Nodes other than the example's three start from node-1.yaml: node.id,
                 # the roles and the addresses are overridden anyway.
                 config_file=cluster_config(node if 1 <= node <= EXAMPLE_NODES else 1),
@@ -479,9 +459,7 @@ class ClusterProcess:
     def controller(self) -> int | None:
         """The active controller's node id (the quorum's leader, by DescribeQuorum
         through a broker), or None while there is none."""
-        partition = {"partition_index": 0}
-        body = {"topics": [{"topic_name": _METADATA_TOPIC, "partitions": [partition]}]}
-        response = self._ask_any(_DESCRIBE_QUORUM, (2, 2), body)
+        response = self._ask_any(DESCRIBE_QUORUM, DESCRIBE_QUORUM_VERSIONS, DESCRIBE_QUORUM_BODY)
         if response.error_code != 0:
             return None
         (state,) = response.topics[0].partitions

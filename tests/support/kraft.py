@@ -23,6 +23,32 @@ from tiercel.server.replication.broker_client import BrokerClient
 CLUSTER_ID: Final = "MkU3OEVBNTcwNTJENDM2Qg"
 
 
+# DescribeQuorum v2 of the metadata partition (what kafka-metadata-quorum sends).
+DESCRIBE_QUORUM: Final = 55
+DESCRIBE_QUORUM_VERSIONS: Final = (2, 2)
+DESCRIBE_QUORUM_BODY: Final = {
+    "topics": [{"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]
+}
+
+
+def request(
+    address: str, api_key: int, versions: tuple[int, int], body: Any, timeout_s: float = 10.0
+) -> Any:
+    """One request to ``address`` (host:port) on a connection of its own; the kio
+    response. Connection failures and timeouts raise (OSError, TimeoutError, EOFError)."""
+
+    async def ask() -> Any:
+        host, port = address.split(":")
+        client = BrokerClient(0, lambda: (host, int(port)), "tiercel-tests", timeout_s)
+        try:
+            _, response = await client.request(api_key, versions, body)
+        finally:
+            client.close()
+        return response
+
+    return asyncio.run(ask())
+
+
 def describe_quorum(node: BrokerProcess) -> Any:
     """DescribeQuorum v2 sent to a broker, which forwards it to the active controller
     (what kafka-metadata-quorum --bootstrap-server sends); the kio response."""
@@ -33,22 +59,9 @@ def describe_quorum_at(address: str, timeout_s: float = 10.0) -> Any:
     """DescribeQuorum v2 sent to ``address``: a broker listener forwards it, a
     controller listener's Raft client answers it if it leads (what
     kafka-metadata-quorum --bootstrap-controller sends); the kio response."""
-
-    async def ask() -> Any:
-        host, port = address.split(":")
-        client = BrokerClient(0, lambda: (host, int(port)), "metadata-quorum", timeout_s)
-        partition = {"partition_index": 0}
-        try:
-            _, response = await client.request(
-                55,
-                (2, 2),
-                {"topics": [{"topic_name": "__cluster_metadata", "partitions": [partition]}]},
-            )
-        finally:
-            client.close()
-        return response
-
-    return asyncio.run(ask())
+    return request(
+        address, DESCRIBE_QUORUM, DESCRIBE_QUORUM_VERSIONS, DESCRIBE_QUORUM_BODY, timeout_s
+    )
 
 
 def controller_ports(node_ids: list[int]) -> dict[int, int]:
@@ -83,10 +96,12 @@ def kraft_node(
     overrides: Mapping[str, object] | None = None,
     formatted: bool = True,
     own_metadata_dir: bool = True,
+    config_file: Path | None = None,
 ) -> BrokerProcess:
     """A node of the quorum ``voters`` (node id to controller port); a voter serves its
     controller listener on its port. Without ``own_metadata_dir`` the metadata log lives
-    in the (first) log dir, as metadata.log.dir's default has it."""
+    in the (first) log dir, as metadata.log.dir's default has it. ``overrides`` come
+    after the node's own keys, ``config_file`` (if any) under them all."""
     listeners = []
     if "broker" in roles:
         listeners.append("PLAINTEXT://127.0.0.1:0")
@@ -106,6 +121,7 @@ def kraft_node(
             **({"metadata.log.dir": str(data_dir / "metadata")} if own_metadata_dir else {}),
             **(overrides or {}),
         },
+        config_file=config_file,
     )
     if formatted:
         format_node(node)
@@ -152,15 +168,3 @@ def quorum_leader(controller_ports: Mapping[int, int], timeout_s: float = 60.0) 
                 return partition
         assert time.monotonic() < deadline, "no voter leads the quorum"
         time.sleep(0.2)
-
-
-def wait_kraft_started(node: BrokerProcess, timeout_s: float = 60.0) -> None:
-    """Wait until the launched node's current run has logged kraft_node_started: the
-    moment a controller-only node, which has no broker listener, serves."""
-    assert node.proc is not None
-    deadline = time.monotonic() + timeout_s
-    while "event=kraft_node_started" not in node.log_text().rsplit("---- start #", 1)[-1]:
-        if node.proc.poll() is not None:
-            raise RuntimeError(f"node exited with {node.proc.returncode}:\n{node.tail()}")
-        assert time.monotonic() < deadline, f"node did not start in {timeout_s}s"
-        time.sleep(0.05)
