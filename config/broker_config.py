@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Final, Generic, TypeVar, overload
 
 from tiercel.config.config_def import ConfigError
@@ -18,6 +19,12 @@ from tiercel.config.kafka_config import BROKER_CONFIGS, canonical_broker_name
 from tiercel.config.kraft_validation import QuorumVoter, check_kraft, parse_voters
 from tiercel.config.remote_log_manager_configs import local_retention_problem
 from tiercel.config.remote_storage_props import RemoteStorageProps, split_remote_storage_props
+from tiercel.config.ssl_config import (
+    LISTENER_PREFIX,
+    SslConfig,
+    split_listener_props,
+    ssl_config,
+)
 from tiercel.config.topic_configs import TOPIC_CONFIGS, resolve_topic_default
 
 __all__ = ["BrokerConfig", "ConfigError", "Listener"]
@@ -28,8 +35,10 @@ T = TypeVar("T")
 _LISTENER: Final = re.compile(
     r"([A-Za-z0-9_]+)://(\[[0-9A-Fa-f:.%A-Za-z]+\]|[0-9A-Za-z\-._]*):([0-9]+)"
 )
-# Tiercel serves plaintext only; any other security protocol would silently be plaintext.
-_SUPPORTED_SECURITY_PROTOCOLS: Final = ("PLAINTEXT",)
+# Kafka's SecurityProtocol values Tiercel serves; SASL ones are refused until SASL is
+# served, since a SASL listener served without authentication would be a silent hole.
+_SUPPORTED_SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL")
+_SASL_PROTOCOLS: Final = ("SASL_PLAINTEXT", "SASL_SSL")
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +122,7 @@ class BrokerConfig:
 
     __slots__ = (
         "_remote_storage_props",
+        "_ssl_configs",
         "_values",
         "advertised_listeners",
         "explicit",
@@ -121,7 +131,8 @@ class BrokerConfig:
     )
 
     def __init__(self, raw: Mapping[str, object]) -> None:
-        broker_keys, self._remote_storage_props = split_remote_storage_props(raw)
+        unprefixed, listener_overrides = split_listener_props(raw)
+        broker_keys, self._remote_storage_props = split_remote_storage_props(unprefixed)
         given = _parse_given(broker_keys)
         self.explicit: frozenset[str] = frozenset(given)
         self._values: dict[str, object] = {
@@ -139,7 +150,12 @@ class BrokerConfig:
         )
         check_kraft(self._values, [e.name for e in self.listeners], self.security_protocol_map)
         _check_advertised(self.advertised_listeners)
-        _check_inter_broker_listener(self._values, self.advertised_listeners)
+        _check_inter_broker_listener(
+            self._values, self.explicit, self.advertised_listeners, self.security_protocol_map
+        )
+        self._ssl_configs = _ssl_configs(
+            self._values, self.listeners, self.security_protocol_map, listener_overrides
+        )
         _check_topic_defaults(self._values)
         _check_local_retention(self._values)
         _check_partition_limit(self._values)
@@ -322,10 +338,27 @@ class BrokerConfig:
         return assignors
 
     @property
+    def ssl_configs(self) -> Mapping[str, SslConfig]:
+        """The SslConfig of every SSL listener this node serves or connects to, by name."""
+        return MappingProxyType(self._ssl_configs)
+
+    def ssl_config(self, listener_name: str) -> SslConfig | None:
+        """The TLS settings of an SSL listener (None for a PLAINTEXT one). A listener this
+        node does not serve (another node's controller listener) gets the broker-wide
+        ssl.* keys with its own prefixed ones over them, as Kafka's client channels."""
+        return self._ssl_configs.get(listener_name)
+
+    @property
     def inter_broker_listener_name(self) -> str:
-        """inter.broker.listener.name, or the first listener's name when it is unset (the
-        first that is not a controller listener, in KRaft mode)."""
+        """inter.broker.listener.name; else the listener named after an explicitly set
+        security.inter.broker.protocol (Kafka's ListenerName.forSecurityProtocol); else
+        the first listener's name (the first that is not a controller listener, in KRaft
+        mode)."""
         value = self._values["inter.broker.listener.name"]
+        if value is None and "security.inter.broker.protocol" in self.explicit:
+            protocol = self._values["security.inter.broker.protocol"]
+            assert isinstance(protocol, str)
+            return protocol
         if value is None:
             controllers = self.controller_listener_names
             return next(
@@ -439,6 +472,12 @@ def _listeners(
                 "listener.security.protocol.map does not name",
                 key,
             )
+        if protocol in _SASL_PROTOCOLS:
+            raise ConfigError(
+                f"Configuration {key} has listener {name} with security protocol "
+                f"{protocol}: SASL is not supported yet (Tiercel serves PLAINTEXT and SSL)",
+                key,
+            )
         if protocol not in _SUPPORTED_SECURITY_PROTOCOLS:
             raise ConfigError(
                 f"Configuration {key} has listener {name} with security protocol "
@@ -461,16 +500,76 @@ def _check_advertised(advertised: tuple[Listener, ...]) -> None:
 
 
 def _check_inter_broker_listener(
-    values: Mapping[str, object], advertised: tuple[Listener, ...]
+    values: Mapping[str, object],
+    explicit: frozenset[str],
+    advertised: tuple[Listener, ...],
+    protocols: Mapping[str, str],
 ) -> None:
-    # Other brokers find this one on that listener among its advertised ones (as Kafka).
+    """Kafka's KafkaConfig.getInterBrokerListenerNameAndSecurityProtocol and its check that
+    the inter-broker listener is advertised."""
     name = values["inter.broker.listener.name"]
+    if name is not None and "security.inter.broker.protocol" in explicit:
+        raise ConfigError(
+            "Only one of inter.broker.listener.name and security.inter.broker.protocol "
+            "should be set.",
+            "security.inter.broker.protocol",
+        )
+    if name is None and "security.inter.broker.protocol" in explicit:
+        name = values["security.inter.broker.protocol"]
+        if name in _SASL_PROTOCOLS:
+            raise ConfigError(
+                f"security.inter.broker.protocol {name}: SASL is not supported yet",
+                "security.inter.broker.protocol",
+            )
+    if isinstance(name, str) and name.upper() not in protocols:
+        raise ConfigError(
+            f"Listener with name {name.upper()} defined in inter.broker.listener.name not "
+            "found in listener.security.protocol.map.",
+            "inter.broker.listener.name",
+        )
+    # Other brokers find this one on that listener among its advertised ones (as Kafka).
     if isinstance(name, str) and name.upper() not in {e.name for e in advertised}:
         raise ConfigError(
             f"inter.broker.listener.name {name} must be one of the advertised listeners "
             f"({', '.join(e.name for e in advertised)})",
             "inter.broker.listener.name",
         )
+
+
+def _ssl_configs(
+    values: Mapping[str, object],
+    listeners: tuple[Listener, ...],
+    protocols: Mapping[str, str],
+    overrides: Mapping[str, Mapping[str, object]],
+) -> dict[str, SslConfig]:
+    """The SslConfig of every SSL listener this node serves or connects to (its
+    listeners, and the controller listeners of the other voters); those it serves must
+    have a key store (a server cannot do TLS without its certificate)."""
+    for name in overrides:
+        if name not in protocols:
+            raise ConfigError(
+                f"Configuration {LISTENER_PREFIX}{name.lower()}.*: no listener {name} in "
+                "listener.security.protocol.map",
+                f"{LISTENER_PREFIX}{name.lower()}",
+            )
+    controllers = values["controller.listener.names"]
+    assert isinstance(controllers, tuple)
+    used = {e.name for e in listeners} | {str(name).upper() for name in controllers}
+    configs = {
+        name: ssl_config(name, values, overrides.get(name, {}))
+        for name in used
+        if protocols.get(name) == "SSL"
+    }
+    for listener in listeners:
+        config = configs.get(listener.name)
+        if config is not None and not config.has_keystore:
+            raise ConfigError(
+                f"SSL listener {listener.name} has no key store: set ssl.keystore.location "
+                "(or ssl.keystore.key and ssl.keystore.certificate.chain), or "
+                f"{LISTENER_PREFIX}{listener.name.lower()}.ssl.keystore.location",
+                "ssl.keystore.location",
+            )
+    return configs
 
 
 def _check_topic_defaults(values: Mapping[str, object]) -> None:

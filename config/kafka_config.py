@@ -23,6 +23,7 @@ from tiercel.config.replication_configs import REPLICATION_CONFIGS
 from tiercel.config.server_configs import SERVER_CONFIGS
 from tiercel.config.server_log_configs import SERVER_LOG_CONFIGS
 from tiercel.config.socket_server_configs import SOCKET_SERVER_CONFIGS
+from tiercel.config.ssl_configs import SSL_CONFIGS
 from tiercel.config.transaction_configs import TRANSACTION_CONFIGS
 
 __all__ = ["BROKER_CONFIGS", "broker_synonyms", "canonical_broker_name"]
@@ -33,6 +34,7 @@ BROKER_CONFIGS: Final[Mapping[str, ConfigDef]] = {
         SERVER_CONFIGS,
         KRAFT_CONFIGS,
         SOCKET_SERVER_CONFIGS,
+        SSL_CONFIGS,
         SERVER_LOG_CONFIGS,
         CLEANER_CONFIGS,
         REPLICATION_CONFIGS,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from tiercel.config.config_def import ConfigDef, ConfigType, at_least
+from tiercel.config.config_def import ConfigDef, ConfigType, at_least, one_of
 
 _B = ConfigType.BOOLEAN
 _S = ConfigType.STRING
@@ -50,7 +50,12 @@ REPLICATION_CONFIGS: Final[tuple[ConfigDef, ...]] = (
               "How long a follower waits for its leader to answer a request."),
     ConfigDef("inter.broker.listener.name", _S, None, None,
               "Listener brokers use to reach each other (replica fetching); when unset, "
-              "the first listener."),
+              "the listener named after security.inter.broker.protocol if that is set, "
+              "else the first listener."),
+    ConfigDef("security.inter.broker.protocol", _S, "PLAINTEXT",
+              one_of("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
+              "Security protocol between brokers; setting it names the inter-broker "
+              "listener after it. Only one of this and inter.broker.listener.name."),
     ConfigDef("auto.leader.rebalance.enable", _B, True, None,
               "Periodically move leadership back to each partition's preferred replica."),
     ConfigDef("leader.imbalance.check.interval.seconds", _L, 300, at_least(1),

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -103,6 +104,7 @@ class AddPartitionsToTxnManager:
         inter_broker_listener: str,
         request_timeout_ms: int,
         local_verify: LocalVerify | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self._node_id = node_id
         self._local_verify = local_verify
@@ -115,6 +117,7 @@ class AddPartitionsToTxnManager:
             lambda broker_id: cache.broker_endpoint(broker_id, inter_broker_listener),
             f"tiercel-add-partitions-to-txn-{node_id}",
             request_timeout_ms / 1000,
+            ssl_context,
         )
         self._closed = False
         self.requests_sent = 0  # AddPartitionsToTxn requests, batching included

@@ -62,6 +62,7 @@ from tiercel.server.metadata.store import (
 )
 from tiercel.server.network.connection import Buffer, Connection
 from tiercel.server.network.socket_server import SocketServer
+from tiercel.server.network.ssl_factory import outgoing_context
 from tiercel.server.remote_log_wiring import start_remote_log_manager
 from tiercel.server.replica_manager import ReplicaManager
 from tiercel.server.replication.alter_partition import ZkAlterPartitionManager
@@ -188,6 +189,7 @@ class BrokerServer:
             txn_config.inter_broker_listener_name,
             txn_config.request_timeout_ms,
             functools.partial(verify_partitions, self.cache, self.transaction_coordinator),
+            outgoing_context(config, txn_config.inter_broker_listener_name),
         )
         self.controller = None if store is None else Controller(config, store)
         services = BrokerServices(
@@ -214,6 +216,7 @@ class BrokerServer:
             config.connections_max_idle_ms,
             config.socket_send_buffer_bytes,
             config.socket_receive_buffer_bytes,
+            config.ssl_configs,
         )
         await self.socket_server.start()
         if kraft is None:
@@ -373,6 +376,7 @@ def _transaction_coordinator(
         txn_config.inter_broker_listener_name,
         txn_config.request_timeout_ms,
         manager.append_transaction_to_log,
+        outgoing_context(config, txn_config.inter_broker_listener_name),
     )
     return TransactionCoordinator(
         manager, markers, producer_id_manager.generate_producer_id, scheduler

@@ -115,6 +115,7 @@ class ControllerServer:
             config.socket_request_max_bytes,
             config.queued_max_requests,
             config.connections_max_idle_ms,
+            ssl_configs=config.ssl_configs,
         )
         self._raft: KafkaRaftClient[ApiMessageAndVersion] | None = None
         self.controller: QuorumController | None = None

@@ -39,6 +39,7 @@ from tiercel.server.kraft_broker_metadata import KRaftBrokerMetadata
 from tiercel.server.metadata.bootstrap_directory import read_bootstrap_metadata
 from tiercel.server.metadata.bootstrap_metadata import BootstrapMetadata
 from tiercel.server.metadata.metadata_loader import MetadataLoader
+from tiercel.server.network.ssl_factory import outgoing_context
 from tiercel.server.raft.endpoints import Endpoints, HostPort
 from tiercel.server.raft.kafka_metadata_log import METADATA_TOPIC_PARTITION
 from tiercel.server.raft.kafka_raft_manager import KafkaRaftManager
@@ -190,6 +191,7 @@ class KafkaRaftServer:
             listener_name,
             log_config=metadata_log_config(config),
             local_endpoints=endpoints,
+            ssl_context=outgoing_context(config, listener_name),
         )
         await raft.start(quorum_config(config))
         if self.controller_server is not None:

@@ -45,6 +45,7 @@ from tiercel.server.metadata.log_dir_event import LogDirEvent
 from tiercel.server.metadata.metadata_cache import MetadataCache
 from tiercel.server.metadata.metadata_loader import MetadataLoader
 from tiercel.server.metadata.supported_features import SUPPORTED_FEATURES
+from tiercel.server.network.ssl_factory import outgoing_context
 from tiercel.server.node_to_controller_channel import (
     ControllerInformation,
     NodeToControllerChannel,
@@ -140,6 +141,7 @@ class KRaftBrokerMetadata:
             f"broker-{self._config.node_id}-{purpose}-channel",
             self._config.controller_quorum_request_timeout_ms / 1000,
             self._config.controller_quorum_retry_backoff_ms / 1000,
+            outgoing_context(self._config, self._config.controller_listener_names[0]),
         )
         self._channels.append(channel)
         return channel

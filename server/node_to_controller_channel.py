@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -49,8 +50,10 @@ class NodeToControllerChannel:
         client_id: str,
         request_timeout_s: float,
         retry_backoff_s: float,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self._provider = controller_provider
+        self._ssl_context = ssl_context
         self._client_id = client_id
         self._request_timeout_s = request_timeout_s
         self._retry_backoff_s = retry_backoff_s
@@ -97,7 +100,11 @@ class NodeToControllerChannel:
         if self._client is None:
             endpoint = (controller.host, controller.port)
             self._client = BrokerClient(
-                controller.node_id, lambda: endpoint, self._client_id, self._request_timeout_s
+                controller.node_id,
+                lambda: endpoint,
+                self._client_id,
+                self._request_timeout_s,
+                ssl_context=self._ssl_context,
             )
             self._target = controller
         return self._client

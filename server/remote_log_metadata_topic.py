@@ -48,6 +48,7 @@ from tiercel.server.admin_manager import AdminManager
 from tiercel.server.delayed_fetch import FetchRequestPartition, FetchResult
 from tiercel.server.internal_topic import ensure_internal_topic
 from tiercel.server.metadata.metadata_cache import MetadataCache
+from tiercel.server.network.ssl_factory import outgoing_context
 from tiercel.server.replica_manager import ProduceResult
 from tiercel.server.replication.broker_client import BrokerClient
 from tiercel.storage.log_values import FetchIsolation
@@ -485,6 +486,7 @@ def create_topic_based_rlmm(
             lambda: cache.broker_endpoint(leader_id, config.inter_broker_listener_name),
             f"tiercel-rlmm-{node_id}",
             config.replica_socket_timeout_ms / 1000,
+            ssl_context=outgoing_context(config, config.inter_broker_listener_name),
         )
 
     rlmm_config = TopicBasedRemoteLogMetadataManagerConfig.from_props(rlmm_props)

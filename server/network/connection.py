@@ -9,6 +9,11 @@ the connection's processor task, so responses leave in request order (clients pi
 requests and match responses by order as well as correlation id). Like Kafka's muted
 channels this also keeps the requests of one client strictly ordered through the log.
 
+On an SSL listener the transport is asyncio's TLS transport: `connection_made` comes once
+the handshake is over, and the connection's `principal` is then built from the client's
+certificate (Kafka's DefaultKafkaPrincipalBuilder, see `principal_builder`); a PLAINTEXT
+connection is `User:ANONYMOUS` and costs nothing more.
+
 Two bounds protect the broker from one client: a frame whose size prefix is negative or
 above ``socket.request.max.bytes`` closes the connection before anything is allocated
 for it, and once ``queued.max.requests`` frames are waiting, or the transport's write
@@ -25,7 +30,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Final, cast
 
 from tiercel.config.logging_setup import log_event
+from tiercel.server.network.principal_builder import ANONYMOUS, KafkaPrincipal, ssl_principal
 from tiercel.server.network.socket_options import USE_DEFAULT_BUFFER_SIZE, set_buffer_sizes
+from tiercel.server.network.ssl_principal_mapper import NoMatchingRuleError, SslPrincipalMapper
 
 Buffer = bytes | bytearray | memoryview
 FrameHandler = Callable[["Connection", bytes | memoryview], Awaitable[Sequence[Buffer] | None]]
@@ -81,17 +88,26 @@ class _LargeFrame:
 
 
 class Connection(asyncio.BufferedProtocol):
+    """`on_opened` is called when the connection is established (after the TLS handshake
+    on an SSL listener: a client whose handshake fails never opens one), `on_closed` when
+    it is lost; `principal_mapper` is the listener's, None on a PLAINTEXT listener."""
+
     def __init__(
         self,
         handler: FrameHandler,
         listener_name: str,
         max_request_size: int,
         max_queued_requests: int,
+        on_opened: Callable[[Connection], None],
         on_closed: Callable[[Connection], None],
         send_buffer_bytes: int = USE_DEFAULT_BUFFER_SIZE,
+        principal_mapper: SslPrincipalMapper | None = None,
     ) -> None:
         self._handler = handler
         self.listener_name = listener_name
+        self._on_opened = on_opened
+        self._principal_mapper = principal_mapper
+        self.principal: KafkaPrincipal = ANONYMOUS
         self._max_request_size = max_request_size
         self._max_queued = max_queued_requests
         self._on_closed = on_closed
@@ -121,6 +137,23 @@ class Connection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         if peer:
             self.client_address = f"{peer[0]}:{peer[1]}"
+        self._on_opened(self)
+        if self._principal_mapper is not None:
+            try:
+                self.principal = ssl_principal(
+                    transport.get_extra_info("ssl_object"), self._principal_mapper
+                )
+            except NoMatchingRuleError as e:
+                # Kafka fails the authentication and closes the channel.
+                log_event(
+                    _log,
+                    logging.WARNING,
+                    "ssl_principal_refused",
+                    client=self.client_address,
+                    reason=str(e),
+                )
+                self.close()
+                return
         self._processor = asyncio.get_running_loop().create_task(
             self._process(), name=f"connection {self.client_address}"
         )
@@ -193,7 +226,9 @@ class Connection(asyncio.BufferedProtocol):
             )
         self._draining = True
         self._frame_ready.set()
-        return True
+        # TLS has no half-close: the TLS transport closes on the client's close_notify
+        # whatever this returns (and warns if it is true).
+        return self._principal_mapper is None
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True

@@ -1,7 +1,11 @@
 """Listeners and the set of live connections.
 
 Event-loop only. One asyncio server per listener; every accepted socket becomes a
-`Connection` handing complete frames to the request handler. Idle connections are
+`Connection` handing complete frames to the request handler. An SSL listener serves
+with the ssl.SSLContext built once, when the server is made (`ssl_factory`); its TLS
+handshake must finish within ``connections.max.idle.ms``, the bound Kafka's selector
+puts on any channel that makes no progress, so a client that never completes it is
+closed. Idle connections are
 closed after ``connections.max.idle.ms`` like Kafka's selector does, which also bounds
 what half-open clients can hold. Socket buffer sizes are set as Kafka's Acceptor sets
 them (see `socket_options`).
@@ -11,13 +15,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
+from collections.abc import Mapping
 from typing import Final
 
 from tiercel.config.broker_config import Listener
 from tiercel.config.logging_setup import log_event
+from tiercel.config.ssl_config import SslConfig
 from tiercel.server.network.connection import Connection, FrameHandler
 from tiercel.server.network.socket_options import USE_DEFAULT_BUFFER_SIZE, set_buffer_sizes
+from tiercel.server.network.ssl_factory import server_context
+from tiercel.server.network.ssl_principal_mapper import SslPrincipalMapper
 
 _log: Final = logging.getLogger("tiercel.network")
 SHUTDOWN_DRAIN_S: Final = 10.0
@@ -33,8 +42,16 @@ class SocketServer:
         connections_max_idle_ms: int,
         send_buffer_bytes: int = USE_DEFAULT_BUFFER_SIZE,
         receive_buffer_bytes: int = USE_DEFAULT_BUFFER_SIZE,
+        ssl_configs: Mapping[str, SslConfig] | None = None,
     ) -> None:
+        """`ssl_configs` holds the SslConfig of each SSL listener by name (it may hold
+        others' too); ConfigError if a store cannot be read."""
         self._listeners = listeners
+        self._tls: dict[str, tuple[ssl.SSLContext, SslPrincipalMapper]] = {
+            name: (server_context(config), SslPrincipalMapper(config.principal_mapping_rules))
+            for name, config in (ssl_configs or {}).items()
+            if name in {e.name for e in listeners}
+        }
         self._handler = handler
         self._max_request_size = max_request_size
         self._max_queued = max_queued_requests
@@ -49,12 +66,15 @@ class SocketServer:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         for listener in self._listeners:
+            context, mapper = self._tls.get(listener.name, (None, None))
             server = await loop.create_server(
-                lambda name=listener.name: self._new_connection(name),
+                lambda name=listener.name, mapper=mapper: self._new_connection(name, mapper),
                 host=listener.host or None,
                 port=listener.port,
                 reuse_address=True,
                 backlog=1024,
+                ssl=context,
+                ssl_handshake_timeout=None if context is None else self._max_idle_s,
             )
             for sock in server.sockets:
                 set_buffer_sizes(sock, receive_buffer_bytes=self._receive_buffer_bytes)
@@ -71,17 +91,19 @@ class SocketServer:
             )
         self._reaper = loop.create_task(self._reap_idle(), name="idle-connection-reaper")
 
-    def _new_connection(self, listener_name: str) -> Connection:
-        connection = Connection(
+    def _new_connection(
+        self, listener_name: str, principal_mapper: SslPrincipalMapper | None
+    ) -> Connection:
+        return Connection(
             self._handler,
             listener_name,
             self._max_request_size,
             self._max_queued,
+            self.connections.add,
             self.connections.discard,
             self._send_buffer_bytes,
+            principal_mapper,
         )
-        self.connections.add(connection)
-        return connection
 
     async def _reap_idle(self) -> None:
         interval = max(min(self._max_idle_s / 4, 30.0), 0.05)

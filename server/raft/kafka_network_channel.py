@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import ssl
 from typing import Final
 
 from tiercel.protocol.client_frames import FrameError
@@ -39,8 +40,15 @@ class _Destination:
 class KafkaNetworkChannel:
     """Event-loop only."""
 
-    def __init__(self, listener_name: str, client_id: str, request_timeout_ms: int) -> None:
+    def __init__(
+        self,
+        listener_name: str,
+        client_id: str,
+        request_timeout_ms: int,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
         self._listener_name = listener_name
+        self._ssl_context = ssl_context
         self._client_id = client_id
         self._timeout_s = request_timeout_ms / 1000
         self._correlation_ids = itertools.count(1)
@@ -67,7 +75,13 @@ class KafkaNetworkChannel:
             if destination is not None:
                 destination.client.close()
             address = (node.host, node.port)
-            client = BrokerClient(node.id, lambda: address, self._client_id, self._timeout_s)
+            client = BrokerClient(
+                node.id,
+                lambda: address,
+                self._client_id,
+                self._timeout_s,
+                ssl_context=self._ssl_context,
+            )
             destination = self._destinations[node.id] = _Destination(node, client)
         return destination
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import random
+import ssl
 import uuid
 from typing import Final, Generic, TypeVar
 
@@ -58,7 +59,9 @@ class KafkaRaftManager(Generic[T]):
         log_config: MetadataLogConfig | None = None,
         time: Time | None = None,
         local_endpoints: Endpoints | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
+        self._ssl_context = ssl_context
         self.node_id = node_id
         self.directory_id = directory_id
         self.cluster_id = cluster_id
@@ -109,6 +112,7 @@ class KafkaRaftManager(Generic[T]):
             self.listener_name,
             f"raft-client-{self.node_id if self.node_id is not None else 'observer'}",
             config.request_timeout_ms,
+            self._ssl_context,
         )
         client: KafkaRaftClient[T] = KafkaRaftClient(
             self.node_id,

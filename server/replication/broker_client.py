@@ -4,14 +4,17 @@ Frames are built and parsed by `protocol.client_frames` (the same kio schemas th
 broker serves); this module only moves them. The connection opens on first use:
 resolve the target's endpoint on the inter-broker listener (it may have moved, or not
 be registered yet), connect, and negotiate versions with ApiVersions, as Kafka's
-NetworkClient does. Any failure closes the connection and raises; the caller backs off
-and the next request reconnects.
+NetworkClient does. To an SSL listener the connection is TLS, with the context of this
+node's ssl.* settings for that listener (`ssl_factory.outgoing_context`) and the
+target's host as the name to verify. Any failure closes the connection and raises; the
+caller backs off and the next request reconnects.
 """
 
 from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
 import struct
 from collections.abc import Callable, Mapping
 from typing import Any, Final
@@ -47,8 +50,10 @@ class BrokerClient:
         client_id: str,
         request_timeout_s: float,
         receive_buffer_bytes: int = USE_DEFAULT_BUFFER_SIZE,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.target_id = target_id
+        self._ssl_context = ssl_context
         self._resolve_endpoint = resolve_endpoint
         self._client_id = client_id
         self._timeout_s = request_timeout_s
@@ -93,7 +98,12 @@ class BrokerClient:
         if endpoint is None:
             raise BrokerUnavailableError(f"broker {self.target_id} has no endpoint")
         host, port = endpoint
-        self._reader, self._writer = await asyncio.open_connection(host, port)
+        self._reader, self._writer = await asyncio.open_connection(
+            host,
+            port,
+            ssl=self._ssl_context,
+            server_hostname=None if self._ssl_context is None else host,
+        )
         sock = self._writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -145,10 +155,12 @@ class BrokerClients:
         resolve_endpoint: Callable[[int], Endpoint | None],
         client_id: str,
         request_timeout_s: float,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self._resolve_endpoint = resolve_endpoint
         self._client_id = client_id
         self._timeout_s = request_timeout_s
+        self._ssl_context = ssl_context
         self._clients: dict[int, BrokerClient] = {}
 
     def get(self, broker_id: int) -> BrokerClient:
@@ -159,6 +171,7 @@ class BrokerClients:
                 lambda: self._resolve_endpoint(broker_id),
                 self._client_id,
                 self._timeout_s,
+                ssl_context=self._ssl_context,
             )
         return client
 

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from tiercel.config.broker_config import BrokerConfig
 from tiercel.server.metadata.metadata_cache import MetadataCache
+from tiercel.server.network.ssl_factory import outgoing_context
 from tiercel.server.remote_log_reads import RemoteLogReads
 from tiercel.server.replication.broker_client import BrokerClient
 from tiercel.server.replication.failed_partitions import FailedPartitions
@@ -31,6 +32,7 @@ def replica_fetcher_factory(
             f"tiercel-replica-fetcher-{node_id}",
             config.replica_socket_timeout_ms / 1000,
             config.replica_socket_receive_buffer_bytes,
+            outgoing_context(config, config.inter_broker_listener_name),
         )
         leader = RemoteLeaderEndPoint(
             client,

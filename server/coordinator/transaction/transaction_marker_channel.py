@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
@@ -85,6 +86,7 @@ class TransactionMarkerChannelManager:
         inter_broker_listener: str,
         request_timeout_ms: int,
         write_complete: CompleteWriter,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self._cache = cache
         self._scheduler = scheduler
@@ -93,6 +95,7 @@ class TransactionMarkerChannelManager:
             lambda broker_id: cache.broker_endpoint(broker_id, inter_broker_listener),
             f"tiercel-txn-marker-sender-{node_id}",
             request_timeout_ms / 1000,
+            ssl_context,
         )
         self._locks: dict[int, asyncio.Lock] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}

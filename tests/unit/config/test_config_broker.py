@@ -10,6 +10,7 @@ import pytest
 from tiercel.config.broker_config import BrokerConfig, ConfigError, Listener
 from tiercel.config.kafka_config import BROKER_CONFIGS
 from tiercel.config.log_config import topic_defaults
+from tiercel.config.ssl_configs import SSL_CONFIGS
 from tiercel.config.topic_configs import TOPIC_CONFIGS
 
 HOUR_MS = 3_600_000
@@ -235,7 +236,13 @@ def test_listeners_config() -> None:
         ({"listeners": "localhost:9092"}, "listeners", "NAME://host:port"),
         ({"listeners": ""}, "listeners", "at least one"),
         ({"listeners": "PLAINTEXT://:1,PLAINTEXT://:2"}, "listeners", "twice"),
-        ({"listeners": "SSL://:9093"}, "listeners", "supports only PLAINTEXT"),
+        (
+            {"listeners": "SSL://:9093"},
+            "ssl.keystore.location",
+            "SSL listener SSL has no key store",
+        ),
+        ({"listeners": "SASL_SSL://:9093"}, "listeners", "SASL is not supported yet"),
+        ({"listeners": "SASL_PLAINTEXT://:9093"}, "listeners", "SASL is not supported yet"),
         ({"listeners": "PLAINTEXT://0.0.0.0:9092"}, "advertised.listeners", "wildcard"),
         ({"advertised.listeners": "OTHER://h:1"}, "advertised.listeners", "does not name"),
         ({"advertised.listeners": "PLAINTEXT://[::]:1"}, "advertised.listeners", "wildcard"),
@@ -294,7 +301,9 @@ def test_named_listeners_map_to_plaintext() -> None:
     ("protocol_map", "message"),
     [
         ("PLAINTEXT:PLAINTEXT", "does not name"),
-        ("INTERNAL:SSL", "security protocol SSL"),
+        ("INTERNAL:SSL", "SSL listener INTERNAL has no key store"),
+        ("INTERNAL:SASL_SSL", "SASL is not supported yet"),
+        ("INTERNAL:TLS", "security protocol TLS, but Tiercel supports only PLAINTEXT, SSL"),
         ("INTERNAL", "expected NAME:PROTOCOL"),
         ("INTERNAL:PLAINTEXT,internal:PLAINTEXT", "twice"),
     ],
@@ -345,6 +354,10 @@ def test_every_key_is_read_by_the_broker_or_refused_unless_default() -> None:
         # KRaft node reads.
         "controller.quorum.voters",
         "controller.listener.names",
+        # Read by BrokerConfig into each SSL listener's SslConfig and the inter-broker
+        # listener name.
+        *(d.name for d in SSL_CONFIGS),
+        "security.inter.broker.protocol",
     }
     topic_synonyms = {s for d in TOPIC_CONFIGS.values() for s in d.synonyms}
     allowed = topic_synonyms | read_by_broker_config

@@ -218,11 +218,26 @@ def test_describe_topic_rejects_a_bad_persisted_override() -> None:
         describe_topic_configs(BrokerConfig({}), {"segment.bytes": "1"})
 
 
+def by_name_sensitive(entries: list[ConfigEntry]) -> set[str]:
+    return {e.name for e in entries if e.sensitive}
+
+
 def test_describe_broker_lists_every_key_read_only() -> None:
     broker = BrokerConfig({"num.partitions": 3, "log.retention.minutes": 10})
     entries = describe_broker_configs(broker)
     assert [e.name for e in entries] == sorted(BROKER_CONFIGS)
-    assert all(e.read_only and not e.sensitive for e in entries)
+    # Kafka's DescribeConfigs hides every PASSWORD key's value.
+    assert all(
+        e.read_only and e.sensitive == (e.config_type is ConfigType.PASSWORD) for e in entries
+    )
+    assert by_name_sensitive(entries) == {
+        "ssl.key.password",
+        "ssl.keystore.certificate.chain",
+        "ssl.keystore.key",
+        "ssl.keystore.password",
+        "ssl.truststore.certificates",
+        "ssl.truststore.password",
+    }
     by_name = _by_name(entries)
     e = by_name["num.partitions"]
     assert (e.value, e.source, e.config_type) == ("3", STATIC, ConfigType.INT)
