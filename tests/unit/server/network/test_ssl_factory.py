@@ -9,8 +9,8 @@ import ssl
 from pathlib import Path
 
 import pytest
-from support.certs import PASSWORD, Pki, make_pki
 
+from support.certs import PASSWORD, Pki, make_pki
 from tiercel.config.config_def import ConfigError
 from tiercel.config.ssl_config import SslConfig, ssl_config
 from tiercel.config.ssl_configs import SSL_CONFIGS
@@ -77,7 +77,7 @@ def test_encrypted_pem_key_with_ssl_key_password(pki: Pki) -> None:
         _config(ssl_keystore_type="PEM", ssl_keystore_location=location, ssl_key_password=PASSWORD)
     )
     _handshake(server, _client(pki))
-    with pytest.raises(ConfigError, match="Failed to load SSL keystore .* of type PEM"):
+    with pytest.raises(ConfigError, match=r"Failed to load SSL keystore .* of type PEM"):
         server_context(
             _config(ssl_keystore_type="PEM", ssl_keystore_location=location, ssl_key_password="no")
         )
@@ -113,7 +113,7 @@ def test_pkcs12_keystore_and_truststore(pki: Pki) -> None:
         )
     )
     _handshake(server, client)
-    with pytest.raises(ConfigError, match="Failed to load SSL keystore .* of type PKCS12"):
+    with pytest.raises(ConfigError, match=r"Failed to load SSL keystore .* of type PKCS12"):
         server_context(
             _config(
                 ssl_keystore_type="PKCS12",
@@ -201,5 +201,5 @@ def test_enabled_protocols_bound_the_version(pki: Pki) -> None:
 
 
 def test_unknown_cipher_suites_are_a_config_error(pki: Pki) -> None:
-    with pytest.raises(ConfigError, match="no cipher of ssl.cipher.suites NOPE"):
+    with pytest.raises(ConfigError, match=r"no cipher of ssl\.cipher\.suites NOPE"):
         _client(pki, ssl_cipher_suites=("NOPE",))
