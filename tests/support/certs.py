@@ -1,7 +1,7 @@
 """Certificates for TLS tests, made in the test session (never committed).
 
 `make_pki(directory)` writes a certificate authority and, signed by it, a broker
-certificate for 127.0.0.1/localhost and a client certificate, as PEM files (each key
+certificate for 127.0.0.1/localhost and two client certificates, as PEM files (each key
 beside its chain, and an encrypted-key variant) and as PKCS12 stores; `other_ca` is an
 authority nobody trusts. Keys are EC P-256: quick to make on a loaded machine.
 """
@@ -39,7 +39,8 @@ class Pki:
     ca_pem: Path
     truststore_p12: Path  # the CA certificate alone, password PASSWORD
     broker: Identity
-    client: Identity
+    client: Identity  # CN=alice,OU=ServiceUsers
+    other_client: Identity  # CN=bob,OU=Users, signed by the CA
     other_ca_pem: Path
     untrusted_client: Identity  # signed by the other CA
 
@@ -154,6 +155,7 @@ def make_pki(directory: Path) -> Pki:
         truststore_p12=truststore,
         broker=_identity(directory, "broker", _name("broker", "Brokers"), ca, ("127.0.0.1",)),
         client=_identity(directory, "client", _name("alice", "ServiceUsers"), ca),
+        other_client=_identity(directory, "bob", _name("bob", "Users"), ca),
         other_ca_pem=other_pem,
         untrusted_client=_identity(directory, "mallory", _name("mallory", "Users"), other),
     )

@@ -50,7 +50,7 @@ import signal
 import struct
 import subprocess
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -232,6 +232,7 @@ class ClusterProcess:
         overrides: Mapping[str, object] | None = None,
         broker_overrides: Mapping[int, Mapping[str, object]] | None = None,
         controllers: int = 0,
+        extra_listeners: Sequence[str] = (),
     ) -> None:
         self.directory = directory
         if controllers:
@@ -258,6 +259,7 @@ class ClusterProcess:
                 # Nodes other than the example's three start from node-1.yaml: node.id,
                 # the roles and the addresses are overridden anyway.
                 config_file=cluster_config(node if 1 <= node <= EXAMPLE_NODES else 1),
+                extra_listeners=extra_listeners,
             )
         self.brokers: dict[int, BrokerProcess] = {
             n: p for n, p in self.nodes.items() if p.is_broker
@@ -760,7 +762,8 @@ def cluster_factory(
     tmp_path: Path, request: pytest.FixtureRequest
 ) -> Iterator[Callable[..., ClusterProcess]]:
     """Start clusters with ``factory(size=3, overrides=None, broker_overrides=None,
-    controllers=0, start=True)`` (see `ClusterProcess` for the topologies). Every node is
+    controllers=0, start=True, extra_listeners=())`` (see `ClusterProcess` for the
+    topologies; ``extra_listeners`` are served by every broker). Every node is
     killed at teardown, and the test fails if a node's event loop was blocked for a
     second."""
     clusters: list[ClusterProcess] = []
@@ -771,9 +774,15 @@ def cluster_factory(
         broker_overrides: Mapping[int, Mapping[str, object]] | None = None,
         controllers: int = 0,
         start: bool = True,
+        extra_listeners: Sequence[str] = (),
     ) -> ClusterProcess:
         cluster = ClusterProcess(
-            tmp_path / f"cluster{len(clusters)}", size, overrides, broker_overrides, controllers
+            tmp_path / f"cluster{len(clusters)}",
+            size,
+            overrides,
+            broker_overrides,
+            controllers,
+            extra_listeners,
         )
         clusters.append(cluster)
         return cluster.start() if start else cluster

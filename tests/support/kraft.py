@@ -12,7 +12,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -97,14 +97,16 @@ def kraft_node(
     formatted: bool = True,
     own_metadata_dir: bool = True,
     config_file: Path | None = None,
+    extra_listeners: Sequence[str] = (),
 ) -> BrokerProcess:
     """A node of the quorum ``voters`` (node id to controller port); a voter serves its
-    controller listener on its port. Without ``own_metadata_dir`` the metadata log lives
+    controller listener on its port, a broker ``extra_listeners`` (NAME://host:port)
+    beside its PLAINTEXT one. Without ``own_metadata_dir`` the metadata log lives
     in the (first) log dir, as metadata.log.dir's default has it. ``overrides`` come
     after the node's own keys, ``config_file`` (if any) under them all."""
     listeners = []
     if "broker" in roles:
-        listeners.append("PLAINTEXT://127.0.0.1:0")
+        listeners += ["PLAINTEXT://127.0.0.1:0", *extra_listeners]
     if "controller" in roles:
         listeners.append(f"CONTROLLER://127.0.0.1:{voters[node_id]}")
     data_dir = root / f"node-{node_id}"
