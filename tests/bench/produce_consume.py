@@ -95,10 +95,10 @@ def tansu(work: str) -> AbstractContextManager[str]:
     return _serving(command, os.path.join(work, "tansu.log"), port)
 
 
-def _consumer(bootstrap: str) -> Consumer:
+def _consumer(bootstrap: str, config: dict[str, object] | None = None) -> Consumer:
     return Consumer({
         "bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
-        "fetch.max.bytes": 52428800, "max.partition.fetch.bytes": 10485760,
+        "fetch.max.bytes": 52428800, "max.partition.fetch.bytes": 10485760, **(config or {}),
     })  # fmt: skip
 
 
@@ -144,20 +144,23 @@ def produce_all(
     return seconds
 
 
-def run_workload(bootstrap: str, total_mb: int, value_bytes: int) -> Result:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+def run_workload(
+    bootstrap: str, total_mb: int, value_bytes: int, config: dict[str, object] | None = None
+) -> Result:
+    """Produce then consume; ``config`` is added to every client's (security settings)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, **(config or {})})
     admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(30)
     count = total_mb * 1024 * 1024 // value_bytes
     value = os.urandom(value_bytes)
     # Warm-up outside the timings: a consumer with a group id finds its coordinator,
     # and a broker with group support creates __consumer_offsets then; that one-time
     # cost is not fetch throughput.
-    warm_up = _consumer(bootstrap)
+    warm_up = _consumer(bootstrap, config)
     warm_up.committed([TopicPartition(TOPIC, 0)], timeout=60)
     warm_up.close()
-    produce_s = produce_all(bootstrap, count, value)
+    produce_s = produce_all(bootstrap, count, value, config)
 
-    consumer = _consumer(bootstrap)
+    consumer = _consumer(bootstrap, config)
     consumer.assign([TopicPartition(TOPIC, 0, 0)])
     next_offset = 0
     start = time.perf_counter()
