@@ -24,7 +24,8 @@ STORE_TYPES: Final = ("JKS", "PKCS12", "PEM")
 # fmt: off
 SSL_CONFIGS: Final[tuple[ConfigDef, ...]] = (
     ConfigDef("ssl.protocol", _S, "TLSv1.3", one_of("TLS", *_PROTOCOLS),
-              "The TLS version the broker's own outgoing connections ask for first."),
+              "The SSLContext protocol (Kafka's): TLSv1.2 caps connections at TLS 1.2; "
+              "TLS or TLSv1.3 leaves the versions to ssl.enabled.protocols."),
     ConfigDef("ssl.enabled.protocols", _LIST, _PROTOCOLS, list_of(one_of(*_PROTOCOLS)),
               "TLS versions accepted on SSL listeners and used for outgoing connections."),
     ConfigDef("ssl.cipher.suites", _LIST, (), None,

@@ -74,7 +74,7 @@ class SocketServer:
                 reuse_address=True,
                 backlog=1024,
                 ssl=context,
-                ssl_handshake_timeout=None if context is None else self._max_idle_s,
+                ssl_handshake_timeout=self._handshake_timeout_s(context),
             )
             for sock in server.sockets:
                 set_buffer_sizes(sock, receive_buffer_bytes=self._receive_buffer_bytes)
@@ -90,6 +90,13 @@ class SocketServer:
                 port=port,
             )
         self._reaper = loop.create_task(self._reap_idle(), name="idle-connection-reaper")
+
+    def _handshake_timeout_s(self, context: ssl.SSLContext | None) -> float | None:
+        """connections.max.idle.ms for a TLS listener; asyncio's default (60 s) when idle
+        connections are never closed (a negative value), so a handshake stays bounded."""
+        if context is None or self._max_idle_s <= 0:
+            return None
+        return self._max_idle_s
 
     def _new_connection(
         self, listener_name: str, principal_mapper: SslPrincipalMapper | None

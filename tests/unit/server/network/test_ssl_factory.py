@@ -203,3 +203,9 @@ def test_enabled_protocols_bound_the_version(pki: Pki) -> None:
 def test_unknown_cipher_suites_are_a_config_error(pki: Pki) -> None:
     with pytest.raises(ConfigError, match=r"no cipher of ssl\.cipher\.suites NOPE"):
         _client(pki, ssl_cipher_suites=("NOPE",))
+
+
+def test_ssl_protocol_tls12_caps_the_version(pki: Pki) -> None:
+    server = _server(pki, "none")
+    assert _handshake(server, _client(pki)).version() == "TLSv1.3"
+    assert _handshake(server, _client(pki, ssl_protocol="TLSv1.2")).version() == "TLSv1.2"
