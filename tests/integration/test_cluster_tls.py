@@ -51,10 +51,6 @@ def test_replication_and_the_quorum_over_tls(
     for i in range(300):
         producer.produce("tls", f"v{i}".encode(), partition=i % 3)
     producer.commit_transaction(30)
-    for partition in range(3):
-        cluster.wait_until_isr("tls", partition, [1, 2, 3])
-        # The commit marker is the last batch of every partition: 100 records and it.
-        assert cluster.assert_replicas_identical_below_hw("tls", partition) == 101
 
     node = cluster.brokers[2]
     port = re.search(r"event=listening listener=INTERNAL .*port=(\d+)", node.log_text())
@@ -82,3 +78,10 @@ def test_replication_and_the_quorum_over_tls(
     finally:
         consumer.close()
     assert values == {f"v{i}".encode() for i in range(300)}
+    # The read_committed consumer saw every record, so the commit markers (written after
+    # EndTxn returned, through the marker sender's TLS connections) are in: the high
+    # watermark, which librdkafka's read_committed watermark query reads as the last
+    # stable offset, is 100 records and the marker on every partition.
+    for partition in range(3):
+        cluster.wait_until_isr("tls", partition, [1, 2, 3])
+        assert cluster.assert_replicas_identical_below_hw("tls", partition) == 101
