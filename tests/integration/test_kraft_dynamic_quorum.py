@@ -166,3 +166,27 @@ def test_a_standalone_node_is_a_single_node_cluster(
     produce(node.bootstrap, "events", 50, start=100)
     assert len(consume_all(node.bootstrap, "events", 150, "g2")) == 150
     assert list(voters_of(describe_quorum(node))) == [1]
+
+
+def test_a_broker_finds_a_dynamic_quorum_through_its_bootstrap_servers(
+    tmp_path: Path, nodes: list[BrokerProcess]
+) -> None:
+    # A controller-only --standalone voter and a broker-only node formatted without any
+    # quorum flag: the broker fetches the metadata log as an observer from the
+    # bootstrap servers, and finds the active controller's endpoint in the voters the
+    # log holds, to register with it and forward admin requests to.
+    ports = controller_ports([1])
+    controller = kraft_node(tmp_path, 1, ports, roles="controller", format_args=["--standalone"])
+    broker = kraft_node(tmp_path, 2, ports, roles="broker", format_args=[])
+    nodes.extend([controller, broker])
+    assert not metadata_partition_dir(broker).exists()
+    controller.launch()
+    broker.start(60)
+    create_topic(broker.bootstrap, NewTopic("observed", 1, 1))
+    produce(broker.bootstrap, "observed", 20)
+    assert len(consume_all(broker.bootstrap, "observed", 20, "g")) == 20
+    quorum = describe_quorum(broker)
+    assert list(voters_of(quorum)) == [1]
+    [partition] = quorum.topics[0].partitions
+    assert [o.replica_id for o in partition.observers] == [2]
+    assert partition.observers[0].replica_directory_id == metadata_directory_id(broker)
