@@ -44,7 +44,6 @@ from tiercel.server.metadata.image.metadata_image import MetadataImage
 from tiercel.server.metadata.log_dir_event import LogDirEvent
 from tiercel.server.metadata.metadata_cache import MetadataCache
 from tiercel.server.metadata.metadata_loader import MetadataLoader
-from tiercel.server.metadata.store import SessionListener
 from tiercel.server.metadata.supported_features import SUPPORTED_FEATURES
 from tiercel.server.node_to_controller_channel import (
     ControllerInformation,
@@ -265,6 +264,3 @@ class KRaftLogDirEvents:
         directory_id = self._dir_ids.get(event.log_dir)
         if directory_id is not None:
             self._lifecycle.propagate_directory_failure(directory_id)
-
-    def add_session_listener(self, listener: SessionListener) -> None:
-        """Heartbeats repeat the failed dirs: no session to start again."""

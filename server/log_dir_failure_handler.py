@@ -4,8 +4,10 @@ Kafka's ReplicaManager.LogDirFailureHandler thread with handleLogDirFailure and
 LogManager.handleLogDirFailure: for each dir the `LogDirFailureChannel` reports, the
 dir's replicas go offline on this broker (fetchers stopped, out of the partition map,
 KAFKA_STORAGE_ERROR to produce and fetch), its logs are dropped without a flush or a
-checkpoint, and the controller is told through the MetadataStore (Kafka's
-propagateLogDirEvent), so that it moves leadership to other ISR members. With no live
+checkpoint, and the controller is told, so that it moves leadership to other ISR
+members: a KRaft broker's heartbeats name the failed dir (Kafka's
+BrokerLifecycleManager.propagateDirectoryFailure), a single node's controller reads a
+notification in its store. With no live
 log dir left the broker halts (exit code 1), as Kafka does, without the clean-shutdown
 marker: the next start recovers from the recovery points checkpointed before the failure.
 """
@@ -20,7 +22,7 @@ from typing import Final, Protocol
 
 from tiercel.config.logging_setup import log_event
 from tiercel.server.metadata.log_dir_event import LogDirEvent, propagate_log_dir_event
-from tiercel.server.metadata.store import MetadataStore, MetadataStoreError, SessionListener
+from tiercel.server.metadata.store import MetadataStore, MetadataStoreError
 from tiercel.server.replica_manager import ReplicaManager
 from tiercel.storage.log_manager import LogManager
 
@@ -41,13 +43,10 @@ class LogDirEventSink(Protocol):
     async def publish(self, event: LogDirEvent) -> None:
         """Raises MetadataStoreError while the event cannot be published yet."""
 
-    def add_session_listener(self, listener: SessionListener) -> None:
-        """``listener`` runs when the published events were lost and must go again."""
-
 
 class StoreLogDirEvents:
-    """The event as a notification node in the MetadataStore, for the ZooKeeper-era
-    controller (Kafka's propagateLogDirEvent); it lives with the store session."""
+    """The event as a notification node in the MetadataStore, for the single node's
+    controller (Kafka's ZooKeeper-era propagateLogDirEvent)."""
 
     def __init__(self, store: MetadataStore) -> None:
         self._store = store
@@ -55,13 +54,9 @@ class StoreLogDirEvents:
     async def publish(self, event: LogDirEvent) -> None:
         await propagate_log_dir_event(self._store, event)
 
-    def add_session_listener(self, listener: SessionListener) -> None:
-        self._store.add_session_listener(listener)
-
 
 class LogDirFailureHandler:
-    """Event-loop only. Handles each offline dir once, in the order they failed; its
-    event lives with the store session, so a new session publishes the events again."""
+    """Event-loop only. Handles each offline dir once, in the order they failed."""
 
     def __init__(
         self,
@@ -77,17 +72,10 @@ class LogDirFailureHandler:
         self._sink = events
         self._halt = halt
         self._task: asyncio.Task[None] | None = None
-        self._events: list[LogDirEvent] = []
 
     def startup(self) -> None:
-        """Start taking offline dirs; call after the broker registered (a new session
-        registers first, then publishes the events)."""
-        self._sink.add_session_listener(self._on_new_session)
+        """Start taking offline dirs; call after the broker registered."""
         self._task = asyncio.get_running_loop().create_task(self._run(), name="log-dir-failure")
-
-    async def _on_new_session(self) -> None:
-        for event in self._events:
-            await self._publish(event)
 
     async def shutdown(self) -> None:
         if self._task is not None:
@@ -121,9 +109,7 @@ class LogDirFailureHandler:
             )
             self._halt(1)
             return
-        event = LogDirEvent(self._node_id, log_dir, tuple(sorted(partitions)))
-        self._events.append(event)
-        await self._publish(event)
+        await self._publish(LogDirEvent(self._node_id, log_dir, tuple(sorted(partitions))))
 
     async def _publish(self, event: LogDirEvent) -> None:
         while True:

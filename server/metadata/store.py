@@ -22,7 +22,7 @@ from __future__ import annotations
 import enum
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -40,7 +40,6 @@ __all__ = [
     "NotEmptyError",
     "Op",
     "OpResult",
-    "SessionListener",
     "SetOp",
     "Stat",
     "WatchCallback",
@@ -108,8 +107,6 @@ class WatchEvent:
 
 
 WatchCallback = Callable[[WatchEvent], object]
-# Awaited on the event loop after the store's session was lost and a new one began.
-SessionListener = Callable[[], Awaitable[None]]
 
 
 class WatchHandle(Protocol):
@@ -238,17 +235,6 @@ class MetadataStore(ABC):
     @abstractmethod
     async def start(self) -> None:
         """Open the store and begin a session."""
-
-    def add_session_listener(self, listener: SessionListener) -> None:  # noqa: B027
-        """Await `listener` each time the store's session is lost and a new one begins.
-
-        By then the lost session's ephemeral nodes are gone, and owners re-create those
-        they still need (the broker registration; not /controller, whose owner must
-        resign and run the election again). Listeners run in the order added, before the
-        watches report what changed while the session was down. The default keeps no
-        listener: a store whose session lasts from start() to close() (the local one)
-        never calls one.
-        """
 
     @abstractmethod
     async def close(self) -> None:

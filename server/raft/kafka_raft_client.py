@@ -774,6 +774,9 @@ class KafkaRaftClient(Generic[T]):
         # not seen yet is read back from the log.
         self.append_purgatory.maybe_complete(high_watermark.message_offset, now)
         self.update_listeners_progress(high_watermark.message_offset)
+        # A fetch parks only when its replica knows the leader's high watermark (KIP-1166:
+        # one behind is answered at once), so an advance leaves every parked one behind.
+        self.fetch_purgatory.complete_all(now)
 
     def update_listeners_progress(self, high_watermark: int) -> None:
         self.listeners.update_progress(high_watermark)

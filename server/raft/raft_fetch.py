@@ -5,7 +5,10 @@ The leader checks the follower's fetch offset and last fetched epoch against its
 valid, the records from there; diverging, the epoch and end offset to truncate to; below
 the log start (or an empty follower and a snapshot to start from), the snapshot id to
 fetch. Its high watermark rides on every answer, and a fetch at the log end waits up to
-``max_wait_ms`` for new data in the fetch purgatory.
+``max_wait_ms`` in the fetch purgatory for new data or, when the fetcher said which high
+watermark it knows, for a newer one (KIP-1166, Kafka 4.1): without it a broker learned of
+a commit up to a whole wait later, and a broker just unfenced answered Metadata with no
+broker at all for as long.
 
 The follower appends what it gets and, a voter always, flushes it before its next Fetch
 reports it as received: the leader counts it towards the high watermark from then on.
@@ -17,8 +20,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Final
 
-from kio.schema.fetch.v17.request import FetchRequest
-from kio.schema.fetch.v17.response import FetchResponse
+from kio.schema.fetch.v18.request import FetchRequest
+from kio.schema.fetch.v18.response import FetchResponse
 
 from tiercel.protocol.errors import ErrorCode, RequestTimedOutError
 from tiercel.server.raft.leader_state import LeaderState
@@ -41,6 +44,9 @@ __all__ = ["FETCH", "build_fetch_request", "handle_fetch_request", "handle_fetch
 
 FETCH: Final = 1
 MAX_FETCH_SIZE_BYTES: Final = 8 * 1024 * 1024
+# What a Fetch says of the replica's high watermark (FetchRequest v18): not known yet; the
+# schema's default, "not supported", is the largest int64 and never behind the leader's.
+UNKNOWN_HIGH_WATERMARK: Final = -1
 _log: Final = logging.getLogger("tiercel.raft")
 
 
@@ -57,6 +63,7 @@ def build_fetch_request(client: KafkaRaftClient[Any]) -> FetchRequest:
         client.log.last_fetched_epoch,
         MAX_FETCH_SIZE_BYTES,
         client.fetch_max_wait_ms,
+        UNKNOWN_HIGH_WATERMARK if client.high_watermark is None else client.high_watermark,
     )
 
 
@@ -128,6 +135,7 @@ async def handle_fetch_request(
         or partition.diverging_epoch.end_offset != -1
         or partition.snapshot_id.epoch != -1
         or partition.snapshot_id.end_offset != -1
+        or fetch.high_watermark < partition.high_watermark
     ):
         return response
 

@@ -17,8 +17,8 @@ from kio.schema.describe_quorum.v2.request import DescribeQuorumRequest
 from kio.schema.describe_quorum.v2.response import DescribeQuorumResponse
 from kio.schema.end_quorum_epoch.v1.request import EndQuorumEpochRequest
 from kio.schema.end_quorum_epoch.v1.response import EndQuorumEpochResponse
-from kio.schema.fetch.v17.request import FetchRequest
-from kio.schema.fetch.v17.response import FetchResponse
+from kio.schema.fetch.v18.request import FetchRequest
+from kio.schema.fetch.v18.response import FetchResponse
 from kio.schema.fetch_snapshot.v1.request import FetchSnapshotRequest
 from kio.schema.fetch_snapshot.v1.response import FetchSnapshotResponse
 from kio.schema.vote.v2.request import VoteRequest
@@ -256,6 +256,7 @@ def fetch_request(
     last_fetched_epoch: int,
     max_bytes: int,
     max_wait_ms: int,
+    high_watermark: int,
 ) -> FetchRequest:
     partition = {
         "partition": tp.partition,
@@ -265,6 +266,7 @@ def fetch_request(
         "log_start_offset": -1,
         "partition_max_bytes": max_bytes,
         "replica_directory_id": replica_directory_id,
+        "high_watermark": high_watermark,
     }
     return _build(
         FetchRequest,

@@ -1,17 +1,17 @@
 """The Raft RPCs on the wire: the versions a controller listener serves, and the change
 of an entity between the version on the wire and the latest one the client works with.
 
-The client builds and reads every message in the latest version Kafka 4.0 speaks
+The client builds and reads every message in the latest version Kafka speaks
 (`raft_util`); a peer may speak an older one (negotiated with ApiVersions as Kafka's
 NetworkClient does), so requests and responses are rebuilt field by field: fields a
 version lacks are dropped, fields it adds take their schema defaults (Kafka's generated
 ``write`` does the same when it writes an older version).
 
-Versions are those of Kafka 4.0's ``ApiKeys`` for the controller listener: Vote 0-2
-(v2: PreVote, KIP-996), BeginQuorumEpoch 0-1 and EndQuorumEpoch 0-1 (v1: KIP-853
-endpoints), DescribeQuorum 0-2, FetchSnapshot 0-1, Fetch 4-17 (4.0 removed v0-3,
-KIP-896). A Fetch older than v13 names no topic id and is refused as Kafka's
-``RaftUtil.hasValidTopicPartition`` refuses it.
+Versions are those of Kafka's ``ApiKeys`` for the controller listener: Vote 0-2 (v2:
+PreVote, KIP-996), BeginQuorumEpoch 0-1 and EndQuorumEpoch 0-1 (v1: KIP-853 endpoints),
+DescribeQuorum 0-2, FetchSnapshot 0-1, Fetch 4-18 (4.0 removed v0-3, KIP-896; v18, from
+Kafka 4.1, carries the replica's high watermark, KIP-1166). A Fetch older than v13 names
+no topic id and is refused as Kafka's ``RaftUtil.hasValidTopicPartition`` refuses it.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ __all__ = [
 
 # api key: (min, max) version.
 RAFT_API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
-    FETCH: (4, 17),
+    FETCH: (4, 18),
     VOTE: (0, 2),
     BEGIN_QUORUM_EPOCH: (0, 1),
     END_QUORUM_EPOCH: (0, 1),

@@ -1,5 +1,5 @@
 """Waiters parked until a value (the log end, the high watermark) reaches their
-threshold, or their time runs out (Kafka's ``ThresholdPurgatory``).
+threshold, or until completed all at once, or their time runs out (Kafka's ``ThresholdPurgatory``).
 
 Kafka expires waiters from a timer thread; here the Raft client's poll expires them,
 its wait bounded by `next_deadline_ms`, so a mock time drives them as it drives every
@@ -47,6 +47,12 @@ class ThresholdPurgatory:
             waiter = self._waiters.pop(key, None)
             if waiter is not None:
                 waiter.callback(now, None)
+
+    def complete_all(self, now: int) -> None:
+        """Complete every waiter, oldest first."""
+        waiters, self._waiters = self._waiters, {}
+        for waiter in waiters.values():
+            waiter.callback(now, None)
 
     def expire(self, now: int) -> None:
         expired = [k for k, w in self._waiters.items() if w.deadline_ms <= now]

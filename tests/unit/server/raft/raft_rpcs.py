@@ -21,6 +21,9 @@ from tiercel.server.raft.raft_util import (
 from tiercel.server.raft.replica_key import ReplicaKey
 
 TP = METADATA_TOPIC_PARTITION
+# FetchRequest v18's default for the replica's high watermark: a replica that does not send
+# it (KIP-1166), whose fetch is never behind the leader's.
+NOT_SUPPORTED_HIGH_WATERMARK = 2**63 - 1
 
 
 def vote(
@@ -43,7 +46,16 @@ def vote(
     )
 
 
-def fetch(replica: int, epoch: int, offset: int, last_fetched_epoch: int, wait_ms: int = 0) -> Any:
+def fetch(
+    replica: int,
+    epoch: int,
+    offset: int,
+    last_fetched_epoch: int,
+    wait_ms: int = 0,
+    high_watermark: int = NOT_SUPPORTED_HIGH_WATERMARK,
+) -> Any:
+    """A Fetch; ``high_watermark`` is the replica's (KIP-1166), by default that of a
+    replica without the feature."""
     return fetch_request(
         TP,
         METADATA_TOPIC_ID,
@@ -55,6 +67,7 @@ def fetch(replica: int, epoch: int, offset: int, last_fetched_epoch: int, wait_m
         last_fetched_epoch,
         1 << 20,
         wait_ms,
+        high_watermark,
     )
 
 

@@ -72,6 +72,7 @@ async def test_a_follower_truncates_where_the_leader_says_and_appends_what_it_se
     (request,) = ctx.sent(1)
     sent = request.data.topics[0].partitions[0]
     assert (sent.fetch_offset, sent.last_fetched_epoch) == (4, 2)
+    assert sent.high_watermark == -1  # not known yet (KIP-1166)
     ctx.deliver_response(request, _fetch_response(ctx, 3, 2, diverging=(1, 2)))
     await ctx.poll_until_idle()
     assert ctx.client.log_end_offset == 2 and log.last_fetched_epoch == 1
@@ -82,6 +83,9 @@ async def test_a_follower_truncates_where_the_leader_says_and_appends_what_it_se
     await ctx.poll_until_idle()
     assert ctx.client.log_end_offset == 3 and ctx.client.high_watermark == 3
     assert ctx.listener.records == [b"a", b"b", b"new"]
+    await ctx.poll()
+    (request,) = ctx.sent(1)
+    assert request.data.topics[0].partitions[0].high_watermark == 3
 
 
 def _fetch_response(
@@ -153,6 +157,30 @@ async def test_a_fetch_at_the_log_end_waits_for_data_or_its_max_wait() -> None:
     ctx.time.sleep(FETCH_MAX_WAIT_MS)
     await ctx.poll()
     assert partition_of(answer(idle)).error_code == ErrorCode.none
+
+
+async def test_a_fetch_waits_only_while_its_replica_knows_the_leaders_high_watermark() -> None:
+    # KIP-1166: a replica learns a commit at once, not a max wait later. A broker just
+    # unfenced otherwise answered Metadata with no broker until its next fetch returned.
+    ctx = await RaftClientTestContext(1, [1, 2, 3]).start()
+    await become_leader(ctx)
+    epoch = ctx.quorum.epoch
+    end = ctx.client.log_end_offset
+    assert (await fetched(ctx, 2, end, epoch)).high_watermark == end
+    behind = ctx.deliver_request(fetch(7, epoch, end, epoch, FETCH_MAX_WAIT_MS, -1))
+    await ctx.poll_until_idle()
+    assert partition_of(answer(behind)).high_watermark == end
+    # An uncommitted append answers the parked fetches at the old log end with it; the
+    # observer, which has it too, waits for the commit.
+    ctx.client.schedule_atomic_append(epoch, [b"news"])
+    await ctx.poll_until_idle()
+    observer = ctx.deliver_request(fetch(7, epoch, end + 1, epoch, FETCH_MAX_WAIT_MS, end))
+    unsupported = ctx.deliver_request(fetch(8, epoch, end + 1, epoch, FETCH_MAX_WAIT_MS))
+    await ctx.poll_until_idle()
+    assert not observer.completion.done and not unsupported.completion.done
+    assert (await fetched(ctx, 2, end + 1, epoch)).high_watermark == end + 1
+    assert partition_of(answer(observer)).high_watermark == end + 1
+    assert partition_of(answer(observer)).records == b""
 
 
 async def test_a_closing_client_answers_what_it_will_not_handle() -> None:

@@ -82,7 +82,7 @@ async def test_the_controller_listener_answers_api_versions() -> None:
     versions = {a.api_key: (a.min_version, a.max_version) for a in body.api_keys}
     assert correlation_id == 11 and body.error_code == 0
     assert versions == {
-        1: (4, 17),
+        1: (4, 18),
         18: (0, 4),
         52: (0, 2),
         53: (0, 1),
