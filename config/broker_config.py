@@ -16,7 +16,12 @@ from typing import Final, Generic, TypeVar, overload
 from tiercel.config.config_def import ConfigError
 from tiercel.config.config_values import closest, parse_value, render_value
 from tiercel.config.kafka_config import BROKER_CONFIGS, canonical_broker_name
-from tiercel.config.kraft_validation import QuorumVoter, check_kraft, parse_voters
+from tiercel.config.kraft_validation import (
+    QuorumVoter,
+    check_kraft,
+    parse_bootstrap_servers,
+    parse_voters,
+)
 from tiercel.config.remote_log_manager_configs import local_retention_problem
 from tiercel.config.remote_storage_props import RemoteStorageProps, split_remote_storage_props
 from tiercel.config.ssl_config import (
@@ -299,6 +304,14 @@ class BrokerConfig:
         entries = self._values["controller.quorum.voters"]
         assert isinstance(entries, tuple)
         return parse_voters(entries)
+
+    @property
+    def quorum_bootstrap_servers(self) -> tuple[tuple[str, int], ...]:
+        """controller.quorum.bootstrap.servers as (host, port), parsed (checked at
+        construction)."""
+        entries = self._values["controller.quorum.bootstrap.servers"]
+        assert isinstance(entries, tuple)
+        return parse_bootstrap_servers(entries)
 
     @property
     def metadata_log_dir(self) -> str:

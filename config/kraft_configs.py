@@ -33,6 +33,11 @@ KRAFT_CONFIGS: Final[tuple[ConfigDef, ...]] = (
               "brokers and other controllers use to reach them. Required in KRaft mode."),
     ConfigDef("controller.quorum.voters", _LIST, (), None,
               "The static controller quorum: id@host:port of every voter."),
+    ConfigDef("controller.quorum.bootstrap.servers", _LIST, (), None,
+              "host:port of controllers to find the quorum through (KIP-853): the voters "
+              "then come from the metadata log, as `tiercel storage format "
+              "--standalone` or `--initial-controllers` wrote them. When "
+              "controller.quorum.voters is set too, its static voters win."),
     ConfigDef("controller.quorum.election.timeout.ms", _I, 1000, at_least(0),
               "How long a voter waits without hearing from a leader before it starts an "
               "election."),

@@ -2,9 +2,9 @@
 `KafkaConfig.validateValues` makes them for each `process.roles`, and the parsed quorum
 voters (Kafka's `QuorumConfig.parseVoterConnections`).
 
-- Every KRaft node: `controller.quorum.voters` names the quorum (the KIP-853 alternative,
-  `controller.quorum.bootstrap.servers`, is not supported yet);
-  `controller.listener.names` is not empty.
+- Every KRaft node: `controller.quorum.voters` (a static quorum) or
+  `controller.quorum.bootstrap.servers` (KIP-853: the voters are in the metadata log)
+  names the quorum; `controller.listener.names` is not empty.
 - A controller (alone or combined): its node id is a voter (with static voters); every
   controller listener name is one of its `listeners`, and at least one is there.
 - A controller alone: `listeners` holds controller listeners only.
@@ -22,11 +22,14 @@ from typing import Final
 
 from tiercel.config.config_def import ConfigError
 
-__all__ = ["QuorumVoter", "check_kraft", "parse_voters"]
+__all__ = ["QuorumVoter", "check_kraft", "parse_bootstrap_servers", "parse_voters"]
 
 # Kafka's QuorumConfig: id@host:port, the host possibly a bracketed IPv6 address.
 _VOTER: Final = re.compile(r"(-?[0-9]+)@(\[[0-9A-Fa-f:.%A-Za-z]+\]|[0-9A-Za-z\-._]+):([0-9]+)")
 _VOTERS_KEY: Final = "controller.quorum.voters"
+_BOOTSTRAP_SERVERS_KEY: Final = "controller.quorum.bootstrap.servers"
+# Kafka's Utils.getHost/getPort: host:port, the host possibly a bracketed IPv6 address.
+_HOST_PORT: Final = re.compile(r"(\[[0-9A-Fa-f:.%A-Za-z]+\]|[0-9A-Za-z\-._]+):([0-9]+)")
 _CONTROLLER_LISTENERS_KEY: Final = "controller.listener.names"
 _ROLES_KEY: Final = "process.roles"
 
@@ -67,6 +70,22 @@ def parse_voters(entries: Sequence[str]) -> tuple[QuorumVoter, ...]:
     return tuple(voters)
 
 
+def parse_bootstrap_servers(entries: Sequence[str]) -> tuple[tuple[str, int], ...]:
+    """`controller.quorum.bootstrap.servers` as (host, port) pairs; ConfigError names a
+    malformed entry with Kafka's message (QuorumConfig.parseBootstrapServer)."""
+    servers: list[tuple[str, int]] = []
+    for entry in entries:
+        match = _HOST_PORT.fullmatch(entry.strip())
+        if match is None or int(match.group(2)) > 65535:
+            raise ConfigError(
+                f"Failed to parse host name from {entry} for the configuration "
+                f'{_BOOTSTRAP_SERVERS_KEY}. Each entry should be in the form "{{host}}:{{port}}"',
+                _BOOTSTRAP_SERVERS_KEY,
+            )
+        servers.append((match.group(1).strip("[]"), int(match.group(2))))
+    return tuple(servers)
+
+
 def check_kraft(
     values: Mapping[str, object],
     listener_names: Sequence[str],
@@ -87,11 +106,13 @@ def check_kraft(
     if len(set(roles)) != len(roles):
         raise ConfigError(f"Configuration {_ROLES_KEY} names a role twice", _ROLES_KEY)
     voter_ids = {v.node_id for v in parse_voters(_strings(values, _VOTERS_KEY))}
-    if not voter_ids:
+    bootstrap_servers = parse_bootstrap_servers(_strings(values, _BOOTSTRAP_SERVERS_KEY))
+    if not voter_ids and not bootstrap_servers:
+        # Kafka's KafkaConfig.validateQuorumVotersAndQuorumBootstrapServerForKRaft.
         raise ConfigError(
-            f"If using {_ROLES_KEY}, {_VOTERS_KEY} must contain a parseable set of "
-            "controllers (a dynamic quorum, KIP-853's controller.quorum.bootstrap.servers, "
-            "is not supported yet)",
+            f"If using {_ROLES_KEY}, either {_BOOTSTRAP_SERVERS_KEY} must contain the set of "
+            f"bootstrap controllers or {_VOTERS_KEY} must contain a parseable set of "
+            "controllers.",
             _VOTERS_KEY,
         )
     if not controller_names:
@@ -122,7 +143,8 @@ def _check_controller(
     in_listeners: Sequence[str],
     listener_names: Sequence[str],
 ) -> None:
-    if node_id not in voter_ids:
+    # Without static voters the node's place in the quorum is the metadata log's.
+    if voter_ids and node_id not in voter_ids:
         raise ConfigError(
             f"If {_ROLES_KEY} contains the 'controller' role, the node id {node_id} "
             f"must be included in the set of voters {_VOTERS_KEY}={sorted(voter_ids)}",

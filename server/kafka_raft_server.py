@@ -60,6 +60,7 @@ def quorum_config(config: BrokerConfig) -> QuorumConfig:
     """controller.quorum.* as the Raft client takes them (Kafka's QuorumConfig)."""
     return QuorumConfig(
         voters={v.node_id: HostPort(v.host, v.port) for v in config.quorum_voters},
+        bootstrap_servers=[HostPort(h, p) for h, p in config.quorum_bootstrap_servers],
         election_timeout_ms=config.controller_quorum_election_timeout_ms,
         election_backoff_max_ms=config.controller_quorum_election_backoff_max_ms,
         fetch_timeout_ms=config.controller_quorum_fetch_timeout_ms,

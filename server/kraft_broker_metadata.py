@@ -97,10 +97,6 @@ class KRaftBrokerMetadata:
             for log_dir, meta in meta_properties.items()
             if meta.directory_id is not None
         }
-        self._voters = {
-            v.node_id: ControllerInformation(v.node_id, v.host, v.port)
-            for v in config.quorum_voters
-        }
         self._channels: list[NodeToControllerChannel] = []
         self.lifecycle = BrokerLifecycleManager(
             LifecycleConfig(
@@ -130,10 +126,14 @@ class KRaftBrokerMetadata:
         return KRaftLogDirEvents(self.lifecycle, self.log_dir_ids)
 
     def active_controller(self) -> ControllerInformation | None:
-        """The Raft leader's endpoint on the controller listener (Kafka's
-        RaftControllerNodeProvider, for a static quorum)."""
+        """The Raft leader's endpoint on the controller listener, from the latest voter
+        set: the static voters, or the metadata log's VotersRecord (Kafka's
+        RaftControllerNodeProvider asks the Raft client's voterNode)."""
         leader = self._raft.leader_and_epoch.leader_id
-        return None if leader is None else self._voters.get(leader)
+        if leader is None:
+            return None
+        node = self._raft.voters.voter_node(leader, self._config.controller_listener_names[0])
+        return None if node is None else ControllerInformation(node.id, node.host, node.port)
 
     def _channel(self, purpose: str) -> NodeToControllerChannel:
         channel = NodeToControllerChannel(

@@ -4,12 +4,16 @@ Kafka's ``kafka-storage`` does.
 - ``tiercel storage random-uuid``: a new cluster id (Kafka's `Uuid.randomUuid`, 22
   characters of URL-safe base64).
 - ``tiercel storage format -t <cluster-id> [CONFIG.yaml] [--override key=value]...
-  [--release-version V] [--feature NAME=LEVEL]... [--ignore-formatted]``: write
-  `meta.properties` (version 1: cluster.id, node.id, a new directory.id) into every log
-  dir and the metadata log dir, with the bootstrap metadata (`bootstrap.checkpoint`:
-  metadata.version and the other features' levels) beside it; refuses a configuration
-  without `process.roles` and, unless ``--ignore-formatted``, a directory already
-  formatted.
+  [--release-version V] [--feature NAME=LEVEL]... [--ignore-formatted]
+  [--standalone | --initial-controllers ID@HOST:PORT:DIR,... | --no-initial-controllers]``:
+  write `meta.properties` (version 1: cluster.id, node.id, a new directory.id) into
+  every log dir and the metadata log dir, with the bootstrap metadata
+  (`bootstrap.checkpoint`: metadata.version and the other features' levels) beside it;
+  refuses a configuration without `process.roles` and, unless ``--ignore-formatted``, a
+  directory already formatted. A controller without `controller.quorum.voters` names
+  its dynamic quorum (KIP-853): ``--standalone`` (itself alone, at its advertised
+  controller listener), ``--initial-controllers`` (the same list on every node), or
+  ``--no-initial-controllers`` (it joins an existing quorum later).
 - ``tiercel storage info [CONFIG.yaml] [--override ...]``: what the directories hold.
 
 The messages are Kafka's (`StorageTool`, `Formatter`, `MetaPropertiesEnsemble`), so
@@ -61,6 +65,27 @@ def add_storage_arguments(storage: argparse.ArgumentParser) -> None:
         action="store_true",
         help="format the directories not formatted yet and leave the others",
     )
+    # Kafka's StorageTool: at most one of the three.
+    quorum = fmt.add_mutually_exclusive_group()
+    quorum.add_argument(
+        "-s",
+        "--standalone",
+        action="store_true",
+        help="initialize this controller as a single-node dynamic quorum",
+    )
+    quorum.add_argument(
+        "-N",
+        "--no-initial-controllers",
+        action="store_true",
+        help="initialize a node without a dynamic quorum topology (it joins one later)",
+    )
+    quorum.add_argument(
+        "-I",
+        "--initial-controllers",
+        metavar="ID@HOST:PORT:DIRECTORY-ID,...",
+        help="the initial voters of a dynamic quorum, the same on every node, e.g. "
+        "0@example.com:8082:JEXY6aqzQY-32P5TStzaFg,1@example.com:8083:MvDxzVmcRsaTz33bUuRU6A",
+    )
     info = verbs.add_parser("info", help="show what the node's log directories hold")
     for verb in (fmt, info):
         verb.add_argument("config", nargs="?", help="the node's YAML configuration")
@@ -86,12 +111,29 @@ def run_storage(args: argparse.Namespace) -> int:
 def _format(args: argparse.Namespace, config: BrokerConfig, out: TextIO) -> int:
     # Imported here: the bootstrap records' modules take a while to import, and only
     # format writes them.
-    from tiercel.server.formatter import FormatterError, bootstrap_metadata, format_storage
+    from tiercel.server.formatter import (
+        FormatterError,
+        bootstrap_metadata,
+        effective_kraft_version,
+        format_storage,
+        initial_controllers,
+    )
 
     try:
+        voters = initial_controllers(
+            config, args.standalone, args.initial_controllers, args.no_initial_controllers
+        )
+        kraft_version = effective_kraft_version(args.feature, voters is not None)
         bootstrap = bootstrap_metadata(args.release_version, args.feature)
         format_storage(
-            config, log_directories(config), args.cluster_id, bootstrap, args.ignore_formatted, out
+            config,
+            log_directories(config),
+            args.cluster_id,
+            bootstrap,
+            args.ignore_formatted,
+            out,
+            voters,
+            kraft_version,
         )
     except FormatterError as e:
         print(e, file=sys.stderr)

@@ -39,6 +39,7 @@ __all__ = [
     "ControlRecord",
     "ControlRecordType",
     "control_batch",
+    "kraft_version_record",
     "leader_change_message",
     "snapshot_footer_record",
     "snapshot_header_record",
@@ -105,6 +106,11 @@ def leader_change_message(
         voters=tuple(Voter(voter_id=i32(v)) for v in sorted(voters)),
         granting_voters=tuple(Voter(voter_id=i32(v)) for v in sorted(granting_voters)),
     )
+
+
+def kraft_version_record(kraft_version: int) -> KRaftVersionRecord:
+    """The kraft.version feature level as a control record (KIP-853)."""
+    return KRaftVersionRecord(version=_CURRENT_VERSION, k_raft_version=i16(kraft_version))
 
 
 def snapshot_header_record(last_contained_log_timestamp: int) -> SnapshotHeaderRecord:

@@ -41,6 +41,9 @@ from tiercel.server.raft.batch import Batch
 from tiercel.server.raft.batch_accumulator import BatchAccumulator
 from tiercel.server.raft.endpoints import Endpoints, Node
 from tiercel.server.raft.errors import BrokerNotAvailableError, NotLeaderError
+from tiercel.server.raft.kraft_control_record_state_machine import (
+    KRaftControlRecordStateMachine,
+)
 from tiercel.server.raft.leader_and_epoch import UNKNOWN_LEADER_AND_EPOCH, LeaderAndEpoch
 from tiercel.server.raft.leader_state import LeaderState
 from tiercel.server.raft.metadata_log_config import MAX_BATCH_SIZE_BYTES
@@ -63,6 +66,7 @@ from tiercel.server.raft.raft_message import (
     api_key_of,
 )
 from tiercel.server.raft.raft_util import error_response
+from tiercel.server.raft.raw_snapshot import NotifyingRawSnapshotWriter
 from tiercel.server.raft.record_serde import RecordSerde
 from tiercel.server.raft.records_snapshot import (
     RecordsSnapshotWriter,
@@ -141,7 +145,14 @@ class KafkaRaftClient(Generic[T]):
         self.shutdown_state: GracefulShutdown | None = None
         self._snapshot_cleaning_timer = Timer(time, SNAPSHOT_CLEANING_INTERVAL_MS)
         self.listeners = RaftListeners(log, serde, message_queue.wakeup)
-        self.voters = VoterSet.from_addresses(channel.listener_name, config.voters)
+        # The static voters of controller.quorum.voters, or none: then the voter set is
+        # the bootstrap checkpoint's, a snapshot's or the log's (KIP-853).
+        static_voters = (
+            VoterSet.from_addresses(channel.listener_name, config.voters)
+            if config.voters
+            else VoterSet({})
+        )
+        self.partition_state = KRaftControlRecordStateMachine(static_voters, log)
         self.request_manager = RequestManager(
             self._bootstrap_nodes(), config.retry_backoff_ms, config.request_timeout_ms, self.random
         )
@@ -158,13 +169,26 @@ class KafkaRaftClient(Generic[T]):
             ]
         return [Node(v, a.host, a.port) for v, a in sorted(self.config.voters.items())]
 
+    @property
+    def voters(self) -> VoterSet:
+        """The latest voter set (Kafka's partitionState.lastVoterSet)."""
+        return self.partition_state.last_voter_set()
+
+    @property
+    def kraft_version(self) -> int:
+        return self.partition_state.last_kraft_version()
+
     async def initialize(self, store: QuorumStateStore) -> None:
         """Restore the election state and start in it (Kafka's KafkaRaftClient.initialize);
         a sole voter elects itself at once."""
+        # The voters come from the whole snapshot and log before any state is chosen.
+        self.partition_state.update_state()
+        _log.info("starting voters are %s", self.voters)
         self._quorum = QuorumState(
             self.node_id,
             self.node_directory_id,
-            self.voters,
+            self.partition_state.last_voter_set,
+            self.partition_state.last_kraft_version,
             self.local_listeners,
             self.config.election_timeout_ms,
             self.config.fetch_timeout_ms,
@@ -288,8 +312,21 @@ class KafkaRaftClient(Generic[T]):
         raw = self.log.create_new_snapshot(snapshot_id)
         if raw is None:
             return None
+        # The snapshot carries the kraft.version and voter set at its last offset; once
+        # it is frozen, the older history entries are no longer needed (Kafka's
+        # KafkaRaftClient.createSnapshot).
+        self.partition_state.update_state()
+        last_contained_log_offset = snapshot_id.offset - 1
         return RecordsSnapshotWriter(
-            raw, last_contained_log_time, MAX_BATCH_SIZE_BYTES, self.time, self.serde
+            NotifyingRawSnapshotWriter(
+                raw, lambda frozen: self.partition_state.truncate_old_entries(frozen.offset)
+            ),
+            last_contained_log_time,
+            MAX_BATCH_SIZE_BYTES,
+            self.time,
+            self.serde,
+            self.partition_state.kraft_version_at_offset(last_contained_log_offset),
+            self.partition_state.voter_set_at_offset(last_contained_log_offset),
         )
 
     def shutdown(self, timeout_ms: int) -> Completion[None]:
@@ -532,7 +569,10 @@ class KafkaRaftClient(Generic[T]):
         )
         state = await self.quorum.transition_to_leader(end_offset, accumulator)
         self.log.initialize_leader_epoch(state.epoch)
-        state.append_start_of_epoch_control_records(now)
+        voters_entry = self.partition_state.last_voter_set_entry()
+        state.append_start_of_epoch_control_records(
+            now, self.kraft_version, None if voters_entry is None else voters_entry.offset
+        )
         self.reset_connections()
 
     async def transition_to_unattached(self, epoch: int, leader_id: int | None = None) -> None:

@@ -15,17 +15,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import Final, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 from tiercel.server.raft.batch_accumulator import BatchAccumulator
-from tiercel.server.raft.control_record import leader_change_message
+from tiercel.server.raft.control_record import kraft_version_record, leader_change_message
 from tiercel.server.raft.election_state import ElectionState
 from tiercel.server.raft.endpoints import Endpoints
 from tiercel.server.raft.epoch_state import EpochState
 from tiercel.server.raft.replica_key import ReplicaKey
 from tiercel.server.raft.replica_state import ReplicaState
 from tiercel.server.raft.timer import Time, Timer
-from tiercel.server.raft.voter_set import VoterSet
+from tiercel.server.raft.voter_set import LOCAL_KRAFT_VERSIONS, VoterNode, VoterSet
 from tiercel.storage.log_values import LogOffsetMetadata
 
 __all__ = ["LeaderState"]
@@ -96,13 +96,31 @@ class LeaderState(EpochState, Generic[T]):
     ) -> bool:
         return False
 
-    def append_start_of_epoch_control_records(self, now: int) -> None:
+    def append_start_of_epoch_control_records(
+        self, now: int, kraft_version: int, voters_offset: int | None
+    ) -> None:
         """The LeaderChangeMessage opening the epoch: only an entry of this epoch can
-        commit, so it is written at once (kraft.version 0 adds no voter records)."""
-        message = leader_change_message(
-            self.local_key.id, list(self.voter_states), sorted(self.granting_voters)
-        )
-        self.accumulator.append_control_messages([message], now)
+        commit, so it is written at once. With kraft.version 1, a leader whose voter set
+        still comes from the bootstrap checkpoint (offset -1), or lists other endpoints
+        for it, writes KRaftVersionRecord and VotersRecord in the same batch, so the set
+        is in the replicated log (Kafka's LeaderState.appendStartOfEpochControlRecords)."""
+        messages: list[Any] = [
+            leader_change_message(
+                self.local_key.id, list(self.voter_states), sorted(self.granting_voters)
+            )
+        ]
+        if kraft_version >= 1:
+            if voters_offset is None:
+                raise RuntimeError(
+                    f"The kraft.version is {kraft_version} but there is no voter set in the "
+                    f"log or checkpoint {self.voters}"
+                )
+            local_node = VoterNode(self.local_key, self._local_listeners, LOCAL_KRAFT_VERSIONS)
+            current = self.voters.voters.get(self.local_key.id)
+            if voters_offset == -1 or current != local_node:
+                messages.append(kraft_version_record(kraft_version))
+                messages.append(self.voters.update_voter(local_node).to_voters_record())
+        self.accumulator.append_control_messages(messages, now)
 
     # -- timers --------------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import random
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final, TypeVar
 
 from tiercel.server.raft.batch_accumulator import BatchAccumulator
@@ -50,8 +50,6 @@ __all__ = ["QuorumState"]
 T = TypeVar("T")
 S = TypeVar("S", bound=EpochState)
 _log: Final = logging.getLogger("tiercel.raft")
-# A static quorum is kraft.version 0: quorum-state is written as data_version 0.
-KRAFT_VERSION_0: Final = 0
 
 
 class QuorumState:
@@ -62,7 +60,8 @@ class QuorumState:
         self,
         local_id: int | None,
         local_directory_id: uuid.UUID,
-        voters: VoterSet,
+        latest_voter_set: Callable[[], VoterSet],
+        latest_kraft_version: Callable[[], int],
         local_listeners: Endpoints,
         election_timeout_ms: int,
         fetch_timeout_ms: int,
@@ -72,7 +71,8 @@ class QuorumState:
     ) -> None:
         self.local_id = local_id
         self.local_directory_id = local_directory_id
-        self.voters = voters
+        self._latest_voter_set = latest_voter_set
+        self._latest_kraft_version = latest_kraft_version
         self.local_listeners = local_listeners
         self._election_timeout_ms = election_timeout_ms
         self._fetch_timeout_ms = fetch_timeout_ms
@@ -148,6 +148,13 @@ class QuorumState:
         await self._durable_transition_to(initial)
 
     # -- identity ------------------------------------------------------------------------
+
+    @property
+    def voters(self) -> VoterSet:
+        """The voter set of the log's last VotersRecord, or the static one (Kafka's
+        QuorumState reads it through its latestVoterSet supplier): new states take the
+        set current when they begin."""
+        return self._latest_voter_set()
 
     @property
     def local_replica_key(self) -> ReplicaKey:
@@ -504,7 +511,9 @@ class QuorumState:
 
     async def _durable_transition_to(self, new_state: EpochState) -> None:
         _log.info("attempting durable transition to %s from %s", new_state, self._state)
-        await self._store.write_election_state(new_state.election, KRAFT_VERSION_0)
+        # quorum-state's data_version follows kraft.version (Kafka's
+        # QuorumState.durableTransitionTo writes with latestKraftVersion).
+        await self._store.write_election_state(new_state.election, self._latest_kraft_version())
         self._memory_transition_to(new_state)
 
     def _memory_transition_to(self, new_state: EpochState) -> None:

@@ -225,6 +225,9 @@ async def handle_fetch_response(
                 f"current high watermark {high_watermark.message_offset}"
             )
         truncated = truncate_to_end_offset(client.log, end)
+        # A VotersRecord of the dropped suffix no longer counts (Kafka's
+        # handleFetchResponse truncates partitionState with the log).
+        client.partition_state.truncate_new_entries(truncated)
         _log.info("truncated to offset %d from the Fetch answer of %s", truncated, leader_id)
     elif snapshot_id.epoch >= 0 or snapshot_id.end_offset >= 0:
         if snapshot_id.epoch < 0 or snapshot_id.end_offset < 0:
@@ -252,3 +255,5 @@ async def _append_as_follower(client: KafkaRaftClient[Any], records: bytes) -> N
     client.log.append_as_follower(records)
     if client.quorum.is_voter or client.followers_always_flush:
         await client.log.flush(False)
+    # A VotersRecord counts from its append, committed or not (Kafka's appendAsFollower).
+    client.partition_state.update_state()

@@ -188,4 +188,7 @@ async def _append_chunk(
             f"{client.log.last_fetched_epoch}"
         )
     _log.info("emptied the log at downloaded snapshot %s", snapshot_id)
+    # The log now starts past the control records read so far: reload them from the
+    # snapshot (Kafka's handleFetchSnapshotResponse calls partitionState.updateState).
+    client.partition_state.update_state()
     client.update_follower_high_watermark(client.log.high_watermark.message_offset)

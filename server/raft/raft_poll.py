@@ -86,6 +86,10 @@ def _append_batch(
     info = client.log.append_as_leader(batch.data, state.epoch)
     records = batch.records
     if records is None:
+        # A control batch may hold a KRaftVersionRecord or a VotersRecord, which count
+        # from their append (Kafka's appendAsLeader updates partitionState); data
+        # batches are read past lazily, on the next update.
+        client.partition_state.update_state()
         return
     committed = Batch(
         batch.base_offset,

@@ -5,25 +5,32 @@ the Raft client hands it a writer, and what a listener reads on load.
 Layout (KIP-630): a control batch with the SnapshotHeaderRecord (its
 LastContainedLogTimestamp), the data batches, a control batch with the
 SnapshotFooterRecord; offsets from 0, every batch stamped with the snapshot id's epoch.
-With kraft.version 0 no KRaftVersionRecord or VotersRecord follows the header.
+With kraft.version 1 (KIP-853) the header's batch also holds a KRaftVersionRecord and
+the VotersRecord of the voter set at the snapshot's offset, so the voters outlive the
+log prefix the snapshot replaces; with kraft.version 0 the header is alone.
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Iterator, Sequence
-from typing import Final, Generic, Protocol, TypeVar
+from typing import Any, Final, Generic, Protocol, TypeVar
 
 from tiercel.protocol.errors import CorruptRecordError
 from tiercel.protocol.record_batch import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, read_header
 from tiercel.server.raft.batch import Batch
 from tiercel.server.raft.batch_accumulator import BatchAccumulator
-from tiercel.server.raft.control_record import ControlRecordType
+from tiercel.server.raft.control_record import (
+    ControlRecordType,
+    kraft_version_record,
+    snapshot_header_record,
+)
 from tiercel.server.raft.offset_and_epoch import OffsetAndEpoch
 from tiercel.server.raft.raw_snapshot import RawSnapshotReader, RawSnapshotWriter
 from tiercel.server.raft.record_serde import IdentitySerde, RecordSerde
 from tiercel.server.raft.records_iterator import decode_batch
 from tiercel.server.raft.timer import Time
+from tiercel.server.raft.voter_set import VoterSet
 
 __all__ = [
     "RecordsSnapshotReader",
@@ -76,6 +83,8 @@ class RecordsSnapshotWriter(Generic[T]):
         max_batch_size: int,
         time: Time,
         serde: RecordSerde[T],
+        kraft_version: int = 0,
+        voter_set: VoterSet | None = None,
     ) -> None:
         if snapshot.size_in_bytes != 0:
             raise RuntimeError(
@@ -86,9 +95,13 @@ class RecordsSnapshotWriter(Generic[T]):
         self._accumulator = BatchAccumulator(
             snapshot.snapshot_id.epoch, 0, _NO_LINGER, max_batch_size, 10, time, serde
         )
-        self._accumulator.append_snapshot_header_record(
-            last_contained_log_timestamp, time.milliseconds()
-        )
+        # Kafka's RecordsSnapshotWriter.Builder.build.
+        messages: list[Any] = [snapshot_header_record(last_contained_log_timestamp)]
+        if kraft_version >= 1:
+            messages.append(kraft_version_record(kraft_version))
+            if voter_set is not None:
+                messages.append(voter_set.to_voters_record())
+        self._accumulator.append_control_messages(messages, time.milliseconds())
 
     @property
     def snapshot_id(self) -> OffsetAndEpoch:

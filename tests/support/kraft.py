@@ -1,8 +1,9 @@
 """KRaft nodes of real processes for the KRaft tests: each node's directories formatted
 with `tiercel storage format`, as a user formats them, then started with `tiercel
 broker`. Controller listeners get free ports picked before the start, since every
-voter's address goes into controller.quorum.voters; broker listeners bind port 0 and
-keep their port across restarts (`BrokerProcess`)."""
+voter's address goes into controller.quorum.voters (or, for a dynamic quorum, into
+controller.quorum.bootstrap.servers and the format command's --initial-controllers);
+broker listeners bind port 0 and keep their port across restarts (`BrokerProcess`)."""
 
 from __future__ import annotations
 
@@ -68,9 +69,12 @@ def controller_ports(node_ids: list[int]) -> dict[int, int]:
     return {node_id: free_port() for node_id in node_ids}
 
 
-def format_command(node: BrokerProcess, cluster_id: str = CLUSTER_ID) -> list[str]:
-    """`tiercel storage format` of the node's configuration (its file and overrides)."""
-    args = [str(TIERCEL), "storage", "format", "-t", cluster_id]
+def format_command(
+    node: BrokerProcess, cluster_id: str = CLUSTER_ID, extra: Sequence[str] = ()
+) -> list[str]:
+    """`tiercel storage format` of the node's configuration (its file and overrides),
+    with ``extra`` arguments (--standalone, --initial-controllers ...)."""
+    args = [str(TIERCEL), "storage", "format", "-t", cluster_id, *extra]
     if node.config_file is not None:
         args.append(str(node.config_file))
     for key, value in node.overrides.items():
@@ -78,10 +82,16 @@ def format_command(node: BrokerProcess, cluster_id: str = CLUSTER_ID) -> list[st
     return args
 
 
-def format_node(node: BrokerProcess, cluster_id: str = CLUSTER_ID) -> str:
+def format_node(
+    node: BrokerProcess, cluster_id: str = CLUSTER_ID, extra: Sequence[str] = ()
+) -> str:
     """Run `tiercel storage format` on the node's configuration; its output."""
     result = subprocess.run(
-        format_command(node, cluster_id), capture_output=True, text=True, timeout=60, check=False
+        format_command(node, cluster_id, extra),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     if result.returncode != 0:
         raise RuntimeError(f"format failed: {result.stderr}")
@@ -97,13 +107,22 @@ def kraft_node(
     formatted: bool = True,
     own_metadata_dir: bool = True,
     config_file: Path | None = None,
+    format_args: Sequence[str] | None = None,
     extra_listeners: Sequence[str] = (),
 ) -> BrokerProcess:
     """A node of the quorum ``voters`` (node id to controller port); a voter serves its
     controller listener on its port, a broker ``extra_listeners`` (NAME://host:port)
     beside its PLAINTEXT one. Without ``own_metadata_dir`` the metadata log lives
     in the (first) log dir, as metadata.log.dir's default has it. ``overrides`` come
-    after the node's own keys, ``config_file`` (if any) under them all."""
+    after the node's own keys, ``config_file`` (if any) under them all. With
+    ``format_args`` (KIP-853: --initial-controllers, --standalone...) the quorum is
+    dynamic: the voters go into controller.quorum.bootstrap.servers, and the format
+    command gets those arguments."""
+    quorum_key = "controller.quorum.voters"
+    quorum = [f"{i}@127.0.0.1:{port}" for i, port in sorted(voters.items())]
+    if format_args is not None:
+        quorum_key = "controller.quorum.bootstrap.servers"
+        quorum = [f"127.0.0.1:{port}" for _, port in sorted(voters.items())]
     listeners = []
     if "broker" in roles:
         listeners += ["PLAINTEXT://127.0.0.1:0", *extra_listeners]
@@ -115,9 +134,7 @@ def kraft_node(
         {
             "node.id": node_id,
             "process.roles": roles,
-            "controller.quorum.voters": ",".join(
-                f"{i}@127.0.0.1:{port}" for i, port in sorted(voters.items())
-            ),
+            quorum_key: ",".join(quorum),
             "controller.listener.names": "CONTROLLER",
             "listeners": ",".join(listeners),
             **({"metadata.log.dir": str(data_dir / "metadata")} if own_metadata_dir else {}),
@@ -126,7 +143,7 @@ def kraft_node(
         config_file=config_file,
     )
     if formatted:
-        format_node(node)
+        format_node(node, extra=format_args or ())
     return node
 
 

@@ -350,9 +350,10 @@ def test_every_key_is_read_by_the_broker_or_refused_unless_default() -> None:
         # Read by BrokerConfig to split off the plugin keys.
         "remote.log.storage.manager.impl.prefix",
         "remote.log.metadata.manager.impl.prefix",
-        # Parsed by BrokerConfig (quorum_voters, controller_listener_names), which the
-        # KRaft node reads.
+        # Parsed by BrokerConfig (quorum_voters, quorum_bootstrap_servers,
+        # controller_listener_names), which the KRaft node reads.
         "controller.quorum.voters",
+        "controller.quorum.bootstrap.servers",
         "controller.listener.names",
         # Read by BrokerConfig into each SSL listener's SslConfig and the inter-broker
         # listener name.

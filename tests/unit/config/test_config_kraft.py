@@ -7,7 +7,7 @@ import pytest
 
 from tiercel.config.broker_config import BrokerConfig, ConfigError
 from tiercel.config.kraft_validation import QuorumVoter
-from tiercel.server.kafka_raft_server import metadata_log_config
+from tiercel.server.kafka_raft_server import metadata_log_config, quorum_config
 
 COMBINED = {
     "process.roles": "broker,controller",
@@ -59,6 +59,24 @@ def test_a_controller_and_a_broker_alone_are_valid() -> None:
     assert broker.security_protocol_map["CONTROLLER"] == "PLAINTEXT"
 
 
+def test_a_dynamic_quorum_is_named_by_its_bootstrap_servers() -> None:
+    # KIP-853: without static voters any node may be a controller (the metadata log says
+    # which are voters) or a broker, and the static voters win when both are set.
+    dynamic = {"controller.quorum.voters": "", "controller.quorum.bootstrap.servers": "a:1,[::1]:2"}
+    combined = BrokerConfig({**COMBINED, **dynamic, "node.id": 9})
+    assert combined.quorum_voters == ()
+    assert combined.quorum_bootstrap_servers == (("a", 1), ("::1", 2))
+    assert BrokerConfig({**CONTROLLER, **dynamic}).quorum_bootstrap_servers == (
+        ("a", 1),
+        ("::1", 2),
+    )
+    assert BrokerConfig({**BROKER, **dynamic, "node.id": 1}).quorum_voters == ()
+    both = quorum_config(BrokerConfig({**COMBINED, "controller.quorum.bootstrap.servers": "a:1"}))
+    assert set(both.voters) == {1, 2, 3} and [str(b) for b in both.bootstrap_servers] == ["a:1"]
+    with pytest.raises(ConfigError, match="must be included in the set of voters"):
+        BrokerConfig({**COMBINED, "controller.quorum.bootstrap.servers": "a:1", "node.id": 9})
+
+
 @pytest.mark.parametrize(
     ("raw", "key", "message"),
     [
@@ -66,6 +84,16 @@ def test_a_controller_and_a_broker_alone_are_valid() -> None:
         ({**COMBINED, "process.roles": "broker,broker"}, "process.roles", "twice"),
         ({**COMBINED, "controller.quorum.voters": ""}, "controller.quorum.voters", "parseable"),
         ({**COMBINED, "controller.quorum.voters": "1@host"}, "controller.quorum.voters", "{id}"),
+        (
+            {**COMBINED, "controller.quorum.voters": "", "controller.quorum.bootstrap.servers": ""},
+            "controller.quorum.voters",
+            "either controller.quorum.bootstrap.servers must contain the set of bootstrap",
+        ),
+        (
+            {**COMBINED, "controller.quorum.bootstrap.servers": "127.0.0.1"},
+            "controller.quorum.bootstrap.servers",
+            'Each entry should be in the form "{host}:{port}"',
+        ),
         (
             {**COMBINED, "controller.quorum.voters": "1@a:1,1@b:2"},
             "controller.quorum.voters",

@@ -29,7 +29,8 @@ def quorum(
     return QuorumState(
         local_id,
         DIRECTORY,
-        voters,
+        lambda: voters,
+        lambda: 0,
         voters.listeners(local_id) if local_id is not None else VOTERS.listeners(1),
         1000,
         2000,
