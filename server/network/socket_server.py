@@ -6,8 +6,8 @@ with the ssl.SSLContext built once, when the server is made (`ssl_factory`); its
 handshake must finish within ``connections.max.idle.ms``, the bound Kafka's selector
 puts on any channel that makes no progress, so a client that never completes it is
 closed. Idle connections are closed after ``connections.max.idle.ms`` like Kafka's
-selector does, which also bounds what half-open clients can hold. Socket buffer sizes are set as Kafka's Acceptor sets
-them (see `socket_options`).
+selector does, which also bounds what half-open clients can hold. Socket buffer sizes
+are set as Kafka's Acceptor sets them (see `socket_options`).
 """
 
 from __future__ import annotations
