@@ -24,6 +24,7 @@ from tiercel.config.kraft_validation import (
 )
 from tiercel.config.remote_log_manager_configs import local_retention_problem
 from tiercel.config.remote_storage_props import RemoteStorageProps, split_remote_storage_props
+from tiercel.config.sasl_config import SaslConfig, sasl_config
 from tiercel.config.ssl_config import (
     LISTENER_PREFIX,
     SslConfig,
@@ -40,10 +41,10 @@ T = TypeVar("T")
 _LISTENER: Final = re.compile(
     r"([A-Za-z0-9_]+)://(\[[0-9A-Fa-f:.%A-Za-z]+\]|[0-9A-Za-z\-._]*):([0-9]+)"
 )
-# Kafka's SecurityProtocol values Tiercel serves; SASL ones are refused until SASL is
-# served, since a SASL listener served without authentication would be a silent hole.
-_SUPPORTED_SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL")
+# Kafka's SecurityProtocol values, all served.
+_SUPPORTED_SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _SASL_PROTOCOLS: Final = ("SASL_PLAINTEXT", "SASL_SSL")
+_TLS_PROTOCOLS: Final = ("SSL", "SASL_SSL")
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +128,7 @@ class BrokerConfig:
 
     __slots__ = (
         "_remote_storage_props",
+        "_sasl_configs",
         "_ssl_configs",
         "_values",
         "advertised_listeners",
@@ -161,6 +163,13 @@ class BrokerConfig:
         self._ssl_configs = _ssl_configs(
             self._values, self.listeners, self.security_protocol_map, listener_overrides
         )
+        self._sasl_configs = {
+            e.name: sasl_config(e.name, self._values, listener_overrides.get(e.name, {}))
+            for e in self.listeners
+            if self.security_protocol_map[e.name] in _SASL_PROTOCOLS
+        }
+        self._check_no_sasl_between_nodes()
+        _check_failed_authentication_delay(self._values)
         _check_topic_defaults(self._values)
         _check_local_retention(self._values)
         _check_partition_limit(self._values)
@@ -187,6 +196,10 @@ class BrokerConfig:
     socket_request_max_bytes = _Key("socket.request.max.bytes", int)
     queued_max_requests = _Key("queued.max.requests", int)
     connections_max_idle_ms = _Key("connections.max.idle.ms", int)
+    sasl_server_max_receive_size = _Key("sasl.server.max.receive.size", int)
+    connection_failed_authentication_delay_ms = _Key(
+        "connection.failed.authentication.delay.ms", int
+    )
     message_max_bytes = _Key("message.max.bytes", int)
     num_partitions = _Key("num.partitions", int)
     max_partitions = _Key("max.partitions", int)
@@ -362,6 +375,31 @@ class BrokerConfig:
         return self._ssl_configs.get(listener_name)
 
     @property
+    def sasl_configs(self) -> Mapping[str, SaslConfig]:
+        """The SaslConfig of every SASL listener this node serves, by name."""
+        return MappingProxyType(self._sasl_configs)
+
+    def sasl_config(self, listener_name: str) -> SaslConfig | None:
+        """The SASL settings of a SASL_PLAINTEXT or SASL_SSL listener this node serves
+        (None for any other)."""
+        return self._sasl_configs.get(listener_name)
+
+    def _check_no_sasl_between_nodes(self) -> None:
+        """Brokers and controllers do not authenticate to each other with SASL yet
+        (BrokerClient speaks no SaslHandshake), so their listeners may not be SASL ones."""
+        names = {self.inter_broker_listener_name: "inter.broker.listener.name"}
+        names.update(dict.fromkeys(self.controller_listener_names, "controller.listener.names"))
+        for name, key in names.items():
+            protocol = self.security_protocol_map.get(name)
+            if protocol in _SASL_PROTOCOLS:
+                raise ConfigError(
+                    f"Listener {name} is {protocol} and used between nodes ({key}): SASL "
+                    "between brokers and controllers is not supported yet; serve a PLAINTEXT "
+                    "or SSL listener for them and name it in inter.broker.listener.name",
+                    key,
+                )
+
+    @property
     def inter_broker_listener_name(self) -> str:
         """inter.broker.listener.name; else the listener named after an explicitly set
         security.inter.broker.protocol (Kafka's ListenerName.forSecurityProtocol); else
@@ -485,12 +523,6 @@ def _listeners(
                 "listener.security.protocol.map does not name",
                 key,
             )
-        if protocol in _SASL_PROTOCOLS:
-            raise ConfigError(
-                f"Configuration {key} has listener {name} with security protocol "
-                f"{protocol}: SASL is not supported yet (Tiercel serves PLAINTEXT and SSL)",
-                key,
-            )
         if protocol not in _SUPPORTED_SECURITY_PROTOCOLS:
             raise ConfigError(
                 f"Configuration {key} has listener {name} with security protocol "
@@ -571,18 +603,35 @@ def _ssl_configs(
     configs = {
         name: ssl_config(name, values, overrides.get(name, {}))
         for name in used
-        if protocols.get(name) == "SSL"
+        if protocols.get(name) in _TLS_PROTOCOLS
     }
     for listener in listeners:
         config = configs.get(listener.name)
         if config is not None and not config.has_keystore:
             raise ConfigError(
-                f"SSL listener {listener.name} has no key store: set ssl.keystore.location "
-                "(or ssl.keystore.key and ssl.keystore.certificate.chain), or "
+                f"{protocols[listener.name]} listener {listener.name} has no key store: set "
+                "ssl.keystore.location (or ssl.keystore.key and "
+                "ssl.keystore.certificate.chain), or "
                 f"{LISTENER_PREFIX}{listener.name.lower()}.ssl.keystore.location",
                 "ssl.keystore.location",
             )
     return configs
+
+
+def _check_failed_authentication_delay(values: Mapping[str, object]) -> None:
+    """KafkaConfig.validateValues' bound on the failed-authentication delay."""
+    delay, idle = (
+        values["connection.failed.authentication.delay.ms"],
+        values["connections.max.idle.ms"],
+    )
+    assert isinstance(delay, int) and isinstance(idle, int)
+    if idle >= 0 and delay >= idle:
+        raise ConfigError(
+            f"connection.failed.authentication.delay.ms={delay} should always be less than "
+            f"connections.max.idle.ms={idle} to prevent failed authentication responses from "
+            "timing out",
+            "connection.failed.authentication.delay.ms",
+        )
 
 
 def _check_topic_defaults(values: Mapping[str, object]) -> None:

@@ -20,6 +20,7 @@ from tiercel.config.group_coordinator_configs import GROUP_COORDINATOR_CONFIGS
 from tiercel.config.kraft_configs import KRAFT_CONFIGS
 from tiercel.config.remote_log_manager_configs import REMOTE_LOG_MANAGER_CONFIGS
 from tiercel.config.replication_configs import REPLICATION_CONFIGS
+from tiercel.config.sasl_configs import SASL_CONFIGS
 from tiercel.config.server_configs import SERVER_CONFIGS
 from tiercel.config.server_log_configs import SERVER_LOG_CONFIGS
 from tiercel.config.socket_server_configs import SOCKET_SERVER_CONFIGS
@@ -35,6 +36,7 @@ BROKER_CONFIGS: Final[Mapping[str, ConfigDef]] = {
         KRAFT_CONFIGS,
         SOCKET_SERVER_CONFIGS,
         SSL_CONFIGS,
+        SASL_CONFIGS,
         SERVER_LOG_CONFIGS,
         CLEANER_CONFIGS,
         REPLICATION_CONFIGS,

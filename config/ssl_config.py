@@ -15,12 +15,13 @@ from typing import Final
 
 from tiercel.config.config_def import ConfigError
 from tiercel.config.config_values import parse_value
+from tiercel.config.sasl_config import LISTENER_SASL_KEYS
 from tiercel.config.ssl_configs import SSL_CONFIGS
 
 __all__ = ["LISTENER_PREFIX", "SslConfig", "split_listener_props", "ssl_config"]
 
 LISTENER_PREFIX: Final = "listener.name."
-_SSL_KEYS: Final = {d.name: d for d in SSL_CONFIGS}
+_LISTENER_KEYS: Final = {**{d.name: d for d in SSL_CONFIGS}, **LISTENER_SASL_KEYS}
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,11 +63,12 @@ class SslConfig:
 def split_listener_props(
     raw: Mapping[str, object],
 ) -> tuple[dict[str, object], dict[str, dict[str, object]]]:
-    """(the keys without the listener prefix, {LISTENER NAME: {ssl key: typed value}}).
+    """(the keys without the listener prefix, {LISTENER NAME: {key: typed value}}).
 
-    A prefixed key must name an ssl.* key: SASL keys are refused (SASL is not served yet)
-    and so is any other, rather than ignored. The listener part must be lower case, as
-    Kafka looks the keys up only in lower case (an upper-case one would be ignored there)."""
+    A prefixed key must name an ssl.* key, sasl.enabled.mechanisms or a mechanism's
+    `<mechanism>.sasl.jaas.config`; any other is refused rather than ignored. The listener
+    part must be lower case, as Kafka looks the keys up only in lower case (an upper-case
+    one would be ignored there)."""
     plain: dict[str, object] = {}
     by_listener: dict[str, dict[str, object]] = {}
     for key, value in raw.items():
@@ -80,11 +82,12 @@ def split_listener_props(
                 f"lower case, as Kafka reads it ({LISTENER_PREFIX}{listener.lower()}.{name})",
                 key,
             )
-        defn = _SSL_KEYS.get(name)
+        defn = _LISTENER_KEYS.get(name)
         if defn is None:
-            what = "SASL is not supported yet" if name.startswith("sasl.") else "unknown key"
             raise ConfigError(
-                f"Configuration {key}: {what}; Tiercel takes only ssl.* keys per listener", key
+                f"Configuration {key}: unknown key; Tiercel takes only ssl.* keys, "
+                "sasl.enabled.mechanisms and <mechanism>.sasl.jaas.config per listener",
+                key,
             )
         if value is not None:
             by_listener.setdefault(listener.upper(), {})[name] = parse_value(defn, value, key)

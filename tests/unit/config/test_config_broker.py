@@ -241,8 +241,16 @@ def test_listeners_config() -> None:
             "ssl.keystore.location",
             "SSL listener SSL has no key store",
         ),
-        ({"listeners": "SASL_SSL://:9093"}, "listeners", "SASL is not supported yet"),
-        ({"listeners": "SASL_PLAINTEXT://:9093"}, "listeners", "SASL is not supported yet"),
+        (
+            {"listeners": "SASL_SSL://:9093"},
+            "ssl.keystore.location",
+            "SASL_SSL listener SASL_SSL has no key store",
+        ),
+        (
+            {"listeners": "SASL_PLAINTEXT://:9093"},
+            "sasl.enabled.mechanisms",
+            r"GSSAPI \(Kerberos\) is not supported by Tiercel",
+        ),
         ({"listeners": "PLAINTEXT://0.0.0.0:9092"}, "advertised.listeners", "wildcard"),
         ({"advertised.listeners": "OTHER://h:1"}, "advertised.listeners", "does not name"),
         ({"advertised.listeners": "PLAINTEXT://[::]:1"}, "advertised.listeners", "wildcard"),
@@ -302,8 +310,12 @@ def test_named_listeners_map_to_plaintext() -> None:
     [
         ("PLAINTEXT:PLAINTEXT", "does not name"),
         ("INTERNAL:SSL", "SSL listener INTERNAL has no key store"),
-        ("INTERNAL:SASL_SSL", "SASL is not supported yet"),
-        ("INTERNAL:TLS", "security protocol TLS, but Tiercel supports only PLAINTEXT, SSL"),
+        ("INTERNAL:SASL_SSL", "SASL_SSL listener INTERNAL has no key store"),
+        (
+            "INTERNAL:TLS",
+            "security protocol TLS, but Tiercel supports only PLAINTEXT, SSL, SASL_PLAINTEXT, "
+            "SASL_SSL",
+        ),
         ("INTERNAL", "expected NAME:PROTOCOL"),
         ("INTERNAL:PLAINTEXT,internal:PLAINTEXT", "twice"),
     ],
@@ -359,6 +371,8 @@ def test_every_key_is_read_by_the_broker_or_refused_unless_default() -> None:
         # listener name.
         *(d.name for d in SSL_CONFIGS),
         "security.inter.broker.protocol",
+        # Read by BrokerConfig into each SASL listener's SaslConfig.
+        "sasl.enabled.mechanisms",
     }
     topic_synonyms = {s for d in TOPIC_CONFIGS.values() for s in d.synonyms}
     allowed = topic_synonyms | read_by_broker_config

@@ -131,7 +131,7 @@ def test_store_settings_are_checked_with_kafkas_messages(
         ({"ssl.enabled.protocols": "TLSv1.1"}, "ssl.enabled.protocols"),
         ({"ssl.keystore.type": "JCEKS"}, "must be one of JKS, PKCS12, PEM"),
         ({"listener.name.SSL.ssl.client.auth": "required"}, "must be lower case"),
-        ({"listener.name.ssl.sasl.enabled.mechanisms": "PLAIN"}, "SASL is not supported yet"),
+        ({"listener.name.ssl.sasl.login.class": "x"}, "unknown key"),
         ({"listener.name.ssl.socket.send.buffer.bytes": "1"}, "unknown key"),
         ({"listener.name.other.ssl.client.auth": "required"}, "no listener OTHER"),
         (

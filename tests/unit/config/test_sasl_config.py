@@ -1,0 +1,144 @@
+"""SASL listener settings: mechanisms and JAAS users per listener (Kafka's
+SaslChannelBuilder / JaasContext.loadServerContext), and the refusals with Kafka's
+messages or a sentence saying what to set."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tiercel.config.broker_config import BrokerConfig, ConfigError
+
+_JAAS = (
+    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+    'username="admin" password="admin-secret" user_admin="admin-secret" '
+    'user_alice="alice-secret";'
+)
+_BASE: dict[str, object] = {
+    "listeners": "PLAINTEXT://127.0.0.1:9092,SASL_PLAINTEXT://127.0.0.1:9093",
+    "sasl.enabled.mechanisms": "PLAIN",
+    "listener.name.sasl_plaintext.plain.sasl.jaas.config": _JAAS,
+}
+
+
+def test_plain_users_come_from_the_listeners_jaas_config() -> None:
+    config = BrokerConfig(_BASE)
+    sasl = config.sasl_config("SASL_PLAINTEXT")
+    assert sasl is not None
+    assert sasl.enabled_mechanisms == ("PLAIN",)
+    assert dict(sasl.plain_users) == {"admin": "admin-secret", "alice": "alice-secret"}
+    assert "secret" not in repr(sasl)
+    assert config.sasl_config("PLAINTEXT") is None
+    assert set(config.sasl_configs) == {"SASL_PLAINTEXT"}
+
+
+def test_listener_mechanisms_override_the_broker_wide_ones() -> None:
+    config = BrokerConfig(
+        {
+            **_BASE,
+            "sasl.enabled.mechanisms": "GSSAPI",
+            "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN",
+        }
+    )
+    sasl = config.sasl_config("SASL_PLAINTEXT")
+    assert sasl is not None and sasl.enabled_mechanisms == ("PLAIN",)
+
+
+def test_sasl_ssl_listener_needs_a_key_store_and_gets_its_tls_settings() -> None:
+    settings = {
+        "listeners": "PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9094",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": _JAAS,
+    }
+    with pytest.raises(ConfigError, match="SASL_SSL listener SASL_SSL has no key store"):
+        BrokerConfig(settings)
+    config = BrokerConfig(
+        {**settings, "ssl.keystore.type": "PEM", "ssl.keystore.location": "/keys/broker.pem"}
+    )
+    assert config.ssl_config("SASL_SSL") is not None
+    assert config.sasl_config("SASL_SSL") is not None
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        (
+            {"sasl.enabled.mechanisms": "GSSAPI"},
+            "SASL listener SASL_PLAINTEXT: GSSAPI (Kerberos) is not supported by Tiercel; "
+            "set sasl.enabled.mechanisms (or "
+            "listener.name.sasl_plaintext.sasl.enabled.mechanisms) to PLAIN",
+        ),
+        (
+            {"sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256"},
+            "SCRAM-SHA-256 is not supported yet (Tiercel serves PLAIN)",
+        ),
+        ({"sasl.enabled.mechanisms": "OAUTHBEARER"}, "OAUTHBEARER is not supported yet"),
+        ({"sasl.enabled.mechanisms": "DIGEST-MD5"}, "unknown SASL mechanism DIGEST-MD5"),
+        ({"sasl.enabled.mechanisms": ""}, "No SASL mechanisms are enabled"),
+        (
+            {"listener.name.sasl_plaintext.plain.sasl.jaas.config": None},
+            "Could not find a 'sasl_plaintext.KafkaServer' or 'KafkaServer' entry in the JAAS "
+            "configuration. System property 'java.security.auth.login.config' is not set; "
+            "Tiercel reads PLAIN's users from listener.name.sasl_plaintext.plain.sasl.jaas.config",
+        ),
+        (
+            {"listener.name.sasl_plaintext.plain.sasl.jaas.config": _JAAS[:-1]},
+            "Invalid value for configuration listener.name.sasl_plaintext.plain.sasl.jaas.config"
+            ": JAAS config entry not terminated by semi-colon",
+        ),
+        (
+            {"listener.name.sasl_plaintext.plain.sasl.jaas.config": f"{_JAAS} {_JAAS}"},
+            "JAAS config property contains 2 login modules, should be 1 module",
+        ),
+        (
+            {"listener.name.sasl_plaintext.plain.sasl.jaas.config": "x.Module required;"},
+            "the login module of PLAIN is "
+            "org.apache.kafka.common.security.plain.PlainLoginModule, not x.Module",
+        ),
+        (
+            {"listener.name.sasl_plaintext.scram-sha-256.sasl.login.class": "x"},
+            "unknown key",
+        ),
+        (
+            {"inter.broker.listener.name": "SASL_PLAINTEXT"},
+            "Listener SASL_PLAINTEXT is SASL_PLAINTEXT and used between nodes "
+            "(inter.broker.listener.name): SASL between brokers and controllers is not "
+            "supported yet",
+        ),
+        (
+            {"security.inter.broker.protocol": "SASL_PLAINTEXT"},
+            "security.inter.broker.protocol SASL_PLAINTEXT: SASL is not supported yet",
+        ),
+        (
+            {"sasl.mechanism.inter.broker.protocol": "PLAIN"},
+            "sasl.mechanism.inter.broker.protocol=PLAIN is not supported by Tiercel: SASL "
+            "between brokers and controllers is not supported yet",
+        ),
+        (
+            {"connections.max.reauth.ms": 60000},
+            "connections.max.reauth.ms=60000 is not supported by Tiercel: re-authentication "
+            "(KIP-368) is not supported yet",
+        ),
+        (
+            {"connection.failed.authentication.delay.ms": 5000, "connections.max.idle.ms": 5000},
+            "connection.failed.authentication.delay.ms=5000 should always be less than "
+            "connections.max.idle.ms=5000 to prevent failed authentication responses from "
+            "timing out",
+        ),
+    ],
+)
+def test_refused_settings(settings: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        BrokerConfig({**_BASE, **settings})
+
+
+def test_a_node_whose_only_listener_is_sasl_is_refused_until_brokers_speak_sasl() -> None:
+    with pytest.raises(ConfigError, match="SASL between brokers and controllers"):
+        BrokerConfig(
+            {
+                "listeners": "SASL_PLAINTEXT://127.0.0.1:9093",
+                "sasl.enabled.mechanisms": "PLAIN",
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config": _JAAS,
+            }
+        )
