@@ -217,6 +217,9 @@ class BrokerServer:
             config.socket_send_buffer_bytes,
             config.socket_receive_buffer_bytes,
             config.ssl_configs,
+            config.sasl_configs,
+            config.sasl_server_max_receive_size,
+            config.connection_failed_authentication_delay_ms,
         )
         await self.socket_server.start()
         if kraft is None:

@@ -78,6 +78,8 @@ from tiercel.server.handlers import (
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    sasl_authenticate,
+    sasl_handshake,
     sync_group,
     txn_offset_commit,
     write_txn_markers,
@@ -130,6 +132,8 @@ HANDLER_MODULES: Final[tuple[ModuleType, ...]] = (
     list_transactions,
     txn_offset_commit,
     write_txn_markers,
+    sasl_handshake,
+    sasl_authenticate,
 )
 
 

@@ -12,7 +12,9 @@ channels this also keeps the requests of one client strictly ordered through the
 On an SSL listener the transport is asyncio's TLS transport: `connection_made` comes once
 the handshake is over, and the connection's `principal` is then built from the client's
 certificate (Kafka's DefaultKafkaPrincipalBuilder, see `principal_builder`); a PLAINTEXT
-connection is `User:ANONYMOUS` and costs nothing more.
+connection is `User:ANONYMOUS` and costs nothing more. On a SASL listener the first
+handler is the connection's `SaslServerAuthenticator`, which hands the connection to
+KafkaApis, with the SASL principal, once the client has authenticated (`authenticated`).
 
 Two bounds protect the broker from one client: a frame whose size prefix is negative or
 above ``socket.request.max.bytes`` closes the connection before anything is allocated
@@ -44,7 +46,12 @@ _FIRST_CHUNK: Final = 256 * 1024
 
 
 class CloseConnection(Exception):
-    """Raised by the request handler when the connection must be closed without reply."""
+    """Raised by the request handler when the connection must be closed: at once, or
+    once `response` (a last answer, such as a failed authentication's) is sent."""
+
+    def __init__(self, response: Sequence[Buffer] | None = None) -> None:
+        super().__init__()
+        self.response = response
 
 
 class _LargeFrame:
@@ -90,7 +97,8 @@ class _LargeFrame:
 class Connection(asyncio.BufferedProtocol):
     """`on_opened` is called when the connection is established (after the TLS handshake
     on an SSL listener: a client whose handshake fails never opens one), `on_closed` when
-    it is lost; `principal_mapper` is the listener's, None on a PLAINTEXT listener."""
+    it is lost; `principal_mapper` is an SSL listener's, None on any other (on SASL_SSL
+    the principal comes from SASL)."""
 
     def __init__(
         self,
@@ -228,7 +236,7 @@ class Connection(asyncio.BufferedProtocol):
         self._frame_ready.set()
         # TLS has no half-close: the TLS transport closes on the client's close_notify
         # whatever this returns (and warns if it is true).
-        return self._principal_mapper is None
+        return self._transport is None or self._transport.get_extra_info("ssl_object") is None
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
@@ -260,7 +268,9 @@ class Connection(asyncio.BufferedProtocol):
             frame = frames.popleft()
             try:
                 response = await self._handler(self, frame)
-            except CloseConnection:
+            except CloseConnection as e:
+                if e.response and self._transport is not None:
+                    self._transport.writelines(e.response)
                 self.close()
                 return
             except Exception as e:
@@ -294,6 +304,15 @@ class Connection(asyncio.BufferedProtocol):
         if self._reading_paused and self._transport is not None and not self._closing:
             self._reading_paused = False
             self._transport.resume_reading()
+
+    def authenticated(
+        self, principal: KafkaPrincipal, handler: FrameHandler, max_request_size: int
+    ) -> None:
+        """SASL authentication succeeded: the next frames go to `handler` with the larger
+        size bound of authenticated connections."""
+        self.principal = principal
+        self._handler = handler
+        self._max_request_size = max_request_size
 
     @property
     def idle(self) -> bool:

@@ -7,7 +7,10 @@ handshake must finish within ``connections.max.idle.ms``, the bound Kafka's sele
 puts on any channel that makes no progress, so a client that never completes it is
 closed. Idle connections are closed after ``connections.max.idle.ms`` like Kafka's
 selector does, which also bounds what half-open clients can hold. Socket buffer sizes
-are set as Kafka's Acceptor sets them (see `socket_options`).
+are set as Kafka's Acceptor sets them (see `socket_options`). A SASL listener's
+connections start with a `SaslServerAuthenticator` of their own as frame handler (Kafka's
+SaslChannelBuilder builds one per channel), which lets only the authentication exchange
+through and bounds its frames by ``sasl.server.max.receive.size``.
 """
 
 from __future__ import annotations
@@ -21,8 +24,10 @@ from typing import Final
 
 from tiercel.config.broker_config import Listener
 from tiercel.config.logging_setup import log_event
+from tiercel.config.sasl_config import SaslConfig
 from tiercel.config.ssl_config import SslConfig
 from tiercel.server.network.connection import Connection, FrameHandler
+from tiercel.server.network.sasl_server_authenticator import SaslServerAuthenticator
 from tiercel.server.network.socket_options import USE_DEFAULT_BUFFER_SIZE, set_buffer_sizes
 from tiercel.server.network.ssl_factory import server_context
 from tiercel.server.network.ssl_principal_mapper import SslPrincipalMapper
@@ -42,15 +47,22 @@ class SocketServer:
         send_buffer_bytes: int = USE_DEFAULT_BUFFER_SIZE,
         receive_buffer_bytes: int = USE_DEFAULT_BUFFER_SIZE,
         ssl_configs: Mapping[str, SslConfig] | None = None,
+        sasl_configs: Mapping[str, SaslConfig] | None = None,
+        sasl_max_receive_size: int = 524288,
+        failed_authentication_delay_ms: int = 100,
     ) -> None:
-        """`ssl_configs` holds the SslConfig of each SSL listener by name (it may hold
-        others' too); ConfigError if a store cannot be read."""
+        """`ssl_configs` holds the SslConfig of each SSL or SASL_SSL listener by name (it
+        may hold others' too), `sasl_configs` the SaslConfig of each SASL listener;
+        ConfigError if a store cannot be read."""
         self._listeners = listeners
         self._tls: dict[str, tuple[ssl.SSLContext, SslPrincipalMapper]] = {
             name: (server_context(config), SslPrincipalMapper(config.principal_mapping_rules))
             for name, config in (ssl_configs or {}).items()
             if name in {e.name for e in listeners}
         }
+        self._sasl = dict(sasl_configs or {})
+        self._sasl_max_receive_size = sasl_max_receive_size
+        self._failed_authentication_delay_ms = failed_authentication_delay_ms
         self._handler = handler
         self._max_request_size = max_request_size
         self._max_queued = max_queued_requests
@@ -66,6 +78,8 @@ class SocketServer:
         loop = asyncio.get_running_loop()
         for listener in self._listeners:
             context, mapper = self._tls.get(listener.name, (None, None))
+            if listener.name in self._sasl:
+                mapper = None  # the principal comes from SASL, not the certificate
             server = await loop.create_server(
                 lambda name=listener.name, mapper=mapper: self._new_connection(name, mapper),
                 host=listener.host or None,
@@ -100,10 +114,17 @@ class SocketServer:
     def _new_connection(
         self, listener_name: str, principal_mapper: SslPrincipalMapper | None
     ) -> Connection:
+        handler, max_request_size = self._handler, self._max_request_size
+        sasl = self._sasl.get(listener_name)
+        if sasl is not None:
+            handler = SaslServerAuthenticator(
+                sasl, handler, max_request_size, self._failed_authentication_delay_ms
+            )
+            max_request_size = min(max_request_size, self._sasl_max_receive_size)
         return Connection(
-            self._handler,
+            handler,
             listener_name,
-            self._max_request_size,
+            max_request_size,
             self._max_queued,
             self.connections.add,
             self.connections.discard,

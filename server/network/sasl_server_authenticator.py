@@ -1,0 +1,228 @@
+"""SaslServerAuthenticator: the requests of a SASL connection before it is authenticated.
+
+Event-loop only; one per connection of a SASL_PLAINTEXT or SASL_SSL listener (on SASL_SSL
+the TLS handshake is over before the first frame). It is the connection's frame handler
+until authentication succeeds, then hands the connection to KafkaApis
+(`Connection.authenticated`), so authenticated requests, and every request of a PLAINTEXT
+or SSL listener, pay nothing for it. The states are Kafka's `SaslServerAuthenticator`'s:
+
+- HANDSHAKE_OR_VERSIONS_REQUEST: ApiVersions (answered by KafkaApis, as Kafka's
+  `apiVersionSupplier`) or SaslHandshake;
+- HANDSHAKE_REQUEST (after an ApiVersions of a served version): SaslHandshake only;
+- AUTHENTICATE: after SaslHandshake v1, SaslAuthenticate requests (v0-2); after v0, the
+  client's raw SASL token, answered with a size-prefixed raw token, as Kafka still does.
+
+Any other request closes the connection (Kafka's IllegalSaslStateException), as does a
+frame above `sasl.server.max.receive.size` (Kafka's `saslAuthRequestMaxReceiveSize`).
+An unknown mechanism gets UNSUPPORTED_SASL_MECHANISM with the enabled ones, and wrong
+credentials SASL_AUTHENTICATION_FAILED with PlainSaslServer's message; either answer is
+sent `connection.failed.authentication.delay.ms` later and the connection closed (Kafka's
+Selector delays the close of a channel that failed authentication). The wait is this
+connection's alone. The log line names the client and mechanism, never a credential.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import struct
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, NoReturn
+
+from tiercel.config.logging_setup import log_event
+from tiercel.config.sasl_config import SaslConfig
+from tiercel.protocol.entities import (
+    build_entity,
+    decode_request_body,
+    encode_response_frame,
+    request_class,
+    response_class,
+)
+from tiercel.protocol.errors import ErrorCode
+from tiercel.protocol.request_header import (
+    API_VERSIONS_KEY,
+    InvalidRequestHeaderError,
+    parse_request_header,
+    peek_api,
+)
+from tiercel.server.handlers import api_versions, sasl_authenticate, sasl_handshake
+from tiercel.server.network.connection import Buffer, CloseConnection, Connection, FrameHandler
+from tiercel.server.network.plain_sasl_server import PlainSaslServer, SaslAuthenticationError
+from tiercel.server.network.principal_builder import KafkaPrincipal
+
+__all__ = ["SaslServerAuthenticator"]
+
+_log: Final = logging.getLogger("tiercel.network")
+_EMPTY_TOKEN: Final = struct.pack(">i", 0)
+
+
+class _SaslState(enum.Enum):
+    HANDSHAKE_OR_VERSIONS_REQUEST = enum.auto()
+    HANDSHAKE_REQUEST = enum.auto()
+    AUTHENTICATE = enum.auto()
+
+
+class SaslServerAuthenticator:
+    """The frame handler of one SASL connection until it authenticates; `api_handler`
+    (KafkaApis.handle_frame) answers ApiVersions and every request after."""
+
+    def __init__(
+        self,
+        config: SaslConfig,
+        api_handler: FrameHandler,
+        max_request_size: int,
+        failed_authentication_delay_ms: int,
+    ) -> None:
+        self._config = config
+        self._api_handler = api_handler
+        self._max_request_size = max_request_size
+        self._delay_s = failed_authentication_delay_ms / 1000
+        self._state = _SaslState.HANDSHAKE_OR_VERSIONS_REQUEST
+        self._mechanism = ""
+        self._raw_tokens = False
+
+    async def __call__(
+        self, connection: Connection, frame: bytes | memoryview
+    ) -> Sequence[Buffer] | None:
+        if self._state is _SaslState.AUTHENTICATE:
+            if self._raw_tokens:
+                return await self._authenticate_raw(connection, frame)
+            return await self._authenticate(connection, frame)
+        try:
+            api_key, api_version, correlation_id = peek_api(frame)
+        except InvalidRequestHeaderError as e:
+            # Kafka would take this for a GSSAPI token of a 0.9 client; GSSAPI is not served.
+            _close(connection, "sasl_invalid_request", reason=str(e))
+        if api_key == API_VERSIONS_KEY and self._state is _SaslState.HANDSHAKE_OR_VERSIONS_REQUEST:
+            response = await self._api_handler(connection, frame)
+            # An unsupported version is answered (KIP-511) and may be retried.
+            if api_versions.MIN_VERSION <= api_version <= api_versions.MAX_VERSION:
+                self._state = _SaslState.HANDSHAKE_REQUEST
+            return response
+        if api_key != sasl_handshake.API_KEY:
+            _close(connection, "sasl_unexpected_request", api_key=api_key, state=self._state.name)
+        request = _decode(connection, frame, api_key, api_version, sasl_handshake.MAX_VERSION)
+        return await self._handshake(connection, request.mechanism, api_version, correlation_id)
+
+    async def _handshake(
+        self, connection: Connection, mechanism: str, version: int, correlation_id: int
+    ) -> Sequence[Buffer]:
+        """Kafka's handleHandshakeRequest."""
+        enabled = list(self._config.enabled_mechanisms)
+        if mechanism not in enabled:
+            response = _encode(
+                sasl_handshake.API_KEY,
+                version,
+                correlation_id,
+                {"error_code": ErrorCode.unsupported_sasl_mechanism, "mechanisms": enabled},
+            )
+            await self._fail(connection, mechanism, f"Unsupported SASL mechanism {mechanism}")
+            raise CloseConnection(response)
+        self._mechanism = mechanism
+        self._raw_tokens = version == 0
+        self._state = _SaslState.AUTHENTICATE
+        return _encode(
+            sasl_handshake.API_KEY,
+            version,
+            correlation_id,
+            {"error_code": ErrorCode.none, "mechanisms": enabled},
+        )
+
+    async def _authenticate(
+        self, connection: Connection, frame: bytes | memoryview
+    ) -> Sequence[Buffer]:
+        """Kafka's handleSaslToken with SaslAuthenticate headers (after SaslHandshake v1)."""
+        try:
+            api_key, api_version, correlation_id = peek_api(frame)
+        except InvalidRequestHeaderError as e:
+            _close(connection, "sasl_invalid_request", reason=str(e))
+        if api_key != sasl_authenticate.API_KEY:
+            _close(connection, "sasl_unexpected_request", api_key=api_key, state=self._state.name)
+        request = _decode(connection, frame, api_key, api_version, sasl_authenticate.MAX_VERSION)
+        try:
+            user = PlainSaslServer(self._config.plain_users).evaluate_response(request.auth_bytes)
+        except SaslAuthenticationError as e:
+            response = _encode(
+                api_key,
+                api_version,
+                correlation_id,
+                {"error_code": ErrorCode.sasl_authentication_failed, "error_message": str(e)},
+            )
+            await self._fail(connection, self._mechanism, str(e))
+            raise CloseConnection(response) from None
+        self._complete(connection, user)
+        # session_lifetime_ms stays 0: connections.max.reauth.ms is 0 (KIP-368 not served).
+        return _encode(
+            api_key,
+            api_version,
+            correlation_id,
+            {"error_code": ErrorCode.none, "auth_bytes": b"", "session_lifetime": 0},
+        )
+
+    async def _authenticate_raw(
+        self, connection: Connection, frame: bytes | memoryview
+    ) -> Sequence[Buffer]:
+        """After SaslHandshake v0 the frame is the bare PLAIN token, and a failure closes
+        the connection with no answer (there is no error field to carry it)."""
+        try:
+            user = PlainSaslServer(self._config.plain_users).evaluate_response(frame)
+        except SaslAuthenticationError as e:
+            await self._fail(connection, self._mechanism, str(e))
+            raise CloseConnection() from None
+        self._complete(connection, user)
+        return [_EMPTY_TOKEN]
+
+    def _complete(self, connection: Connection, user: str) -> None:
+        log_event(
+            _log,
+            logging.DEBUG,
+            "sasl_authenticated",
+            client=connection.client_address,
+            mechanism=self._mechanism,
+            user=user,
+        )
+        connection.authenticated(
+            KafkaPrincipal("User", user), self._api_handler, self._max_request_size
+        )
+
+    async def _fail(self, connection: Connection, mechanism: str, reason: str) -> None:
+        """Log the failure, then wait out the failed-authentication delay."""
+        log_event(
+            _log,
+            logging.WARNING,
+            "sasl_authentication_failed",
+            client=connection.client_address,
+            listener=connection.listener_name,
+            mechanism=mechanism,
+            reason=reason,
+        )
+        if self._delay_s > 0:
+            await asyncio.sleep(self._delay_s)
+
+
+def _decode(
+    connection: Connection, frame: bytes | memoryview, api_key: int, version: int, max_version: int
+) -> Any:
+    """The request body; a version Kafka does not serve or a malformed body closes the
+    connection (Kafka cannot answer an unsupported SaslAuthenticate version either)."""
+    if not 0 <= version <= max_version:
+        _close(connection, "unsupported_api_version", api_key=api_key, api_version=version)
+    request_type = request_class(api_key, version)
+    try:
+        header = parse_request_header(frame, request_type.__flexible__)
+        return decode_request_body(request_type, frame, header.size)
+    except Exception as e:  # kio's native reader has several exception types
+        _close(connection, "invalid_request", api_key=api_key, reason=f"{type(e).__name__}: {e}")
+
+
+def _encode(
+    api_key: int, version: int, correlation_id: int, response: Mapping[str, Any]
+) -> list[Buffer]:
+    entity = build_entity(response_class(api_key, version), response, fill_missing=True)
+    return encode_response_frame(correlation_id, entity)
+
+
+def _close(connection: Connection, event: str, **fields: object) -> NoReturn:
+    log_event(_log, logging.WARNING, event, client=connection.client_address, **fields)
+    raise CloseConnection()
