@@ -1,0 +1,304 @@
+"""SASL/PLAIN end to end: a broker process with a PLAINTEXT listener (between brokers), a
+SASL_PLAINTEXT and a SASL_SSL one, users from each listener's JAAS config, driven by
+confluent-kafka, kafka-python and aiokafka, and by raw sockets that break Kafka's
+SaslServerAuthenticator sequence (ApiVersions, SaslHandshake, SaslAuthenticate).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import re
+import socket
+import struct
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from kafka import KafkaConsumer, KafkaProducer
+from kio.schema.errors import ErrorCode
+from kio.schema.metadata.v12.request import MetadataRequest
+from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as SaslHandshakeRequestV0
+from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+
+from support.broker import BrokerProcess
+from support.certs import Pki, make_pki
+from support.wire import WireClient, encode_header, size_prefixed
+
+_PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+_JAAS = (
+    f'{_PLAIN_MODULE} required username="admin" password="admin-secret" '
+    'user_admin="admin-secret" user_alice="alice-secret";'
+)
+# Long enough that a failed login's answer is measurably late; short enough for a test.
+_DELAY_MS = 1000
+_MAX_RECEIVE = 4096
+_METADATA = MetadataRequest(topics=None, include_topic_authorized_operations=False)
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture(scope="module")
+def sasl_broker(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[BrokerProcess]:
+    broker = BrokerProcess(
+        tmp_path_factory.mktemp("sasl-broker"),
+        {
+            "listeners": ",".join(
+                f"{name}://127.0.0.1:0" for name in ("PLAINTEXT", "SASL_PLAINTEXT", "SASL_SSL")
+            ),
+            "sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": _JAAS,
+            "listener.name.sasl_ssl.plain.sasl.jaas.config": _JAAS,
+            "ssl.keystore.type": "PEM",
+            "listener.name.sasl_ssl.ssl.keystore.location": pki.broker.keystore_pem,
+            "connection.failed.authentication.delay.ms": _DELAY_MS,
+            "sasl.server.max.receive.size": _MAX_RECEIVE,
+        },
+    )
+    broker.start()
+    yield broker
+    broker.kill()
+
+
+def _port(broker: BrokerProcess, listener: str) -> int:
+    match = re.search(rf"event=listening listener={listener} .*port=(\d+)", broker.log_text())
+    assert match is not None, listener
+    return int(match.group(1))
+
+
+def _bootstrap(broker: BrokerProcess, listener: str = "SASL_PLAINTEXT") -> str:
+    return f"127.0.0.1:{_port(broker, listener)}"
+
+
+def _confluent(
+    broker: BrokerProcess, listener: str, password: str = "alice-secret", **settings: Any
+) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": _bootstrap(broker, listener),
+        "security.protocol": listener,
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": "alice",
+        "sasl.password": password,
+        **settings,
+    }
+
+
+def _round_trip(config: dict[str, Any], topic: str, count: int = 50) -> None:
+    """Produce ``count`` records, acks=all, and consume them back."""
+    producer = Producer({**config, "acks": "all"})
+    for i in range(count):
+        producer.produce(topic, f"v{i}".encode(), f"k{i}".encode())
+    assert producer.flush(30) == 0
+    consumer = Consumer({**config, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    values: list[bytes] = []
+    deadline = time.monotonic() + 30
+    try:
+        while len(values) < count and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                values.append(message.value())
+    finally:
+        consumer.close()
+    assert values == [f"v{i}".encode() for i in range(count)]
+
+
+def test_confluent_kafka_over_sasl_plaintext(sasl_broker: BrokerProcess) -> None:
+    _round_trip(_confluent(sasl_broker, "SASL_PLAINTEXT"), "sasl-plaintext")
+
+
+def test_confluent_kafka_over_sasl_ssl(sasl_broker: BrokerProcess, pki: Pki) -> None:
+    config = _confluent(sasl_broker, "SASL_SSL", **{"ssl.ca.location": str(pki.ca_pem)})
+    _round_trip(config, "sasl-ssl")
+
+
+def test_wrong_password_is_refused_and_others_are_served(sasl_broker: BrokerProcess) -> None:
+    errors: list[KafkaError] = []
+    config = _confluent(
+        sasl_broker, "SASL_PLAINTEXT", password="not-her-password", error_cb=errors.append
+    )
+    producer = Producer(config)
+    with pytest.raises(KafkaException):
+        producer.list_topics(timeout=5)
+    deadline = time.monotonic() + 10
+    while not errors and time.monotonic() < deadline:
+        producer.poll(0.2)  # error_cb runs from poll
+    del producer
+    assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
+    assert any("Invalid username or password" in e.str() for e in errors), errors
+    _round_trip(_confluent(sasl_broker, "SASL_PLAINTEXT"), "after-wrong-password", count=5)
+    log = sasl_broker.log_text()
+    assert re.search(r"event=sasl_authentication_failed client=127\.0\.0\.1:\d+ .*PLAIN", log)
+    assert "not-her-password" not in log
+
+
+def _handshake(client: WireClient, mechanism: str = "PLAIN") -> Any:
+    return client.request(SaslHandshakeRequest(mechanism=mechanism))
+
+
+def _authenticate(client: WireClient, token: bytes) -> Any:
+    return client.request(SaslAuthenticateRequest(auth_bytes=token))
+
+
+def test_failed_login_is_answered_late_without_slowing_another_client(
+    sasl_broker: BrokerProcess,
+) -> None:
+    bootstrap = _bootstrap(sasl_broker)
+    with WireClient(bootstrap) as failing, WireClient(bootstrap) as other:
+        assert _handshake(failing).error_code == ErrorCode.none
+        sent = time.monotonic()
+        failing.send(SaslAuthenticateRequest(auth_bytes=b"\0alice\0wrong"))
+        # While the failed login waits, another client logs in and is served.
+        assert _handshake(other).error_code == ErrorCode.none
+        assert _authenticate(other, b"\0alice\0alice-secret").error_code == ErrorCode.none
+        assert other.request(_METADATA).brokers
+        # ... before the failed one is answered: the delay held that connection alone.
+        failing.sock.settimeout(0)
+        with pytest.raises(BlockingIOError):
+            failing.sock.recv(1, socket.MSG_PEEK)
+        failing.sock.settimeout(10)
+        _, response = failing.read_response(36, 2)
+        assert time.monotonic() - sent >= _DELAY_MS / 1000 * 0.9
+        assert response.error_code == ErrorCode.sasl_authentication_failed
+        assert response.error_message == "Authentication failed: Invalid username or password"
+        assert failing.closed_by_server()
+
+
+def test_requests_outside_the_sasl_sequence_close_the_connection(
+    sasl_broker: BrokerProcess,
+) -> None:
+    bootstrap = _bootstrap(sasl_broker)
+    # A Produce before the handshake (closed before its body is even parsed).
+    with WireClient(bootstrap) as client:
+        client.send_raw(size_prefixed(encode_header(0, 9, 1, "raw", True) + b"\0" * 16))
+        assert client.closed_by_server()
+    # SaslAuthenticate before SaslHandshake.
+    with WireClient(bootstrap) as client:
+        client.send(SaslAuthenticateRequest(auth_bytes=b"\0alice\0alice-secret"))
+        assert client.closed_by_server()
+    # A Metadata request after the handshake, instead of SaslAuthenticate.
+    with WireClient(bootstrap) as client:
+        assert _handshake(client).error_code == ErrorCode.none
+        client.send(_METADATA)
+        assert client.closed_by_server()
+    # A SaslAuthenticate above sasl.server.max.receive.size: its size prefix alone closes.
+    with WireClient(bootstrap) as client:
+        assert _handshake(client).error_code == ErrorCode.none
+        client.send_raw(struct.pack(">i", _MAX_RECEIVE + 1))
+        assert client.closed_by_server()
+
+
+def test_unknown_mechanism_and_malformed_token_are_refused(sasl_broker: BrokerProcess) -> None:
+    bootstrap = _bootstrap(sasl_broker)
+    with WireClient(bootstrap) as client:
+        response = _handshake(client, "SCRAM-SHA-256")
+        assert response.error_code == ErrorCode.unsupported_sasl_mechanism
+        assert response.mechanisms == ("PLAIN",)
+        assert client.closed_by_server()
+    with WireClient(bootstrap) as client:
+        assert _handshake(client).error_code == ErrorCode.none
+        response = _authenticate(client, b"alice-without-separators")
+        assert response.error_code == ErrorCode.sasl_authentication_failed
+        assert response.error_message == "Invalid SASL/PLAIN response: expected 3 tokens, got 1"
+        assert client.closed_by_server()
+    with WireClient(bootstrap) as client:
+        assert _handshake(client).error_code == ErrorCode.none
+        response = _authenticate(client, b"admin\0alice\0alice-secret")
+        assert response.error_code == ErrorCode.sasl_authentication_failed
+        assert "authorization id that is different from username" in response.error_message
+
+
+def test_authenticated_connection_is_served_and_refuses_a_second_handshake(
+    sasl_broker: BrokerProcess,
+) -> None:
+    with WireClient(_bootstrap(sasl_broker)) as client:
+        assert _handshake(client).error_code == ErrorCode.none
+        response = _authenticate(client, b"alice\0alice\0alice-secret")
+        assert response.error_code == ErrorCode.none
+        assert response.session_lifetime == datetime.timedelta(0)
+        assert client.request(_METADATA).brokers
+        # Past authentication KafkaApis answers, as Kafka's, with ILLEGAL_SASL_STATE.
+        assert _handshake(client).error_code == ErrorCode.illegal_sasl_state
+
+
+def test_sasl_handshake_v0_takes_a_raw_token(sasl_broker: BrokerProcess) -> None:
+    with WireClient(_bootstrap(sasl_broker)) as client:
+        assert client.request(SaslHandshakeRequestV0(mechanism="PLAIN")).error_code == 0
+        client.send_raw(size_prefixed(b"\0alice\0alice-secret"))
+        assert client.read_frame() == b""
+        assert client.request(_METADATA).brokers
+
+
+def test_plaintext_listener_answers_sasl_requests_with_illegal_state(
+    sasl_broker: BrokerProcess,
+) -> None:
+    with WireClient(_bootstrap(sasl_broker, "PLAINTEXT")) as client:
+        assert _handshake(client).error_code == ErrorCode.illegal_sasl_state
+        response = _authenticate(client, b"\0alice\0alice-secret")
+        assert response.error_code == ErrorCode.illegal_sasl_state
+
+
+def test_kafka_python_over_sasl_plaintext(sasl_broker: BrokerProcess) -> None:
+    settings: dict[str, Any] = {
+        "bootstrap_servers": _bootstrap(sasl_broker),
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "PLAIN",
+        "sasl_plain_username": "alice",
+        "sasl_plain_password": "alice-secret",
+    }
+    producer = KafkaProducer(acks="all", **settings)
+    for i in range(10):
+        producer.send("kafka-python-sasl", f"v{i}".encode())
+    producer.flush(30)
+    producer.close()
+    consumer = KafkaConsumer(
+        "kafka-python-sasl", auto_offset_reset="earliest", consumer_timeout_ms=30_000, **settings
+    )
+    values = []
+    for message in consumer:
+        values.append(message.value)
+        if len(values) == 10:
+            break
+    consumer.close()
+    assert values == [f"v{i}".encode() for i in range(10)]
+
+
+def test_aiokafka_over_sasl_plaintext(sasl_broker: BrokerProcess) -> None:
+    settings: dict[str, Any] = {
+        "bootstrap_servers": _bootstrap(sasl_broker),
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "PLAIN",
+        "sasl_plain_username": "alice",
+        "sasl_plain_password": "alice-secret",
+    }
+
+    async def run() -> list[bytes]:
+        producer = AIOKafkaProducer(acks="all", **settings)
+        await producer.start()
+        try:
+            for i in range(10):
+                await producer.send_and_wait("aiokafka-sasl", f"v{i}".encode())
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer("aiokafka-sasl", auto_offset_reset="earliest", **settings)
+        await consumer.start()
+        values: list[bytes] = []
+        try:
+            async with asyncio.timeout(30):
+                async for message in consumer:
+                    assert message.value is not None
+                    values.append(message.value)
+                    if len(values) == 10:
+                        break
+        finally:
+            await consumer.stop()
+        return values
+
+    assert asyncio.run(run()) == [f"v{i}".encode() for i in range(10)]
