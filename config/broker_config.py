@@ -168,7 +168,7 @@ class BrokerConfig:
             for e in self.listeners
             if self.security_protocol_map[e.name] in _SASL_PROTOCOLS
         }
-        self._check_no_sasl_between_nodes()
+        self._check_sasl_between_nodes()
         _check_failed_authentication_delay(self._values)
         _check_topic_defaults(self._values)
         _check_local_retention(self._values)
@@ -384,20 +384,43 @@ class BrokerConfig:
         (None for any other)."""
         return self._sasl_configs.get(listener_name)
 
-    def _check_no_sasl_between_nodes(self) -> None:
-        """Brokers and controllers do not authenticate to each other with SASL yet
-        (BrokerClient speaks no SaslHandshake), so their listeners may not be SASL ones."""
-        names = {self.inter_broker_listener_name: "inter.broker.listener.name"}
-        names.update(dict.fromkeys(self.controller_listener_names, "controller.listener.names"))
-        for name, key in names.items():
+    def inter_broker_sasl_login(self) -> tuple[str, str] | None:
+        """(username, password) this broker logs in with on a SASL inter-broker listener
+        (sasl.mechanism.inter.broker.protocol PLAIN, the listener's JAAS username and
+        password); None on a PLAINTEXT or SSL one."""
+        config = self._sasl_configs.get(self.inter_broker_listener_name)
+        return None if config is None else config.plain_login
+
+    def _check_sasl_between_nodes(self) -> None:
+        """Controllers do not speak SASL yet, so their listeners may not be SASL ones; a
+        SASL inter-broker listener needs a mechanism brokers log in with (KafkaConfig's
+        check that sasl.enabled.mechanisms includes it) and the broker's own login."""
+        for name in self.controller_listener_names:
             protocol = self.security_protocol_map.get(name)
             if protocol in _SASL_PROTOCOLS:
                 raise ConfigError(
-                    f"Listener {name} is {protocol} and used between nodes ({key}): SASL "
-                    "between brokers and controllers is not supported yet; serve a PLAINTEXT "
-                    "or SSL listener for them and name it in inter.broker.listener.name",
-                    key,
+                    f"Controller listener {name} is {protocol}: SASL to controllers is not "
+                    "supported yet; map controller listeners to PLAINTEXT or SSL",
+                    "controller.listener.names",
                 )
+        config = self._sasl_configs.get(self.inter_broker_listener_name)
+        if config is None:
+            return
+        mechanism = self._values["sasl.mechanism.inter.broker.protocol"]
+        key = "sasl.mechanism.inter.broker.protocol"
+        if mechanism not in config.enabled_mechanisms:
+            raise ConfigError(
+                f"{key} must be included in sasl.enabled.mechanisms when SASL is used for "
+                f"inter-broker communication (listener {config.listener_name}: {mechanism} "
+                "is not; set it to PLAIN)",
+                key,
+            )
+        if config.plain_login is None:
+            raise ConfigError(
+                f"The JAAS config of inter-broker listener {config.listener_name} has no "
+                'username="..." password="..." for the broker\'s own PLAIN logins',
+                f"{LISTENER_PREFIX}{config.listener_name.lower()}.plain.sasl.jaas.config",
+            )
 
     @property
     def inter_broker_listener_name(self) -> str:
@@ -561,11 +584,6 @@ def _check_inter_broker_listener(
         )
     if name is None and "security.inter.broker.protocol" in explicit:
         name = values["security.inter.broker.protocol"]
-        if name in _SASL_PROTOCOLS:
-            raise ConfigError(
-                f"security.inter.broker.protocol {name}: SASL is not supported yet",
-                "security.inter.broker.protocol",
-            )
     if isinstance(name, str) and name.upper() not in protocols:
         raise ConfigError(
             f"Listener with name {name.upper()} defined in inter.broker.listener.name not "

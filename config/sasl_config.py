@@ -6,7 +6,9 @@ and each mechanism's login module comes from
 `listener.name.<l>.<mechanism, lower case>.sasl.jaas.config` (Kafka's
 `ListenerName.saslMechanismConfigPrefix`). Tiercel has no static JAAS file, so that key is
 required. PLAIN's users are the login module's `user_<name>="<password>"` options, as
-Kafka's `PlainServerCallbackHandler` reads them.
+Kafka's `PlainServerCallbackHandler` reads them; its `username` and `password` options
+are what this broker logs in with when it connects to that listener of another broker
+(Kafka's PlainLoginModule on the inter-broker listener).
 """
 
 from __future__ import annotations
@@ -45,12 +47,14 @@ LISTENER_SASL_KEYS: Final[Mapping[str, ConfigDef]] = {
 
 @dataclass(frozen=True, slots=True)
 class SaslConfig:
-    """The mechanisms a SASL listener accepts and, for PLAIN, its users' passwords.
+    """The mechanisms a SASL listener accepts and, for PLAIN, its users' passwords and
+    the broker's own login (None when the JAAS config names no username or password).
     Invariant: every mechanism is one Tiercel serves. Immutable; any thread."""
 
     listener_name: str
     enabled_mechanisms: tuple[str, ...]
     plain_users: Mapping[str, str]
+    plain_login: tuple[str, str] | None
 
     def __repr__(self) -> str:
         # Never print the passwords (Kafka's Password.toString: [hidden]).
@@ -86,8 +90,19 @@ def sasl_config(
             f"{prefix}{jaas_key}",
         )
     assert isinstance(jaas, str)
+    options = _plain_options(jaas, prefix + jaas_key)
+    username, password = options.get("username"), options.get("password")
     return SaslConfig(
-        listener_name, tuple(str(m) for m in mechanisms), _plain_users(jaas, prefix + jaas_key)
+        listener_name,
+        tuple(str(m) for m in mechanisms),
+        MappingProxyType(
+            {
+                name[len(_JAAS_USER_PREFIX) :]: secret
+                for name, secret in options.items()
+                if name.startswith(_JAAS_USER_PREFIX)
+            }
+        ),
+        None if username is None or password is None else (username, password),
     )
 
 
@@ -106,8 +121,8 @@ def _check_mechanism(listener_name: str, prefix: str, mechanism: str) -> None:
     raise ConfigError(f"SASL listener {listener_name}: {problem}", "sasl.enabled.mechanisms")
 
 
-def _plain_users(jaas: str, key: str) -> Mapping[str, str]:
-    """PlainServerCallbackHandler's users, from JaasContext's single login module."""
+def _plain_options(jaas: str, key: str) -> Mapping[str, str]:
+    """The options of JaasContext's single login module, which must be PLAIN's."""
     try:
         entries = parse_jaas_config(jaas)
     except JaasConfigError as e:
@@ -125,10 +140,4 @@ def _plain_users(jaas: str, key: str) -> Mapping[str, str]:
             f"{PLAIN_LOGIN_MODULE}, not {entry.login_module_name}",
             key,
         )
-    return MappingProxyType(
-        {
-            name[len(_JAAS_USER_PREFIX) :]: password
-            for name, password in entry.options.items()
-            if name.startswith(_JAAS_USER_PREFIX)
-        }
-    )
+    return entry.options

@@ -27,8 +27,7 @@ SASL_CONFIGS: Final[tuple[ConfigDef, ...]] = (
               "SASL mechanisms a SASL listener accepts; Tiercel serves PLAIN."),
     ConfigDef("sasl.mechanism.inter.broker.protocol", _S, "GSSAPI", None,
               "SASL mechanism brokers use between themselves on a SASL inter-broker "
-              "listener.",
-              unsupported="SASL between brokers and controllers is not supported yet"),
+              "listener (PLAIN)."),
     ConfigDef("sasl.server.max.receive.size", _I, 524288, at_least(1),
               "Largest request a SASL connection may send before it has authenticated."),
     ConfigDef("connections.max.reauth.ms", _L, 0, at_least(0),

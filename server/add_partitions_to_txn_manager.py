@@ -105,6 +105,7 @@ class AddPartitionsToTxnManager:
         request_timeout_ms: int,
         local_verify: LocalVerify | None = None,
         ssl_context: ssl.SSLContext | None = None,
+        sasl_plain_login: tuple[str, str] | None = None,
     ) -> None:
         self._node_id = node_id
         self._local_verify = local_verify
@@ -118,6 +119,7 @@ class AddPartitionsToTxnManager:
             f"tiercel-add-partitions-to-txn-{node_id}",
             request_timeout_ms / 1000,
             ssl_context,
+            sasl_plain_login,
         )
         self._closed = False
         self.requests_sent = 0  # AddPartitionsToTxn requests, batching included

@@ -190,6 +190,7 @@ class BrokerServer:
             txn_config.request_timeout_ms,
             functools.partial(verify_partitions, self.cache, self.transaction_coordinator),
             outgoing_context(config, txn_config.inter_broker_listener_name),
+            config.inter_broker_sasl_login(),
         )
         self.controller = None if store is None else Controller(config, store)
         services = BrokerServices(
@@ -380,6 +381,7 @@ def _transaction_coordinator(
         txn_config.request_timeout_ms,
         manager.append_transaction_to_log,
         outgoing_context(config, txn_config.inter_broker_listener_name),
+        config.inter_broker_sasl_login(),
     )
     return TransactionCoordinator(
         manager, markers, producer_id_manager.generate_producer_id, scheduler

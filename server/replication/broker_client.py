@@ -6,8 +6,10 @@ resolve the target's endpoint on the inter-broker listener (it may have moved, o
 be registered yet), connect, and negotiate versions with ApiVersions, as Kafka's
 NetworkClient does. To an SSL listener the connection is TLS, with the context of this
 node's ssl.* settings for that listener (`ssl_factory.outgoing_context`) and the
-target's host as the name to verify. Any failure closes the connection and raises; the
-caller backs off and the next request reconnects.
+target's host as the name to verify. To a SASL listener it then logs in with PLAIN, as
+Kafka's SaslClientAuthenticator: SaslHandshake v1, then one SaslAuthenticate with the
+RFC 4616 token of this node's JAAS username and password. Any failure closes the
+connection and raises; the caller backs off and the next request reconnects.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from tiercel.server.network.socket_options import USE_DEFAULT_BUFFER_SIZE, set_b
 
 _API_VERSIONS_KEY: Final = 18
 _API_VERSIONS_VERSION: Final = 3
+_SASL_HANDSHAKE_KEY: Final = 17
+_SASL_AUTHENTICATE_KEY: Final = 36
 _SIZE: Final = struct.Struct(">i")
 # A response larger than this is a corrupt size field, not data.
 _MAX_RESPONSE_BYTES: Final = 1 << 30
@@ -34,6 +38,10 @@ Endpoint = tuple[str, int]
 
 class BrokerUnavailableError(ConnectionError):
     """The target broker has no endpoint on the inter-broker listener right now."""
+
+
+class SaslAuthenticationFailedError(ConnectionError):
+    """The target broker refused this broker's SASL login."""
 
 
 class BrokerClient:
@@ -51,9 +59,12 @@ class BrokerClient:
         request_timeout_s: float,
         receive_buffer_bytes: int = USE_DEFAULT_BUFFER_SIZE,
         ssl_context: ssl.SSLContext | None = None,
+        sasl_plain_login: tuple[str, str] | None = None,
     ) -> None:
+        """`sasl_plain_login` is (username, password) for a SASL listener, else None."""
         self.target_id = target_id
         self._ssl_context = ssl_context
+        self._sasl_plain_login = sasl_plain_login
         self._resolve_endpoint = resolve_endpoint
         self._client_id = client_id
         self._timeout_s = request_timeout_s
@@ -121,6 +132,24 @@ class BrokerClient:
             int(api.api_key): (int(api.min_version), int(api.max_version))
             for api in response.api_keys
         }
+        if self._sasl_plain_login is not None:
+            await self._authenticate(*self._sasl_plain_login)
+
+    async def _authenticate(self, username: str, password: str) -> None:
+        handshake = await self._round_trip(_SASL_HANDSHAKE_KEY, 1, {"mechanism": "PLAIN"})
+        if handshake.error_code != 0:
+            raise SaslAuthenticationFailedError(
+                f"broker {self.target_id} refused SASL mechanism PLAIN "
+                f"({handshake.error_code}; it enables {list(handshake.mechanisms)})"
+            )
+        version = self._pick_version(_SASL_AUTHENTICATE_KEY, (0, 2))
+        token = b"\0" + username.encode() + b"\0" + password.encode()
+        response = await self._round_trip(_SASL_AUTHENTICATE_KEY, version, {"auth_bytes": token})
+        if response.error_code != 0:
+            raise SaslAuthenticationFailedError(
+                f"SASL/PLAIN login to broker {self.target_id} as {username} failed: "
+                f"{response.error_message}"
+            )
 
     async def _round_trip(self, api_key: int, version: int, body: Mapping[str, Any]) -> Any:
         reader, writer = self._reader, self._writer
@@ -156,11 +185,13 @@ class BrokerClients:
         client_id: str,
         request_timeout_s: float,
         ssl_context: ssl.SSLContext | None = None,
+        sasl_plain_login: tuple[str, str] | None = None,
     ) -> None:
         self._resolve_endpoint = resolve_endpoint
         self._client_id = client_id
         self._timeout_s = request_timeout_s
         self._ssl_context = ssl_context
+        self._sasl_plain_login = sasl_plain_login
         self._clients: dict[int, BrokerClient] = {}
 
     def get(self, broker_id: int) -> BrokerClient:
@@ -172,6 +203,7 @@ class BrokerClients:
                 self._client_id,
                 self._timeout_s,
                 ssl_context=self._ssl_context,
+                sasl_plain_login=self._sasl_plain_login,
             )
         return client
 

@@ -33,6 +33,7 @@ def replica_fetcher_factory(
             config.replica_socket_timeout_ms / 1000,
             config.replica_socket_receive_buffer_bytes,
             outgoing_context(config, config.inter_broker_listener_name),
+            config.inter_broker_sasl_login(),
         )
         leader = RemoteLeaderEndPoint(
             client,

@@ -28,6 +28,7 @@ from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from support.broker import BrokerProcess
 from support.certs import Pki, make_pki
 from support.wire import WireClient, encode_header, size_prefixed
+from tiercel.server.replication.broker_client import BrokerClient, SaslAuthenticationFailedError
 
 _PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 _JAAS = (
@@ -302,3 +303,25 @@ def test_aiokafka_over_sasl_plaintext(sasl_broker: BrokerProcess) -> None:
         return values
 
     assert asyncio.run(run()) == [f"v{i}".encode() for i in range(10)]
+
+
+def test_broker_client_logs_in_with_plain(sasl_broker: BrokerProcess) -> None:
+    """The inter-broker client (replica fetchers, marker sender, ...) against a SASL
+    listener: its login works, and a refused one raises with the broker's message."""
+    endpoint = ("127.0.0.1", _port(sasl_broker, "SASL_PLAINTEXT"))
+
+    async def metadata(password: str) -> Any:
+        client = BrokerClient(
+            1, lambda: endpoint, "sasl-test", 10.0, sasl_plain_login=("alice", password)
+        )
+        try:
+            _, response = await client.request(
+                3, (12, 12), {"topics": None, "include_topic_authorized_operations": False}
+            )
+            return response
+        finally:
+            client.close()
+
+    assert asyncio.run(metadata("alice-secret")).brokers
+    with pytest.raises(SaslAuthenticationFailedError, match="Invalid username or password"):
+        asyncio.run(metadata("wrong"))

@@ -87,6 +87,7 @@ class TransactionMarkerChannelManager:
         request_timeout_ms: int,
         write_complete: CompleteWriter,
         ssl_context: ssl.SSLContext | None = None,
+        sasl_plain_login: tuple[str, str] | None = None,
     ) -> None:
         self._cache = cache
         self._scheduler = scheduler
@@ -96,6 +97,7 @@ class TransactionMarkerChannelManager:
             f"tiercel-txn-marker-sender-{node_id}",
             request_timeout_ms / 1000,
             ssl_context,
+            sasl_plain_login,
         )
         self._locks: dict[int, asyncio.Lock] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}

@@ -371,8 +371,10 @@ def test_every_key_is_read_by_the_broker_or_refused_unless_default() -> None:
         # listener name.
         *(d.name for d in SSL_CONFIGS),
         "security.inter.broker.protocol",
-        # Read by BrokerConfig into each SASL listener's SaslConfig.
+        # Read by BrokerConfig into each SASL listener's SaslConfig, and checked against
+        # the inter-broker listener's (inter_broker_sasl_login).
         "sasl.enabled.mechanisms",
+        "sasl.mechanism.inter.broker.protocol",
     }
     topic_synonyms = {s for d in TOPIC_CONFIGS.values() for s in d.synonyms}
     allowed = topic_synonyms | read_by_broker_config

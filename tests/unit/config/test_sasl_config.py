@@ -102,18 +102,20 @@ def test_sasl_ssl_listener_needs_a_key_store_and_gets_its_tls_settings() -> None
         ),
         (
             {"inter.broker.listener.name": "SASL_PLAINTEXT"},
-            "Listener SASL_PLAINTEXT is SASL_PLAINTEXT and used between nodes "
-            "(inter.broker.listener.name): SASL between brokers and controllers is not "
-            "supported yet",
+            "sasl.mechanism.inter.broker.protocol must be included in sasl.enabled.mechanisms "
+            "when SASL is used for inter-broker communication (listener SASL_PLAINTEXT: GSSAPI "
+            "is not; set it to PLAIN)",
         ),
         (
-            {"security.inter.broker.protocol": "SASL_PLAINTEXT"},
-            "security.inter.broker.protocol SASL_PLAINTEXT: SASL is not supported yet",
-        ),
-        (
-            {"sasl.mechanism.inter.broker.protocol": "PLAIN"},
-            "sasl.mechanism.inter.broker.protocol=PLAIN is not supported by Tiercel: SASL "
-            "between brokers and controllers is not supported yet",
+            {
+                "inter.broker.listener.name": "SASL_PLAINTEXT",
+                "sasl.mechanism.inter.broker.protocol": "PLAIN",
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config": (
+                    f'{_JAAS.split(" username=")[0]} user_admin="admin-secret";'
+                ),
+            },
+            "The JAAS config of inter-broker listener SASL_PLAINTEXT has no "
+            'username="..." password="..." for the broker\'s own PLAIN logins',
         ),
         (
             {"connections.max.reauth.ms": 60000},
@@ -133,12 +135,37 @@ def test_refused_settings(settings: dict[str, object], message: str) -> None:
         BrokerConfig({**_BASE, **settings})
 
 
-def test_a_node_whose_only_listener_is_sasl_is_refused_until_brokers_speak_sasl() -> None:
-    with pytest.raises(ConfigError, match="SASL between brokers and controllers"):
+@pytest.mark.parametrize(
+    "inter_broker",
+    [
+        {"inter.broker.listener.name": "SASL_PLAINTEXT"},
+        {"security.inter.broker.protocol": "SASL_PLAINTEXT"},
+    ],
+)
+def test_brokers_log_in_with_the_jaas_username_on_a_sasl_inter_broker_listener(
+    inter_broker: dict[str, object],
+) -> None:
+    config = BrokerConfig(
+        {**_BASE, **inter_broker, "sasl.mechanism.inter.broker.protocol": "PLAIN"}
+    )
+    assert config.inter_broker_listener_name == "SASL_PLAINTEXT"
+    assert config.inter_broker_sasl_login() == ("admin", "admin-secret")
+    assert BrokerConfig(_BASE).inter_broker_sasl_login() is None
+
+
+def test_controller_listeners_may_not_be_sasl() -> None:
+    with pytest.raises(ConfigError, match="Controller listener CONTROLLER is SASL_PLAINTEXT"):
         BrokerConfig(
             {
-                "listeners": "SASL_PLAINTEXT://127.0.0.1:9093",
-                "sasl.enabled.mechanisms": "PLAIN",
-                "listener.name.sasl_plaintext.plain.sasl.jaas.config": _JAAS,
+                **_BASE,
+                "process.roles": "broker,controller",
+                "node.id": 1,
+                "controller.quorum.voters": "1@127.0.0.1:9095",
+                "controller.listener.names": "CONTROLLER",
+                "listeners": "PLAINTEXT://127.0.0.1:9092,SASL_PLAINTEXT://127.0.0.1:9093,"
+                "CONTROLLER://127.0.0.1:9095",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,"
+                "SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
+                "listener.name.controller.plain.sasl.jaas.config": _JAAS,
             }
         )

@@ -141,7 +141,7 @@ def test_store_settings_are_checked_with_kafkas_messages(
         ),
         (
             {"security.inter.broker.protocol": "SASL_SSL"},
-            "security.inter.broker.protocol SASL_SSL: SASL is not supported yet",
+            "inter.broker.listener.name SASL_SSL must be one of the advertised listeners",
         ),
     ],
 )
