@@ -502,8 +502,7 @@ def _security_protocol_map(
 ) -> dict[str, str]:
     """listener.security.protocol.map as {listener name: protocol}, both upper-case. A KRaft
     node that leaves the map at its default gets its controller listeners mapped to
-    PLAINTEXT (Kafka's KafkaConfig.effectiveListenerSecurityProtocolMap; Tiercel serves no
-    other protocol yet)."""
+    PLAINTEXT (Kafka's KafkaConfig.effectiveListenerSecurityProtocolMap)."""
     key = "listener.security.protocol.map"
     texts = values[key]
     assert isinstance(texts, tuple)

@@ -31,8 +31,8 @@ SOCKET_SERVER_CONFIGS: Final[tuple[ConfigDef, ...]] = (
     ConfigDef("listener.security.protocol.map", _LIST,
               ("PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT",
                "SASL_SSL:SASL_SSL"), None,
-              "Listener name to security protocol, as NAME:PROTOCOL pairs; Tiercel serves "
-              "listeners mapped to PLAINTEXT."),
+              "Listener name to security protocol, as NAME:PROTOCOL pairs: PLAINTEXT, SSL, "
+              "SASL_PLAINTEXT or SASL_SSL."),
     ConfigDef("socket.send.buffer.bytes", _I, 102400, at_least(-1),
               "SO_SNDBUF of accepted sockets; -1 keeps the operating system default."),
     ConfigDef("socket.receive.buffer.bytes", _I, 102400, at_least(-1),
