@@ -38,6 +38,8 @@ _JAAS = (
 # Long enough that a failed login's answer is measurably late; short enough for a test.
 _DELAY_MS = 1000
 _MAX_RECEIVE = 4096
+# Short, so that a login never finished is closed within the test.
+_IDLE_MS = 4000
 _METADATA = MetadataRequest(topics=None, include_topic_authorized_operations=False)
 
 
@@ -61,6 +63,7 @@ def sasl_broker(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[
             "listener.name.sasl_ssl.ssl.keystore.location": pki.broker.keystore_pem,
             "connection.failed.authentication.delay.ms": _DELAY_MS,
             "sasl.server.max.receive.size": _MAX_RECEIVE,
+            "connections.max.idle.ms": _IDLE_MS,
         },
     )
     broker.start()
@@ -194,6 +197,14 @@ def test_requests_outside_the_sasl_sequence_close_the_connection(
         assert _handshake(client).error_code == ErrorCode.none
         client.send_raw(struct.pack(">i", _MAX_RECEIVE + 1))
         assert client.closed_by_server()
+
+
+def test_a_login_never_finished_is_closed_when_idle(sasl_broker: BrokerProcess) -> None:
+    with WireClient(_bootstrap(sasl_broker)) as client:
+        assert _handshake(client).error_code == ErrorCode.none
+        started = time.monotonic()
+        assert client.closed_by_server(timeout=_IDLE_MS / 1000 + 10)
+        assert time.monotonic() - started >= _IDLE_MS / 1000 * 0.9
 
 
 def test_unknown_mechanism_and_malformed_token_are_refused(sasl_broker: BrokerProcess) -> None:
