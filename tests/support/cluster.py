@@ -420,18 +420,23 @@ class ClusterProcess:
                 continue
         raise NotYetError("no broker answered")
 
-    def _metadata(self, topics: Collection[str] | None = ()) -> Any:
-        """A Metadata v12 response for ``topics`` (None: every topic)."""
+    def _metadata(
+        self, topics: Collection[str] | None = (), broker: BrokerProcess | None = None
+    ) -> Any:
+        """A Metadata v12 response for ``topics`` (None: every topic), from ``broker``
+        or else from any."""
         body = {
             "topics": None if topics is None else [{"name": t} for t in topics],
             "allow_auto_topic_creation": False,
             "include_topic_authorized_operations": False,
         }
+        if broker is not None:
+            return _ask(broker, _METADATA, _METADATA_VERSIONS, body)
         return self._ask_any(_METADATA, _METADATA_VERSIONS, body)
 
-    def _topic(self, topic: str) -> Any | None:
+    def _topic(self, topic: str, broker: BrokerProcess | None = None) -> Any | None:
         """The topic's Metadata entry, None while the broker asked does not know it."""
-        (entry,) = self._metadata([topic]).topics
+        (entry,) = self._metadata([topic], broker).topics
         return None if entry.error_code != 0 else entry
 
     def registered_brokers(self) -> set[int]:
@@ -483,9 +488,12 @@ class ClusterProcess:
         entry = _wait(lambda: self._topic(topic), _REQUEST_TIMEOUT_S, f"topic {topic}")
         return {int(p.partition_index): tuple(p.replica_nodes) for p in entry.partitions}
 
-    def partition_state(self, topic: str, partition: int) -> PartitionStateView | None:
-        """The partition's leadership, None while the broker asked does not know it."""
-        entry = self._topic(topic)
+    def partition_state(
+        self, topic: str, partition: int, broker: BrokerProcess | None = None
+    ) -> PartitionStateView | None:
+        """The partition's leadership as ``broker`` (else any broker) knows it, None while
+        the broker asked does not know it."""
+        entry = self._topic(topic, broker)
         if entry is None:
             return None
         for state in entry.partitions:
@@ -525,12 +533,25 @@ class ClusterProcess:
     def wait_until_isr(
         self, topic: str, partition: int, expected: Collection[int], timeout: float = 30.0
     ) -> PartitionStateView:
-        """The partition state once its ISR is exactly ``expected``."""
+        """The partition state once its ISR is exactly ``expected`` in every running,
+        unpaused broker's metadata. A broker just resumed from a pause still answers with
+        the state from before it, which may be the one expected (a follower back in the
+        ISR it was in when paused), until it has replayed the metadata log."""
         wanted = set(expected)
 
         def reached() -> PartitionStateView | None:
-            state = self.partition_state(topic, partition)
-            return state if state is not None and set(state.isr) == wanted else None
+            answering = self._answering()
+            if not answering:
+                return None
+            states = []
+            for broker in answering:
+                try:
+                    states.append(self.partition_state(topic, partition, broker))
+                except NotYetError:
+                    return None
+            if any(s is None or set(s.isr) != wanted for s in states):
+                return None
+            return states[0]
 
         def failure() -> Exception:
             return TimeoutError(
