@@ -44,6 +44,7 @@ Segment batch framing read here (RecordBatch v2, Kafka's layout):
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -533,23 +534,19 @@ class ClusterProcess:
     def wait_until_isr(
         self, topic: str, partition: int, expected: Collection[int], timeout: float = 30.0
     ) -> PartitionStateView:
-        """The partition state once its ISR is exactly ``expected`` in every running,
-        unpaused broker's metadata. A broker just resumed from a pause still answers with
-        the state from before it, which may be the one expected (a follower back in the
-        ISR it was in when paused), until it has replayed the metadata log."""
+        """The partition state once its ISR is exactly ``expected`` in the metadata of
+        every broker that answers (a killed one does not). A broker just resumed from a
+        pause still answers with the state from before it, which may be the one expected
+        (a follower back in the ISR it was in when paused), until it has replayed the
+        metadata log."""
         wanted = set(expected)
 
         def reached() -> PartitionStateView | None:
-            answering = self._answering()
-            if not answering:
-                return None
             states = []
-            for broker in answering:
-                try:
+            for broker in self._answering():
+                with contextlib.suppress(NotYetError):
                     states.append(self.partition_state(topic, partition, broker))
-                except NotYetError:
-                    return None
-            if any(s is None or set(s.isr) != wanted for s in states):
+            if not states or any(s is None or set(s.isr) != wanted for s in states):
                 return None
             return states[0]
 
