@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 from kafka import KafkaConsumer, KafkaProducer
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12.request import MetadataRequest
@@ -27,6 +27,7 @@ from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
 from support.broker import BrokerProcess
 from support.certs import Pki, make_pki
+from support.clients import round_trip
 from support.wire import WireClient, encode_header, size_prefixed
 from tiercel.server.replication.broker_client import BrokerClient, SaslAuthenticationFailedError
 
@@ -94,33 +95,13 @@ def _confluent(
     }
 
 
-def _round_trip(config: dict[str, Any], topic: str, count: int = 50) -> None:
-    """Produce ``count`` records, acks=all, and consume them back."""
-    producer = Producer({**config, "acks": "all"})
-    for i in range(count):
-        producer.produce(topic, f"v{i}".encode(), f"k{i}".encode())
-    assert producer.flush(30) == 0
-    consumer = Consumer({**config, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    values: list[bytes] = []
-    deadline = time.monotonic() + 30
-    try:
-        while len(values) < count and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                values.append(message.value())
-    finally:
-        consumer.close()
-    assert values == [f"v{i}".encode() for i in range(count)]
-
-
 def test_confluent_kafka_over_sasl_plaintext(sasl_broker: BrokerProcess) -> None:
-    _round_trip(_confluent(sasl_broker, "SASL_PLAINTEXT"), "sasl-plaintext")
+    round_trip(_confluent(sasl_broker, "SASL_PLAINTEXT"), "sasl-plaintext", count=50)
 
 
 def test_confluent_kafka_over_sasl_ssl(sasl_broker: BrokerProcess, pki: Pki) -> None:
     config = _confluent(sasl_broker, "SASL_SSL", **{"ssl.ca.location": str(pki.ca_pem)})
-    _round_trip(config, "sasl-ssl")
+    round_trip(config, "sasl-ssl", count=50)
 
 
 def test_wrong_password_is_refused_and_others_are_served(sasl_broker: BrokerProcess) -> None:
@@ -137,7 +118,7 @@ def test_wrong_password_is_refused_and_others_are_served(sasl_broker: BrokerProc
     del producer
     assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
     assert any("Invalid username or password" in e.str() for e in errors), errors
-    _round_trip(_confluent(sasl_broker, "SASL_PLAINTEXT"), "after-wrong-password", count=5)
+    round_trip(_confluent(sasl_broker, "SASL_PLAINTEXT"), "after-wrong-password", count=5)
     log = sasl_broker.log_text()
     assert re.search(r"event=sasl_authentication_failed client=127\.0\.0\.1:\d+ .*PLAIN", log)
     assert "not-her-password" not in log

@@ -24,11 +24,12 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.helpers import create_ssl_context
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import KafkaException, Producer
 from kafka import KafkaConsumer, KafkaProducer
 
 from support.broker import BrokerProcess
 from support.certs import PASSWORD, Pki, make_pki
+from support.clients import round_trip
 
 # Short, so that the never-finished handshake is closed within the test.
 _IDLE_MS = 3000
@@ -86,26 +87,6 @@ def _confluent(broker: BrokerProcess, listener: str, **settings: Any) -> dict[st
     }
 
 
-def _round_trip(config: dict[str, Any], topic: str, count: int = 100) -> None:
-    """Produce ``count`` records, acks=all, and consume them back."""
-    producer = Producer({**config, "acks": "all"})
-    for i in range(count):
-        producer.produce(topic, f"v{i}".encode(), f"k{i}".encode())
-    assert producer.flush(30) == 0
-    consumer = Consumer({**config, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    values: list[bytes] = []
-    deadline = time.monotonic() + 30
-    try:
-        while len(values) < count and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                values.append(message.value())
-    finally:
-        consumer.close()
-    assert values == [f"v{i}".encode() for i in range(count)]
-
-
 def _assert_refused(config: dict[str, Any]) -> None:
     """librdkafka gets no metadata over ``config`` (the connection is closed)."""
     producer = Producer(config)
@@ -114,7 +95,9 @@ def _assert_refused(config: dict[str, Any]) -> None:
 
 
 def test_confluent_kafka_with_server_authentication(tls_broker: BrokerProcess, pki: Pki) -> None:
-    _round_trip(_confluent(tls_broker, "SSL", **{"ssl.ca.location": str(pki.ca_pem)}), "ssl")
+    round_trip(
+        _confluent(tls_broker, "SSL", **{"ssl.ca.location": str(pki.ca_pem)}), "ssl", count=100
+    )
 
 
 def test_confluent_kafka_with_a_client_certificate(tls_broker: BrokerProcess, pki: Pki) -> None:
@@ -127,13 +110,13 @@ def test_confluent_kafka_with_a_client_certificate(tls_broker: BrokerProcess, pk
             "ssl.key.location": str(pki.client.key_pem),
         },
     )
-    _round_trip(config, "mtls")
+    round_trip(config, "mtls", count=100)
 
 
 def test_pkcs12_and_inline_pem_key_stores(tls_broker: BrokerProcess, pki: Pki) -> None:
     for listener in ("P12", "INLINE"):
         config = _confluent(tls_broker, listener, **{"ssl.ca.location": str(pki.ca_pem)})
-        _round_trip(config, listener.lower(), count=10)
+        round_trip(config, listener.lower(), count=10)
 
 
 def test_client_without_certificate_is_refused_when_required(
@@ -241,7 +224,7 @@ def test_bad_handshakes_are_closed_and_the_broker_keeps_serving(
         sock.sendall(_api_versions_frame())
         sock.settimeout(10)
         assert len(sock.recv(4)) == 4
-    _round_trip(
+    round_trip(
         _confluent(tls_broker, "SSL", **{"ssl.ca.location": str(pki.ca_pem)}), "after", count=5
     )
     assert tls_broker.running

@@ -423,3 +423,24 @@ def wait_until(condition: Any, timeout: float, interval: float = 0.1) -> bool:
         if time.monotonic() >= deadline:
             return False
         time.sleep(interval)
+
+
+def round_trip(config: Mapping[str, Any], topic: str, count: int) -> None:
+    """Produce ``count`` records to ``topic`` with librdkafka ``config`` (security
+    settings and all), acks=all, and consume exactly them back in order."""
+    producer = Producer({**config, "acks": "all"})
+    for i in range(count):
+        producer.produce(topic, f"v{i}".encode(), f"k{i}".encode())
+    assert producer.flush(30) == 0
+    consumer = Consumer({**config, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    values: list[bytes] = []
+    deadline = time.monotonic() + 30
+    try:
+        while len(values) < count and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                values.append(message.value())
+    finally:
+        consumer.close()
+    assert values == [f"v{i}".encode() for i in range(count)]
