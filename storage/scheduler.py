@@ -31,6 +31,7 @@ class Scheduler:
             max_workers=threads, thread_name_prefix="tiercel-io"
         )
         self._tasks: set[asyncio.Future[Any]] = set()
+        self._timers: set[asyncio.TimerHandle] = set()
 
     def run_blocking(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
         return self.loop.run_in_executor(self._executor, fn, *args)
@@ -49,7 +50,15 @@ class Scheduler:
         self.spawn(run(), name)
 
     def call_later(self, delay_s: float, fn: Callable[[], Any]) -> asyncio.TimerHandle:
-        return self.loop.call_later(delay_s, fn)
+        """Run ``fn`` on the loop after ``delay_s``, unless the scheduler shuts down first."""
+
+        def fire() -> None:
+            self._timers.discard(handle)
+            fn()
+
+        handle = self.loop.call_later(delay_s, fire)
+        self._timers.add(handle)
+        return handle
 
     def _finished(self, task: asyncio.Future[Any]) -> None:
         self._tasks.discard(task)
@@ -69,6 +78,15 @@ class Scheduler:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     def shutdown(self) -> None:
+        """Drop the delayed work not yet due and stop the executor once its running jobs end.
+
+        Delayed work is dropped as Kafka's KafkaScheduler.shutdown drops it (its executor
+        does not run delayed tasks after shutdown): a segment whose files were renamed to
+        ``.deleted`` is removed by the log loader at the next start instead. Left
+        scheduled, such a timer would fire on a loop whose executor is gone."""
+        for handle in self._timers:
+            handle.cancel()
+        self._timers.clear()
         self._executor.shutdown(wait=True)
 
 

@@ -444,3 +444,35 @@ async def test_log_start_offset_checkpoint_reloads_both_start_offsets(
     assert loaded.log_start_offset == loaded.local_log_start_offset == start
     assert loaded.segments[0].base_offset < start
     await lm.shutdown()
+
+
+async def test_deletions_due_after_shutdown_are_dropped_and_finished_at_the_next_start(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A segment deleted by retention keeps its `.deleted` files for file.delete.delay.ms.
+    A shutdown inside that delay drops the pending removal, as Kafka's
+    KafkaScheduler.shutdown drops delayed tasks, and the next start removes the files
+    (LogLoader). Before, the timer fired on the stopped executor and logged
+    ``background_task_failed``: "cannot schedule new futures after shutdown"."""
+    root = tmp_path / "a"
+    delayed = small_config(retention_ms=1000, file_delete_delay_ms=50)
+    scheduler = Scheduler(asyncio.get_running_loop(), 2)
+    lm = manager([root], scheduler, config_for=lambda topic: delayed)
+    await lm.startup(None)
+    log = lm.get_or_create_log(TP0, delayed, None)
+    fill(log, 30)
+    log.update_high_watermark(60)
+    assert lm.cleanup_logs() > 0
+    await lm.shutdown()
+    scheduler.shutdown()
+    await asyncio.sleep(0.2)  # past the delay: the dropped timer must not fire
+    assert not [r for r in caplog.records if "background_task_failed" in r.getMessage()]
+    assert any(p.name.endswith(".deleted") for p in (root / "orders-0").iterdir())
+
+    restarted = Scheduler(asyncio.get_running_loop(), 2)
+    lm = manager([root], restarted, config_for=lambda topic: delayed)
+    await lm.startup(None)
+    assert not any(p.name.endswith(".deleted") for p in (root / "orders-0").iterdir())
+    assert lm.get_log(TP0).log_start_offset == 60  # type: ignore[union-attr]
+    await lm.shutdown()
+    restarted.shutdown()
