@@ -28,7 +28,8 @@ from typing import Final
 REPO = Path(__file__).resolve().parents[2]
 TIERCEL = Path(sys.executable).with_name("tiercel")
 _SLOW_CALLBACK = re.compile(r"Executing <.*> took (\d+\.\d+) seconds")
-_STARTED = re.compile(r"event=broker_started .*listeners=\S*PLAINTEXT://([^:,\s]+):(\d+)")
+# The PLAINTEXT listener's address, not SASL_PLAINTEXT's.
+_STARTED = re.compile(r"event=broker_started .*listeners=(?:\S*,)?PLAINTEXT://([^:,\s]+):(\d+)")
 # A KRaft node without the broker role serves no client listener: it has started once
 # its controller is up (kafka_raft_server's kraft_node_started).
 _CONTROLLER_STARTED = re.compile(r"event=kraft_node_started ")
@@ -125,8 +126,10 @@ class BrokerProcess:
             # A restart keeps the port, so clients and advertised listeners stay valid
             # (a KRaft node's controller listener has its port from the start).
             listeners = self.overrides.get("listeners", "PLAINTEXT://127.0.0.1:0")
-            self.overrides["listeners"] = str(listeners).replace(
-                "PLAINTEXT://127.0.0.1:0", f"PLAINTEXT://127.0.0.1:{self.port}"
+            self.overrides["listeners"] = re.sub(
+                r"(?<![A-Z_])PLAINTEXT://127\.0\.0\.1:0\b",
+                f"PLAINTEXT://127.0.0.1:{self.port}",
+                str(listeners),
             )
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._runs += 1
