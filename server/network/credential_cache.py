@@ -24,5 +24,9 @@ class CredentialCache:
         """The credentials of the newest metadata image."""
         self._scram = image
 
+    @property
+    def scram_image(self) -> ScramImage:
+        return self._scram
+
     def scram_credential(self, mechanism: ScramMechanism, user: str) -> ScramCredentialData | None:
         return self._scram.mechanisms.get(mechanism.type, {}).get(user)
