@@ -27,16 +27,25 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     UserScramCredentialUpsertion,
 )
 from kafka import KafkaConsumer, KafkaProducer
+from kio.schema.errors import ErrorCode
+from kio.schema.metadata.v12.request import MetadataRequest
+from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as SaslHandshakeRequestV0
+from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
 from support.broker import BrokerProcess
 from support.certs import Pki, make_pki
 from support.clients import round_trip
 from support.kraft import controller_ports, format_node, kraft_node
+from support.wire import WireClient, size_prefixed
+from tiercel.server.network.scram_formatter import ScramMechanism as Sha
+from tiercel.server.network.scram_sasl_client import ScramSaslClient
 
 _SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 _JAAS = f"{_SCRAM_MODULE} required;"
 _MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 _DELAY_MS = 200
+_METADATA = MetadataRequest(topics=None, include_topic_authorized_operations=False)
 
 
 @pytest.fixture(scope="module")
@@ -304,3 +313,50 @@ def test_scram_needs_a_kraft_node(tmp_path: Path) -> None:
     assert broker.proc.wait(timeout=60) != 0
     assert "needs the KRaft metadata log" in broker.log_text()
     assert "process.roles=broker,controller after tiercel storage format" in broker.log_text()
+
+
+def _bootstrap(node: BrokerProcess, listener: str = "SASL_PLAINTEXT") -> str:
+    return f"127.0.0.1:{_port(node, listener)}"
+
+
+def test_sasl_handshake_v0_takes_raw_scram_tokens(scram_node: BrokerProcess) -> None:
+    """Before SaslAuthenticate (KIP-152) the two SCRAM rounds are size-prefixed raw
+    tokens, answered the same way."""
+    scram = ScramSaslClient(Sha.SCRAM_SHA_512, "alice", "alice-secret")
+    with WireClient(_bootstrap(scram_node)) as client:
+        handshake = client.request(SaslHandshakeRequestV0(mechanism="SCRAM-SHA-512"))
+        assert handshake.error_code == ErrorCode.none
+        client.send_raw(size_prefixed(scram.first_message()))
+        client.send_raw(size_prefixed(scram.final_message(client.read_frame())))
+        scram.verify_server_final(client.read_frame())
+        assert client.request(_METADATA).brokers
+
+
+def test_a_wrong_proof_is_answered_late_and_closed(scram_node: BrokerProcess) -> None:
+    scram = ScramSaslClient(Sha.SCRAM_SHA_256, "alice", "wrong")
+    with WireClient(_bootstrap(scram_node)) as client:
+        assert client.request(SaslHandshakeRequest(mechanism="SCRAM-SHA-256")).error_code == 0
+        first = client.request(SaslAuthenticateRequest(auth_bytes=scram.first_message()))
+        assert first.error_code == ErrorCode.none
+        sent = time.monotonic()
+        final = client.request(
+            SaslAuthenticateRequest(auth_bytes=scram.final_message(first.auth_bytes))
+        )
+        assert time.monotonic() - sent >= _DELAY_MS / 1000 * 0.9
+        assert final.error_code == ErrorCode.sasl_authentication_failed
+        assert final.error_message == (
+            "Authentication failed during authentication due to invalid credentials with "
+            "SASL mechanism SCRAM-SHA-256"
+        )
+        assert client.closed_by_server()
+
+
+def test_delegation_token_logins_are_refused(scram_node: BrokerProcess) -> None:
+    with WireClient(_bootstrap(scram_node)) as client:
+        assert client.request(SaslHandshakeRequest(mechanism="SCRAM-SHA-256")).error_code == 0
+        response = client.request(
+            SaslAuthenticateRequest(auth_bytes=b"n,,n=alice,r=nonce,tokenauth=true")
+        )
+        assert response.error_code == ErrorCode.sasl_authentication_failed
+        assert client.closed_by_server()
+    assert "Token Authentication failed: Invalid tokenId : alice" in scram_node.log_text()
