@@ -38,8 +38,10 @@ from support.certs import Pki, make_pki
 from support.clients import round_trip
 from support.kraft import controller_ports, format_node, kraft_node
 from support.wire import WireClient, size_prefixed
+from tiercel.config.sasl_config import SaslLogin
 from tiercel.server.network.scram_formatter import ScramMechanism as Sha
 from tiercel.server.network.scram_sasl_client import ScramSaslClient
+from tiercel.server.replication.broker_client import BrokerClient, SaslAuthenticationFailedError
 
 _SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 _JAAS = f"{_SCRAM_MODULE} required;"
@@ -366,3 +368,34 @@ def test_delegation_token_logins_are_refused(scram_node: BrokerProcess) -> None:
         assert response.error_code == ErrorCode.sasl_authentication_failed
         assert client.closed_by_server()
     assert "Token Authentication failed: Invalid tokenId : alice" in scram_node.log_text()
+
+
+def test_broker_client_logs_in_with_scram(scram_node: BrokerProcess) -> None:
+    """The inter-broker client (replica fetchers, marker sender, ...) against a SCRAM
+    listener: its two rounds and the server's signature check work, and a refused
+    login raises with the broker's message."""
+    endpoint = ("127.0.0.1", _port(scram_node, "SASL_PLAINTEXT"))
+
+    async def metadata(password: str) -> Any:
+        client = BrokerClient(
+            1,
+            lambda: endpoint,
+            "scram-test",
+            10.0,
+            sasl_login=SaslLogin("SCRAM-SHA-512", "alice", password),
+        )
+        try:
+            _, response = await client.request(
+                3, (12, 12), {"topics": None, "include_topic_authorized_operations": False}
+            )
+            return response
+        finally:
+            client.close()
+
+    assert asyncio.run(metadata("alice-secret")).brokers
+    with pytest.raises(
+        SaslAuthenticationFailedError,
+        match="SASL/SCRAM-SHA-512 login to broker 1 as alice failed: Authentication failed "
+        "during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512",
+    ):
+        asyncio.run(metadata("wrong"))
