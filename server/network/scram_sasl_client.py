@@ -5,13 +5,14 @@ with which a broker logs in to another broker's SCRAM inter-broker listener.
 message, derives the proof from the password and the server's salt and iterations, and
 `verify_server_final` checks the server's signature, so the client knows the server holds
 the user's credential (mutual authentication). The iterations a server asks for must be
-within the mechanism's bounds, as Kafka's client checks. One instance per login; any
-thread.
+at least the mechanism's minimum, as Kafka's client checks, and at most 16384, the most a
+credential may have. One instance per login; any thread.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import hmac
 import re
 from typing import Final
@@ -56,11 +57,23 @@ class ScramSaslClient:
         iterations = int(match["i"])
         if not match["nonce"].startswith(self._client_first.nonce):
             raise ScramMessageError("Invalid server nonce: does not start with client nonce")
-        if not self._mechanism.min_iterations <= iterations <= MAX_ITERATIONS:
-            raise ScramMessageError(f"Requested iterations {iterations} is out of bounds")
-        server_first = ServerFirstMessage(
-            match["nonce"], base64.b64decode(match["salt"]), iterations
-        )
+        if iterations < self._mechanism.min_iterations:
+            raise ScramMessageError(
+                f"Requested iterations {iterations} is less than the minimum "
+                f"{self._mechanism.min_iterations} for {self._mechanism.name}"
+            )
+        # Kafka's client has no upper bound; this one runs Hi on the broker's event loop,
+        # so a server may not make it spin longer than any credential could need.
+        if iterations > MAX_ITERATIONS:
+            raise ScramMessageError(
+                f"Requested iterations {iterations} is more than the maximum "
+                f"{MAX_ITERATIONS} for {self._mechanism.name}"
+            )
+        try:
+            salt = base64.b64decode(match["salt"], validate=True)
+        except binascii.Error:
+            raise ScramMessageError(f"Invalid SCRAM server first message format: {text}") from None
+        server_first = ServerFirstMessage(match["nonce"], salt, iterations)
         mechanism = self._mechanism
         salted = mechanism.salted_password(self._password, server_first.salt, iterations)
         without_proof = ClientFinalMessage(b"n,,", server_first.nonce, b"")
@@ -79,7 +92,7 @@ class ScramSaslClient:
             raise ScramMessageError(f"Invalid SCRAM server final message format: {text}")
         if match["error"] is not None:
             raise ScramMessageError(
-                f"Sasl authentication using {self._mechanism.mechanism_name} failed with "
+                f"Sasl authentication using {self._mechanism.name} failed with "
                 f"error: {match['error']}"
             )
         if not hmac.compare_digest(base64.b64decode(match["signature"]), self._server_signature):

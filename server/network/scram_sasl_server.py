@@ -106,7 +106,7 @@ class ScramSaslServer:
         if credential.iterations < self.mechanism.min_iterations:
             raise SaslError(
                 f"Iterations {credential.iterations} is less than the minimum "
-                f"{self.mechanism.min_iterations} for {self.mechanism.mechanism_name}"
+                f"{self.mechanism.min_iterations} for {self.mechanism.name}"
             )
         self._client_first, self._credential, self._user = client_first, credential, user
         self._server_first = ServerFirstMessage(

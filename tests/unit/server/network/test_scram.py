@@ -4,6 +4,7 @@ ScramFormatterTest, ScramMessagesTest and ScramSaslServerTest, with Kafka's mess
 from __future__ import annotations
 
 import base64
+import re
 from types import MappingProxyType
 
 import pytest
@@ -163,7 +164,10 @@ def test_client_refuses_a_server_without_the_credential() -> None:
         )
     with pytest.raises(ScramMessageError, match="Invalid server signature"):
         client.verify_server_final(b"v=" + base64.b64encode(bytes(32)))
-    with pytest.raises(ScramMessageError, match="failed with error: invalid-proof"):
+    with pytest.raises(
+        ScramMessageError,
+        match="Sasl authentication using SCRAM_SHA_256 failed with error: invalid-proof",
+    ):
         client.verify_server_final(b"e=invalid-proof")
 
 
@@ -225,7 +229,9 @@ def test_credential_iterations_below_minimum_refused() -> None:
     cache = CredentialCache()
     weak = SHA_256.credential(b"salt", SHA_256.salted_password("pw", b"salt", 4095), 4095)
     cache.update(ScramImage(MappingProxyType({1: MappingProxyType({"u": weak})})))
-    with pytest.raises(SaslError, match="Iterations 4095 is less than the minimum 4096"):
+    with pytest.raises(
+        SaslError, match="Iterations 4095 is less than the minimum 4096 for SCRAM_SHA_256"
+    ):
         ScramSaslServer(SHA_256, cache).evaluate_response(b"n,,n=u,r=abc")
 
 
@@ -233,3 +239,26 @@ def test_secure_random_string_is_base36_of_130_bits() -> None:
     values = {secure_random_string() for _ in range(50)}
     assert len(values) == 50
     assert all(v.isalnum() and v == v.lower() and int(v, 36) < 2**130 for v in values)
+
+
+@pytest.mark.parametrize(
+    ("server_first", "message"),
+    [
+        (b"r=other,s=c2FsdA==,i=4096", "Invalid server nonce: does not start with client nonce"),
+        (
+            b"r={nonce}x,s=c2FsdA==,i=4095",
+            "Requested iterations 4095 is less than the minimum 4096 for SCRAM_SHA_256",
+        ),
+        (
+            b"r={nonce}x,s=c2FsdA==,i=16385",
+            "Requested iterations 16385 is more than the maximum 16384 for SCRAM_SHA_256",
+        ),
+        (b"r={nonce}x,s=c2Fsd,i=4096", "Invalid SCRAM server first message format"),
+        (b"s=c2FsdA==,i=4096", "Invalid SCRAM server first message format"),
+    ],
+)
+def test_client_refuses_a_bad_server_first_message(server_first: bytes, message: str) -> None:
+    client = ScramSaslClient(SHA_256, "alice", "alice-secret")
+    nonce = ClientFirstMessage.parse(client.first_message()).nonce
+    with pytest.raises(ScramMessageError, match=re.escape(message)):
+        client.final_message(server_first.replace(b"{nonce}", nonce.encode()))
