@@ -36,7 +36,13 @@ from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from support.broker import BrokerProcess
 from support.certs import Pki, make_pki
 from support.clients import round_trip
-from support.kraft import controller_ports, format_node, kraft_node
+from support.kraft import (
+    controller_ports,
+    describe_quorum,
+    format_node,
+    kraft_node,
+    metadata_partition_dir,
+)
 from support.wire import WireClient, size_prefixed
 from tiercel.config.sasl_config import SaslLogin
 from tiercel.server.network.scram_formatter import ScramMechanism as Sha
@@ -399,3 +405,59 @@ def test_broker_client_logs_in_with_scram(scram_node: BrokerProcess) -> None:
         "during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512",
     ):
         asyncio.run(metadata("wrong"))
+
+
+def test_credentials_survive_in_snapshots(tmp_path: Path, pki: Pki) -> None:
+    """Frequent snapshots: once a snapshot covers every credential, a restarted node
+    loads them from it (the controller's records and the broker's image both write
+    them), not from the records that created them."""
+    node = kraft_node(
+        tmp_path,
+        1,
+        controller_ports([1]),
+        overrides={
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,"
+            "SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": _JAAS,
+            "metadata.log.max.record.bytes.between.snapshots": 1024,
+        },
+        formatted=False,
+        extra_listeners=["SASL_PLAINTEXT://127.0.0.1:0"],
+    )
+    format_node(node, extra=["-S", "SCRAM-SHA-512=[name=alice,password=alice-secret]"])
+    try:
+        node.start(120)
+        admin = _admin(node)
+        info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096)
+        users = [f"user-{i}" for i in range(30)]
+        futures = admin.alter_user_scram_credentials(
+            [UserScramCredentialUpsertion(u, info, f"{u}-secret".encode()) for u in users]
+        )
+        for future in futures.values():
+            future.result(timeout=30)
+        [partition] = describe_quorum(node).topics[0].partitions
+        committed = partition.high_watermark
+        metadata = metadata_partition_dir(node)
+        _wait_until(
+            lambda: any(
+                int(p.stem.split("-")[0]) >= committed for p in metadata.glob("*.checkpoint")
+            ),
+            f"a snapshot at or past offset {committed}",
+            timeout=60,
+        )
+        del admin
+        assert node.stop() == 0
+        node.start(120)
+        restarted = node.log_text().split("---- start #2 ----")[1]
+        loaded = re.search(r"control records of snapshot OffsetAndEpoch\(offset=(\d+)", restarted)
+        assert loaded is not None and int(loaded.group(1)) >= committed
+        for user in ("alice", "user-29"):
+            config = _confluent(
+                node, "SASL_PLAINTEXT", "SCRAM-SHA-512", pki, user, f"{user}-secret"
+            )
+            assert _login_error(config) == []
+        admin = _admin(node)
+        assert len(admin.describe_user_scram_credentials().result(timeout=10)) == 31
+    finally:
+        node.kill()
