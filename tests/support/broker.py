@@ -28,7 +28,10 @@ from typing import Final
 REPO = Path(__file__).resolve().parents[2]
 TIERCEL = Path(sys.executable).with_name("tiercel")
 _SLOW_CALLBACK = re.compile(r"Executing <.*> took (\d+\.\d+) seconds")
-_STARTED = re.compile(r"event=broker_started .*listeners=\S*PLAINTEXT://([^:,\s]+):(\d+)")
+# The client port: the listener named PLAINTEXT (not a SASL_PLAINTEXT one after it),
+# else a SASL_PLAINTEXT listener for a broker without one.
+_STARTED = re.compile(r"event=broker_started .*listeners=(?:\S*,)?PLAINTEXT://[^:,\s]+:(\d+)")
+_STARTED_SASL = re.compile(r"event=broker_started .*SASL_PLAINTEXT://[^:,\s]+:(\d+)")
 # A KRaft node without the broker role serves no client listener: it has started once
 # its controller is up (kafka_raft_server's kraft_node_started).
 _CONTROLLER_STARTED = re.compile(r"event=kraft_node_started ")
@@ -158,8 +161,8 @@ class BrokerProcess:
             if not self.is_broker:
                 if _CONTROLLER_STARTED.search(log):
                     return self
-            elif match := _STARTED.search(log):
-                self.port = int(match.group(2))
+            elif match := _STARTED.search(log) or _STARTED_SASL.search(log):
+                self.port = int(match.group(1))
                 return self
             if self.proc.poll() is not None:
                 raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{self.tail()}")
