@@ -28,8 +28,10 @@ from typing import Final
 REPO = Path(__file__).resolve().parents[2]
 TIERCEL = Path(sys.executable).with_name("tiercel")
 _SLOW_CALLBACK = re.compile(r"Executing <.*> took (\d+\.\d+) seconds")
-# The PLAINTEXT listener's address, not SASL_PLAINTEXT's.
-_STARTED = re.compile(r"event=broker_started .*listeners=(?:\S*,)?PLAINTEXT://([^:,\s]+):(\d+)")
+# The client port: the listener named PLAINTEXT (not a SASL_PLAINTEXT one after it),
+# else a SASL_PLAINTEXT listener for a broker without one.
+_STARTED = re.compile(r"event=broker_started .*listeners=(?:\S*,)?PLAINTEXT://[^:,\s]+:(\d+)")
+_STARTED_SASL = re.compile(r"event=broker_started .*SASL_PLAINTEXT://[^:,\s]+:(\d+)")
 # A KRaft node without the broker role serves no client listener: it has started once
 # its controller is up (kafka_raft_server's kraft_node_started).
 _CONTROLLER_STARTED = re.compile(r"event=kraft_node_started ")
@@ -125,11 +127,14 @@ class BrokerProcess:
         if self.port is not None:
             # A restart keeps the port, so clients and advertised listeners stay valid
             # (a KRaft node's controller listener has its port from the start).
-            listeners = self.overrides.get("listeners", "PLAINTEXT://127.0.0.1:0")
+            # Only the listener the port was read from (_STARTED, else _STARTED_SASL):
+            # pinning SASL_PLAINTEXT too would bind one port twice.
+            listeners = str(self.overrides.get("listeners", "PLAINTEXT://127.0.0.1:0"))
+            name = "PLAINTEXT" if re.search(r"(?:^|,)PLAINTEXT://", listeners) else "SASL_PLAINTEXT"
             self.overrides["listeners"] = re.sub(
-                r"(?<![A-Z_])PLAINTEXT://127\.0\.0\.1:0\b",
-                f"PLAINTEXT://127.0.0.1:{self.port}",
-                str(listeners),
+                rf"(?:^|(?<=,)){name}://127\.0\.0\.1:0\b",
+                f"{name}://127.0.0.1:{self.port}",
+                listeners,
             )
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._runs += 1
@@ -161,8 +166,8 @@ class BrokerProcess:
             if not self.is_broker:
                 if _CONTROLLER_STARTED.search(log):
                     return self
-            elif match := _STARTED.search(log):
-                self.port = int(match.group(2))
+            elif match := _STARTED.search(log) or _STARTED_SASL.search(log):
+                self.port = int(match.group(1))
                 return self
             if self.proc.poll() is not None:
                 raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{self.tail()}")
