@@ -24,7 +24,7 @@ from tiercel.config.kraft_validation import (
 )
 from tiercel.config.remote_log_manager_configs import local_retention_problem
 from tiercel.config.remote_storage_props import RemoteStorageProps, split_remote_storage_props
-from tiercel.config.sasl_config import SaslConfig, sasl_config
+from tiercel.config.sasl_config import SCRAM_MECHANISMS, SaslConfig, SaslLogin, sasl_config
 from tiercel.config.ssl_config import (
     LISTENER_PREFIX,
     SslConfig,
@@ -169,6 +169,7 @@ class BrokerConfig:
             if self.security_protocol_map[e.name] in _SASL_PROTOCOLS
         }
         self._check_sasl_between_nodes()
+        self._check_scram_needs_kraft()
         _check_failed_authentication_delay(self._values)
         _check_topic_defaults(self._values)
         _check_local_retention(self._values)
@@ -384,12 +385,14 @@ class BrokerConfig:
         (None for any other)."""
         return self._sasl_configs.get(listener_name)
 
-    def inter_broker_sasl_login(self) -> tuple[str, str] | None:
-        """(username, password) this broker logs in with on a SASL inter-broker listener
-        (sasl.mechanism.inter.broker.protocol PLAIN, the listener's JAAS username and
-        password); None on a PLAINTEXT or SSL one."""
+    def inter_broker_sasl_login(self) -> SaslLogin | None:
+        """What this broker logs in with on a SASL inter-broker listener: the mechanism
+        sasl.mechanism.inter.broker.protocol names, with the username and password of
+        that mechanism's JAAS config on the listener; None on a PLAINTEXT or SSL one."""
         config = self._sasl_configs.get(self.inter_broker_listener_name)
-        return None if config is None else config.plain_login
+        if config is None:
+            return None
+        return config.logins[str(self._values["sasl.mechanism.inter.broker.protocol"])]
 
     def _check_sasl_between_nodes(self) -> None:
         """Controllers do not speak SASL yet, so their listeners may not be SASL ones; a
@@ -412,15 +415,32 @@ class BrokerConfig:
             raise ConfigError(
                 f"{key} must be included in sasl.enabled.mechanisms when SASL is used for "
                 f"inter-broker communication (listener {config.listener_name}: {mechanism} "
-                "is not; set it to PLAIN)",
+                "is not; set it to PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)",
                 key,
             )
-        if config.plain_login is None:
+        if mechanism not in config.logins:
             raise ConfigError(
                 f"The JAAS config of inter-broker listener {config.listener_name} has no "
-                'username="..." password="..." for the broker\'s own PLAIN logins',
-                f"{LISTENER_PREFIX}{config.listener_name.lower()}.plain.sasl.jaas.config",
+                f'username="..." password="..." for the broker\'s own {mechanism} logins',
+                f"{LISTENER_PREFIX}{config.listener_name.lower()}."
+                f"{str(mechanism).lower()}.sasl.jaas.config",
             )
+
+    def _check_scram_needs_kraft(self) -> None:
+        """SCRAM credentials live only in the KRaft metadata log (as in Kafka 4): a node
+        without process.roles has none to check a login against."""
+        if self.kraft_mode:
+            return
+        for config in self._sasl_configs.values():
+            scram = [m for m in config.enabled_mechanisms if m in SCRAM_MECHANISMS]
+            if scram:
+                raise ConfigError(
+                    f"SASL listener {config.listener_name}: {scram[0]} needs the KRaft "
+                    "metadata log, where SCRAM credentials are stored; run this node as a "
+                    "KRaft node (process.roles=broker,controller after tiercel storage "
+                    "format, --add-scram to create the first users)",
+                    "process.roles",
+                )
 
     @property
     def inter_broker_listener_name(self) -> str:

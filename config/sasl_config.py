@@ -5,10 +5,13 @@ mechanisms are `listener.name.<l>.sasl.enabled.mechanisms` over `sasl.enabled.me
 and each mechanism's login module comes from
 `listener.name.<l>.<mechanism, lower case>.sasl.jaas.config` (Kafka's
 `ListenerName.saslMechanismConfigPrefix`). Tiercel has no static JAAS file, so that key is
-required. PLAIN's users are the login module's `user_<name>="<password>"` options, as
-Kafka's `PlainServerCallbackHandler` reads them; its `username` and `password` options
-are what this broker logs in with when it connects to that listener of another broker
-(Kafka's PlainLoginModule on the inter-broker listener).
+required for every enabled mechanism: PLAIN's is Kafka's PlainLoginModule, SCRAM-SHA-256's
+and SCRAM-SHA-512's Kafka's ScramLoginModule. PLAIN's users are the login module's
+`user_<name>="<password>"` options, as Kafka's `PlainServerCallbackHandler` reads them;
+SCRAM's users are in the KRaft metadata log, not here (Kafka's ScramServerCallbackHandler
+reads the CredentialCache). A login module's `username` and `password` options are what
+this broker logs in with when it connects to that listener of another broker with that
+mechanism (Kafka's PlainLoginModule or ScramLoginModule on the inter-broker listener).
 """
 
 from __future__ import annotations
@@ -22,14 +25,29 @@ from tiercel.config.config_def import ConfigDef, ConfigError, ConfigType
 from tiercel.config.jaas_config import JaasConfigError, parse_jaas_config
 from tiercel.config.sasl_configs import SASL_CONFIGS
 
-__all__ = ["LISTENER_SASL_KEYS", "PLAIN", "SaslConfig", "sasl_config"]
+__all__ = [
+    "LISTENER_SASL_KEYS",
+    "PLAIN",
+    "SCRAM_MECHANISMS",
+    "SaslConfig",
+    "SaslLogin",
+    "sasl_config",
+]
 
 PLAIN: Final = "PLAIN"
 PLAIN_LOGIN_MODULE: Final = "org.apache.kafka.common.security.plain.PlainLoginModule"
+SCRAM_LOGIN_MODULE: Final = "org.apache.kafka.common.security.scram.ScramLoginModule"
+# Kafka's ScramMechanism names.
+SCRAM_MECHANISMS: Final = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+_LOGIN_MODULES: Final = {
+    PLAIN: PLAIN_LOGIN_MODULE,
+    **dict.fromkeys(SCRAM_MECHANISMS, SCRAM_LOGIN_MODULE),
+}
+_SERVED: Final = ", ".join(_LOGIN_MODULES)
 _JAAS_USER_PREFIX: Final = "user_"
-# Kafka's SaslConfigs / ScramMechanism / OAuthBearerLoginModule mechanism names.
-_NOT_YET: Final = ("SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
-_MECHANISMS: Final = ("GSSAPI", PLAIN, *_NOT_YET)
+# Kafka's SaslConfigs / OAuthBearerLoginModule mechanism names.
+_NOT_YET: Final = ("OAUTHBEARER",)
+_MECHANISMS: Final = ("GSSAPI", *_LOGIN_MODULES, *_NOT_YET)
 _JAAS_CONFIG: Final = ConfigDef(
     "sasl.jaas.config",
     ConfigType.PASSWORD,
@@ -46,15 +64,27 @@ LISTENER_SASL_KEYS: Final[Mapping[str, ConfigDef]] = {
 
 
 @dataclass(frozen=True, slots=True)
+class SaslLogin:
+    """What this broker logs in to another broker's SASL listener with."""
+
+    mechanism: str
+    username: str
+    password: str
+
+    def __repr__(self) -> str:
+        return f"SaslLogin({self.mechanism}, {self.username}, password=[hidden])"
+
+
+@dataclass(frozen=True, slots=True)
 class SaslConfig:
-    """The mechanisms a SASL listener accepts and, for PLAIN, its users' passwords and
-    the broker's own login (None when the JAAS config names no username or password).
-    Invariant: every mechanism is one Tiercel serves. Immutable; any thread."""
+    """The mechanisms a SASL listener accepts, PLAIN's users and passwords, and the
+    broker's own login per mechanism (absent when its JAAS config names no username or
+    password). Invariant: every mechanism is one Tiercel serves. Immutable; any thread."""
 
     listener_name: str
     enabled_mechanisms: tuple[str, ...]
     plain_users: Mapping[str, str]
-    plain_login: tuple[str, str] | None
+    logins: Mapping[str, SaslLogin]
 
     def __repr__(self) -> str:
         # Never print the passwords (Kafka's Password.toString: [hidden]).
@@ -77,52 +107,59 @@ def sasl_config(
             f"SASL listener {listener_name}: No SASL mechanisms are enabled",
             "sasl.enabled.mechanisms",
         )
-    for mechanism in mechanisms:
-        _check_mechanism(listener_name, prefix, str(mechanism))
-    jaas_key = f"{PLAIN.lower()}.sasl.jaas.config"
-    jaas = overrides.get(jaas_key)
+    plain_users: Mapping[str, str] = {}
+    logins: dict[str, SaslLogin] = {}
+    for mechanism in (str(m) for m in mechanisms):
+        _check_mechanism(listener_name, prefix, mechanism)
+        options = _login_options(listener_name, prefix, mechanism, overrides)
+        username, password = options.get("username"), options.get("password")
+        if username is not None and password is not None:
+            logins[mechanism] = SaslLogin(mechanism, username, password)
+        if mechanism == PLAIN:
+            plain_users = {
+                name[len(_JAAS_USER_PREFIX) :]: secret
+                for name, secret in options.items()
+                if name.startswith(_JAAS_USER_PREFIX)
+            }
+    return SaslConfig(
+        listener_name,
+        tuple(str(m) for m in mechanisms),
+        MappingProxyType(plain_users),
+        MappingProxyType(logins),
+    )
+
+
+def _check_mechanism(listener_name: str, prefix: str, mechanism: str) -> None:
+    if mechanism in _LOGIN_MODULES:
+        return
+    if mechanism == "GSSAPI":
+        problem = (
+            "GSSAPI (Kerberos) is not supported by Tiercel; set sasl.enabled.mechanisms "
+            f"(or {prefix}sasl.enabled.mechanisms) to some of {_SERVED}"
+        )
+    elif mechanism in _NOT_YET:
+        problem = f"{mechanism} is not supported yet (Tiercel serves {_SERVED})"
+    else:
+        problem = f"unknown SASL mechanism {mechanism} (Tiercel serves {_SERVED})"
+    raise ConfigError(f"SASL listener {listener_name}: {problem}", "sasl.enabled.mechanisms")
+
+
+def _login_options(
+    listener_name: str, prefix: str, mechanism: str, overrides: Mapping[str, object]
+) -> Mapping[str, str]:
+    """The options of JaasContext's single login module for the mechanism, which must
+    be the mechanism's."""
+    key = f"{prefix}{mechanism.lower()}.sasl.jaas.config"
+    jaas = overrides.get(f"{mechanism.lower()}.sasl.jaas.config")
     if jaas is None:
         # JaasContext.defaultContext's message, then what to set instead of a JAAS file.
         raise ConfigError(
             f"Could not find a '{listener_name.lower()}.KafkaServer' or 'KafkaServer' entry in "
             "the JAAS configuration. System property 'java.security.auth.login.config' is "
-            f"not set; Tiercel reads PLAIN's users from {prefix}{jaas_key}",
-            f"{prefix}{jaas_key}",
+            f"not set; Tiercel reads {mechanism}'s login module from {key}",
+            key,
         )
     assert isinstance(jaas, str)
-    options = _plain_options(jaas, prefix + jaas_key)
-    username, password = options.get("username"), options.get("password")
-    return SaslConfig(
-        listener_name,
-        tuple(str(m) for m in mechanisms),
-        MappingProxyType(
-            {
-                name[len(_JAAS_USER_PREFIX) :]: secret
-                for name, secret in options.items()
-                if name.startswith(_JAAS_USER_PREFIX)
-            }
-        ),
-        None if username is None or password is None else (username, password),
-    )
-
-
-def _check_mechanism(listener_name: str, prefix: str, mechanism: str) -> None:
-    if mechanism == PLAIN:
-        return
-    if mechanism == "GSSAPI":
-        problem = (
-            "GSSAPI (Kerberos) is not supported by Tiercel; set sasl.enabled.mechanisms "
-            f"(or {prefix}sasl.enabled.mechanisms) to PLAIN"
-        )
-    elif mechanism in _NOT_YET:
-        problem = f"{mechanism} is not supported yet (Tiercel serves PLAIN)"
-    else:
-        problem = f"unknown SASL mechanism {mechanism} (Tiercel serves PLAIN)"
-    raise ConfigError(f"SASL listener {listener_name}: {problem}", "sasl.enabled.mechanisms")
-
-
-def _plain_options(jaas: str, key: str) -> Mapping[str, str]:
-    """The options of JaasContext's single login module, which must be PLAIN's."""
     try:
         entries = parse_jaas_config(jaas)
     except JaasConfigError as e:
@@ -134,10 +171,11 @@ def _plain_options(jaas: str, key: str) -> Mapping[str, str]:
             key,
         )
     entry = entries[0]
-    if entry.login_module_name != PLAIN_LOGIN_MODULE:
+    expected = _LOGIN_MODULES[mechanism]
+    if entry.login_module_name != expected:
         raise ConfigError(
-            f"Invalid value for configuration {key}: the login module of PLAIN is "
-            f"{PLAIN_LOGIN_MODULE}, not {entry.login_module_name}",
+            f"Invalid value for configuration {key}: the login module of {mechanism} is "
+            f"{expected}, not {entry.login_module_name}",
             key,
         )
     return entry.options

@@ -24,10 +24,11 @@ _LIST = ConfigType.LIST
 # fmt: off
 SASL_CONFIGS: Final[tuple[ConfigDef, ...]] = (
     ConfigDef("sasl.enabled.mechanisms", _LIST, ("GSSAPI",), None,
-              "SASL mechanisms a SASL listener accepts; Tiercel serves PLAIN."),
+              "SASL mechanisms a SASL listener accepts; Tiercel serves PLAIN, "
+              "SCRAM-SHA-256 and SCRAM-SHA-512 (SCRAM on KRaft nodes)."),
     ConfigDef("sasl.mechanism.inter.broker.protocol", _S, "GSSAPI", None,
               "SASL mechanism brokers use between themselves on a SASL inter-broker "
-              "listener (PLAIN)."),
+              "listener (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)."),
     ConfigDef("sasl.server.max.receive.size", _I, 524288, at_least(1),
               "Largest request a SASL connection may send before it has authenticated."),
     ConfigDef("connections.max.reauth.ms", _L, 0, at_least(0),

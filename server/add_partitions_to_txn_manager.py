@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from tiercel.config.logging_setup import log_event
+from tiercel.config.sasl_config import SaslLogin
 from tiercel.protocol.client_frames import FrameError
 from tiercel.protocol.errors import ErrorCode, KafkaError, UnsupportedVersionError
 from tiercel.server.coordinator.transaction.transaction_config import (
@@ -105,7 +106,7 @@ class AddPartitionsToTxnManager:
         request_timeout_ms: int,
         local_verify: LocalVerify | None = None,
         ssl_context: ssl.SSLContext | None = None,
-        sasl_plain_login: tuple[str, str] | None = None,
+        sasl_login: SaslLogin | None = None,
     ) -> None:
         self._node_id = node_id
         self._local_verify = local_verify
@@ -119,7 +120,7 @@ class AddPartitionsToTxnManager:
             f"tiercel-add-partitions-to-txn-{node_id}",
             request_timeout_ms / 1000,
             ssl_context,
-            sasl_plain_login,
+            sasl_login,
         )
         self._closed = False
         self.requests_sent = 0  # AddPartitionsToTxn requests, batching included

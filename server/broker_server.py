@@ -62,6 +62,7 @@ from tiercel.server.metadata.store import (
     NoNodeError,
 )
 from tiercel.server.network.connection import Buffer, Connection
+from tiercel.server.network.credential_cache import CredentialCache
 from tiercel.server.network.socket_server import SocketServer
 from tiercel.server.remote_log_wiring import start_remote_log_manager
 from tiercel.server.replica_manager import ReplicaManager
@@ -193,6 +194,7 @@ class BrokerServer:
             config.inter_broker_sasl_login(),
         )
         self.controller = None if store is None else Controller(config, store)
+        self.credential_cache = CredentialCache()
         services = BrokerServices(
             config=config,
             node_id=config.node_id,
@@ -207,6 +209,7 @@ class BrokerServer:
             transaction_coordinator=self.transaction_coordinator,
             controller=self.controller,
             forwarding_manager=None if kraft is None else kraft.forwarding_manager(),
+            credential_cache=self.credential_cache,
         )
         self._apis = KafkaApis(services)
         self.socket_server = SocketServer(
@@ -221,6 +224,7 @@ class BrokerServer:
             config.sasl_configs,
             config.sasl_server_max_receive_size,
             config.connection_failed_authentication_delay_ms,
+            self.credential_cache,
         )
         await self.socket_server.start()
         if kraft is None:
@@ -260,7 +264,7 @@ class BrokerServer:
         assignments = self._assignments_manager = kraft.assignments_manager()
         self.replica_manager.directory_ids = kraft.log_dir_ids
         self.replica_manager.directory_event_handler = assignments.on_assignment
-        kraft.start_loading(self.cache, self._on_topic, self.replica_manager)
+        kraft.start_loading(self.cache, self._on_topic, self.replica_manager, self.credential_cache)
         self.log_dir_failure_handler = LogDirFailureHandler(
             self.config.node_id, self.log_manager, self.replica_manager, kraft.log_dir_events()
         )

@@ -13,6 +13,7 @@ Formatter.writeDynamicQuorumSnapshot), from which the Raft client reads its vote
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import TextIO
 
 from tiercel.config.broker_config import BrokerConfig
@@ -31,6 +32,7 @@ from tiercel.server.metadata.supported_features import (
 from tiercel.server.raft.bootstrap_snapshot import write_dynamic_quorum_snapshot
 from tiercel.server.raft.dynamic_voters import DynamicVoter, DynamicVoters
 from tiercel.server.raft.voter_set import VoterSet
+from tiercel.server.scram_parser import ScramParserError, parse_scram_arguments
 from tiercel.storage.checkpoint_file import kafka_str_to_uuid, uuid_to_kafka_str
 from tiercel.storage.meta_properties import MetaProperties, random_directory_id
 from tiercel.storage.meta_properties_ensemble import MetaPropertiesEnsemble
@@ -79,12 +81,15 @@ def effective_kraft_version(features: list[str], dynamic_quorum: bool) -> int:
     return level
 
 
-def bootstrap_metadata(release_version: str | None, features: list[str]) -> BootstrapMetadata:
+def bootstrap_metadata(
+    release_version: str | None, features: list[str], scram_arguments: Sequence[str] = ()
+) -> BootstrapMetadata:
     """The bootstrap records of ``--release-version`` and ``--feature``s: every feature
     at its default for the release unless given (Kafka's Formatter
-    calculateEffectiveReleaseVersion and calculateEffectiveFeatureLevels). kraft.version
-    is `effective_kraft_version`'s: it has no record here, it lives in the KRaft
-    control records."""
+    calculateEffectiveReleaseVersion and calculateEffectiveFeatureLevels), then the
+    UserScramCredentialRecords of ``--add-scram`` (Kafka's Formatter with ScramParser).
+    kraft.version is `effective_kraft_version`'s: it has no record here, it lives in the
+    KRaft control records."""
     levels = _feature_levels(features)
     levels.pop(KRAFT_VERSION, None)
     try:
@@ -106,7 +111,18 @@ def bootstrap_metadata(release_version: str | None, features: list[str]) -> Boot
     for feature in SUPPORTED_FEATURES:
         if feature.name != KRAFT_VERSION:
             levels.setdefault(feature.name, feature.default_level(version))
-    return BootstrapMetadata.from_versions(version, levels, "format command")
+    bootstrap = BootstrapMetadata.from_versions(version, levels, "format command")
+    if not scram_arguments:
+        return bootstrap
+    if not version.is_scram_supported():
+        raise FormatterError(
+            f"SCRAM is only supported in {FEATURE_NAME} {MetadataVersion.IBP_3_5_IV2} or later."
+        )
+    try:
+        scram = parse_scram_arguments(scram_arguments)
+    except ScramParserError as e:
+        raise FormatterError(str(e)) from None
+    return BootstrapMetadata.from_records([*bootstrap.records, *scram], "format command")
 
 
 def initial_controllers(

@@ -39,10 +39,12 @@ _ENVELOPE_VERSIONS: Final = (0, 0)
 CREATE_TOPICS, DELETE_TOPICS, ALTER_CONFIGS, CREATE_PARTITIONS = 19, 20, 33, 37
 ELECT_LEADERS, INCREMENTAL_ALTER_CONFIGS = 43, 44
 ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 45, 46
+ALTER_USER_SCRAM_CREDENTIALS = 51
 DESCRIBE_QUORUM = 55
 # APIs a KRaft broker serves only by forwarding them, with the versions it accepts
-# (Kafka 4.0's DescribeQuorum, which kafka-metadata-quorum --bootstrap-server sends).
-FORWARDED_ONLY_APIS: Final = {DESCRIBE_QUORUM: (0, 2)}
+# (Kafka 4.0's DescribeQuorum, which kafka-metadata-quorum --bootstrap-server sends;
+# AlterUserScramCredentials, whose credentials live only in the metadata log).
+FORWARDED_ONLY_APIS: Final = {DESCRIBE_QUORUM: (0, 2), ALTER_USER_SCRAM_CREDENTIALS: (0, 0)}
 FORWARDED_APIS: Final = frozenset(
     {
         DESCRIBE_QUORUM,
@@ -54,6 +56,7 @@ FORWARDED_APIS: Final = frozenset(
         INCREMENTAL_ALTER_CONFIGS,
         ALTER_PARTITION_REASSIGNMENTS,
         LIST_PARTITION_REASSIGNMENTS,
+        ALTER_USER_SCRAM_CREDENTIALS,
     }
 )
 _PRINCIPAL_VERSION: Final = struct.Struct(">h")

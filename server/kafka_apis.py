@@ -59,6 +59,7 @@ from tiercel.server.handlers import (
     describe_producers,
     describe_topic_partitions,
     describe_transactions,
+    describe_user_scram_credentials,
     elect_leaders,
     end_txn,
     fetch,
@@ -134,6 +135,7 @@ HANDLER_MODULES: Final[tuple[ModuleType, ...]] = (
     write_txn_markers,
     sasl_handshake,
     sasl_authenticate,
+    describe_user_scram_credentials,
 )
 
 

@@ -45,7 +45,9 @@ from tiercel.server.metadata.image.metadata_image import MetadataImage
 from tiercel.server.metadata.log_dir_event import LogDirEvent
 from tiercel.server.metadata.metadata_cache import MetadataCache
 from tiercel.server.metadata.metadata_loader import MetadataLoader
+from tiercel.server.metadata.scram_publisher import ScramPublisher
 from tiercel.server.metadata.supported_features import SUPPORTED_FEATURES
+from tiercel.server.network.credential_cache import CredentialCache
 from tiercel.server.node_to_controller_channel import (
     ControllerInformation,
     NodeToControllerChannel,
@@ -110,15 +112,21 @@ class KRaftBrokerMetadata:
         )
 
     def start_loading(
-        self, cache: MetadataCache, on_topic: TopicChanged, replica_manager: ReplicaManager
+        self,
+        cache: MetadataCache,
+        on_topic: TopicChanged,
+        replica_manager: ReplicaManager,
+        credential_cache: CredentialCache,
     ) -> None:
         """Publish the metadata log's images to the broker's cache and its partitions
         (Kafka's BrokerMetadataPublisher), then its replicas' directories
-        (`DirectoryAssignmentPublisher`), and replicate the log into the loader."""
+        (`DirectoryAssignmentPublisher`) and SCRAM credentials (`ScramPublisher`), and
+        replicate the log into the loader."""
         self.loader.install_publisher(BrokerMetadataPublisher(cache, on_topic))
         self.loader.install_publisher(
             DirectoryAssignmentPublisher(self._config.node_id, replica_manager)
         )
+        self.loader.install_publisher(ScramPublisher(credential_cache))
         self._raft.register(self.loader)
 
     def log_dir_events(self) -> KRaftLogDirEvents:

@@ -487,7 +487,7 @@ def create_topic_based_rlmm(
             f"tiercel-rlmm-{node_id}",
             config.replica_socket_timeout_ms / 1000,
             ssl_context=outgoing_context(config, config.inter_broker_listener_name),
-            sasl_plain_login=config.inter_broker_sasl_login(),
+            sasl_login=config.inter_broker_sasl_login(),
         )
 
     rlmm_config = TopicBasedRemoteLogMetadataManagerConfig.from_props(rlmm_props)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from tiercel.protocol.errors import NotControllerError
 from tiercel.protocol.request_header import RequestHeader
+from tiercel.server.network.credential_cache import CredentialCache
 
 if TYPE_CHECKING:
     from tiercel.config.broker_config import BrokerConfig
@@ -50,6 +51,8 @@ class BrokerServices:
     forwarding_manager: ForwardingManager | None = None
     """In KRaft mode: sends the controller's APIs (`forwarding_manager.FORWARDED_APIS`)
     to the active controller instead of their handlers here."""
+    credential_cache: CredentialCache = field(default_factory=CredentialCache)
+    """The SCRAM credentials of the metadata image (empty without process.roles)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,11 +4,13 @@ Kafka's ``kafka-storage`` does.
 - ``tiercel storage random-uuid``: a new cluster id (Kafka's `Uuid.randomUuid`, 22
   characters of URL-safe base64).
 - ``tiercel storage format -t <cluster-id> [CONFIG.yaml] [--override key=value]...
-  [--release-version V] [--feature NAME=LEVEL]... [--ignore-formatted]
+  [--release-version V] [--feature NAME=LEVEL]... [--add-scram CREDENTIAL]...
+  [--ignore-formatted]
   [--standalone | --initial-controllers ID@HOST:PORT:DIR,... | --no-initial-controllers]``:
   write `meta.properties` (version 1: cluster.id, node.id, a new directory.id) into
   every log dir and the metadata log dir, with the bootstrap metadata
-  (`bootstrap.checkpoint`: metadata.version and the other features' levels) beside it;
+  (`bootstrap.checkpoint`: metadata.version and the other features' levels, then the
+  SCRAM users of ``--add-scram``, Kafka's syntax) beside it;
   refuses a configuration without `process.roles` and, unless ``--ignore-formatted``, a
   directory already formatted. A controller without `controller.quorum.voters` names
   its dynamic quorum (KIP-853): ``--standalone`` (itself alone, at its advertised
@@ -58,6 +60,16 @@ def add_storage_arguments(storage: argparse.ArgumentParser) -> None:
         default=[],
         metavar="FEATURE=LEVEL",
         help="a feature's level, instead of its default for the release version",
+    )
+    fmt.add_argument(
+        "-S",
+        "--add-scram",
+        action="append",
+        default=[],
+        metavar="CREDENTIAL",
+        help="a SCRAM user to add to the metadata log, e.g. "
+        "'SCRAM-SHA-256=[name=alice,password=alice-secret]' or "
+        '\'SCRAM-SHA-512=[name=alice,iterations=8192,salt="N3E=",saltedpassword="YCE="]\'',
     )
     fmt.add_argument(
         "-g",
@@ -124,7 +136,7 @@ def _format(args: argparse.Namespace, config: BrokerConfig, out: TextIO) -> int:
             config, args.standalone, args.initial_controllers, args.no_initial_controllers
         )
         kraft_version = effective_kraft_version(args.feature, voters is not None)
-        bootstrap = bootstrap_metadata(args.release_version, args.feature)
+        bootstrap = bootstrap_metadata(args.release_version, args.feature, args.add_scram)
         format_storage(
             config,
             log_directories(config),

@@ -26,6 +26,10 @@ from tiercel.protocol.metadata.config_records import ConfigRecord
 from tiercel.protocol.metadata.log_control_records import NoOpRecord
 from tiercel.protocol.metadata.message_schema import MetadataRecord
 from tiercel.protocol.metadata.metadata_record_serde import ApiMessageAndVersion
+from tiercel.protocol.metadata.security_records import (
+    RemoveUserScramCredentialRecord,
+    UserScramCredentialRecord,
+)
 from tiercel.protocol.metadata.topic_records import (
     PartitionChangeRecord,
     PartitionRecord,
@@ -44,6 +48,7 @@ from tiercel.server.controller.partition_commands import PartitionCommands
 from tiercel.server.controller.producer_id_control_manager import ProducerIdControlManager
 from tiercel.server.controller.quorum_controller_config import QuorumControllerConfig
 from tiercel.server.controller.replication_control_manager import ReplicationControlManager
+from tiercel.server.controller.scram_control_manager import ScramControlManager
 from tiercel.server.controller.topic_commands import TopicCommands, TopicDefaults
 from tiercel.server.raft.timer import Time
 
@@ -82,6 +87,7 @@ class ControlManagers:
         )
         self.partitions = PartitionCommands(self.replication)
         self.producer_ids = ProducerIdControlManager(self.cluster)
+        self.scram = ScramControlManager()
         self._replayers: dict[type[MetadataRecord], Callable[[Any, int], None]] = {
             FeatureLevelRecord: lambda r, _: self.feature.replay(r),
             RegisterBrokerRecord: self.cluster.replay_register,
@@ -97,6 +103,8 @@ class ControlManagers:
             ConfigRecord: lambda r, _: self.configuration.replay(r),
             ProducerIdsRecord: lambda r, _: self.producer_ids.replay(r),
             NoOpRecord: lambda r, _: None,
+            UserScramCredentialRecord: lambda r, _: self.scram.replay(r),
+            RemoveUserScramCredentialRecord: lambda r, _: self.scram.replay_remove(r),
         }
 
     def _check_config_resource_exists(self, resource: ConfigResource) -> None:
@@ -112,7 +120,7 @@ class ControlManagers:
 
     def replay(self, record: MetadataRecord, offset: int) -> None:
         """Apply one record written at ``offset``. A record type no manager handles yet
-        (ACLs, SCRAM, quotas, delegation tokens) is refused:
+        (ACLs, quotas, delegation tokens) is refused:
         skipping it would silently lose state."""
         replayer = self._replayers.get(type(record))
         if replayer is None:
@@ -131,4 +139,5 @@ class ControlManagers:
             *self.replication.records(),
             *self.configuration.records(),
             *self.producer_ids.records(),
+            *self.scram.records(),
         ]

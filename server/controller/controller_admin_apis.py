@@ -1,9 +1,9 @@
 """The admin requests a controller listener answers (the admin half of Kafka's
 ``ControllerApis``): CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders,
-AlterPartitionReassignments, ListPartitionReassignments, IncrementalAlterConfigs and
-AlterConfigs, translated between kio's request entities, the quorum controller's
-commands and the response fields as nested mappings (the convention of
-``server/handlers``). A standby's NotControllerError travels up to `ControllerApis`,
+AlterPartitionReassignments, ListPartitionReassignments, IncrementalAlterConfigs,
+AlterConfigs and AlterUserScramCredentials, translated between kio's request entities,
+the quorum controller's commands and the response fields as nested mappings (the
+convention of ``server/handlers``). A standby's NotControllerError travels up to `ControllerApis`,
 which answers NOT_CONTROLLER.
 """
 
@@ -25,10 +25,15 @@ from tiercel.server.controller.controller_requests import (
     CreatePartitionsTopic,
     ElectionType,
 )
+from tiercel.server.controller.scram_control_manager import (
+    ScramCredentialDeletion,
+    ScramCredentialUpsertion,
+)
 
 __all__ = [
     "alter_configs",
     "alter_partition_reassignments",
+    "alter_user_scram_credentials",
     "create_partitions",
     "create_topics",
     "delete_topics",
@@ -267,3 +272,23 @@ async def alter_configs(
     }
     results = await controller.legacy_alter_configs(changes, request.validate_only)
     return {"throttle_time": 0, "responses": _config_responses(request.resources, results)}
+
+
+async def alter_user_scram_credentials(
+    context: ControllerRequestContext, version: int, request: Any
+) -> dict[str, Any]:
+    """Kafka's ``ControllerApis.handleAlterUserScramCredentials``."""
+    results = await context.controller.alter_user_scram_credentials(
+        [ScramCredentialDeletion(d.name, d.mechanism) for d in request.deletions],
+        [
+            ScramCredentialUpsertion(u.name, u.mechanism, u.iterations, u.salt, u.salted_password)
+            for u in request.upsertions
+        ],
+    )
+    return {
+        "throttle_time": 0,
+        "results": [
+            {"user": r.user, "error_code": r.error_code, "error_message": r.error_message}
+            for r in results
+        ],
+    }

@@ -337,6 +337,7 @@ _APIS: Final[Mapping[int, _Api]] = {
     44: _Api(0, 1, admin.incremental_alter_configs),
     45: _Api(0, 0, admin.alter_partition_reassignments),
     46: _Api(0, 0, admin.list_partition_reassignments),
+    51: _Api(0, 0, admin.alter_user_scram_credentials),
     56: _Api(2, 3, _alter_partition),
     57: _Api(0, 2, _update_features),
     60: _Api(0, 2, _describe_cluster),

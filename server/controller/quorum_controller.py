@@ -67,6 +67,11 @@ from tiercel.server.controller.feature_control_manager import (
 from tiercel.server.controller.producer_id_control_manager import ProducerIdsBlock
 from tiercel.server.controller.quorum_controller_config import QuorumControllerConfig
 from tiercel.server.controller.raft_client import BatchReader, RaftClient
+from tiercel.server.controller.scram_control_manager import (
+    ScramCredentialDeletion,
+    ScramCredentialUpsertion,
+    UserScramResult,
+)
 from tiercel.server.metadata.image.broker_registration import VersionRange
 from tiercel.server.raft.leader_and_epoch import LeaderAndEpoch
 from tiercel.server.raft.offset_and_epoch import OffsetAndEpoch
@@ -543,6 +548,18 @@ class QuorumController:
         return await self._write(
             "allocateProducerIds",
             lambda: self._live.producer_ids.generate_next_producer_id(broker_id, broker_epoch),
+        )
+
+    async def alter_user_scram_credentials(
+        self,
+        deletions: Sequence[ScramCredentialDeletion],
+        upsertions: Sequence[ScramCredentialUpsertion],
+    ) -> list[UserScramResult]:
+        return await self._write(
+            "alterUserScramCredentials",
+            lambda: self._live.scram.alter_credentials(
+                deletions, upsertions, self._live.feature.metadata_version
+            ),
         )
 
     async def update_features(

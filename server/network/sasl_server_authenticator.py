@@ -14,8 +14,11 @@ or SSL listener, pay nothing for it. The states are Kafka's `SaslServerAuthentic
 
 Any other request closes the connection (Kafka's IllegalSaslStateException), as does a
 frame above `sasl.server.max.receive.size` (Kafka's `saslAuthRequestMaxReceiveSize`).
+A SCRAM mechanism takes two SaslAuthenticate rounds (ScramSaslServer), PLAIN one, with
+credentials from the CredentialCache (SCRAM) or the listener's JAAS users (PLAIN).
 An unknown mechanism gets UNSUPPORTED_SASL_MECHANISM with the enabled ones, and wrong
-credentials SASL_AUTHENTICATION_FAILED with PlainSaslServer's message; either answer is
+credentials SASL_AUTHENTICATION_FAILED with the mechanism's message (for SCRAM Kafka's
+generic one, which does not say whether the user exists); either answer is
 sent `connection.failed.authentication.delay.ms` later and the connection closed (Kafka's
 Selector delays the close of a channel that failed authentication). The wait is this
 connection's alone. The log line names the client and mechanism, never a credential.
@@ -48,8 +51,11 @@ from tiercel.protocol.request_header import (
 )
 from tiercel.server.handlers import api_versions, sasl_authenticate, sasl_handshake
 from tiercel.server.network.connection import Buffer, CloseConnection, Connection, FrameHandler
+from tiercel.server.network.credential_cache import CredentialCache
 from tiercel.server.network.plain_sasl_server import PlainSaslServer, SaslAuthenticationError
 from tiercel.server.network.principal_builder import KafkaPrincipal
+from tiercel.server.network.scram_formatter import ScramMechanism
+from tiercel.server.network.scram_sasl_server import SaslError, ScramSaslServer
 
 __all__ = ["SaslServerAuthenticator"]
 
@@ -73,8 +79,11 @@ class SaslServerAuthenticator:
         api_handler: FrameHandler,
         max_request_size: int,
         failed_authentication_delay_ms: int,
+        credential_cache: CredentialCache,
     ) -> None:
         self._config = config
+        self._credential_cache = credential_cache
+        self._scram: ScramSaslServer | None = None
         self._api_handler = api_handler
         self._max_request_size = max_request_size
         self._delay_s = failed_authentication_delay_ms / 1000
@@ -120,6 +129,9 @@ class SaslServerAuthenticator:
             await self._fail(connection, mechanism, f"Unsupported SASL mechanism {mechanism}")
             raise CloseConnection(response)
         self._mechanism = mechanism
+        scram = ScramMechanism.for_mechanism_name(mechanism)
+        if scram is not None:
+            self._scram = ScramSaslServer(scram, self._credential_cache)
         self._raw_tokens = version == 0
         self._state = _SaslState.AUTHENTICATE
         return _encode(
@@ -141,7 +153,7 @@ class SaslServerAuthenticator:
             _close(connection, "sasl_unexpected_request", api_key=api_key, state=self._state.name)
         request = _decode(connection, frame, api_key, api_version, sasl_authenticate.MAX_VERSION)
         try:
-            user = PlainSaslServer(self._config.plain_users).evaluate_response(request.auth_bytes)
+            challenge, user = self._evaluate(request.auth_bytes)
         except SaslAuthenticationError as e:
             response = _encode(
                 api_key,
@@ -149,29 +161,47 @@ class SaslServerAuthenticator:
                 correlation_id,
                 {"error_code": ErrorCode.sasl_authentication_failed, "error_message": str(e)},
             )
-            await self._fail(connection, self._mechanism, str(e))
+            await self._fail(connection, self._mechanism, str(e.__cause__ or e))
             raise CloseConnection(response) from None
-        self._complete(connection, user)
+        if user is not None:
+            self._complete(connection, user)
         # session_lifetime_ms stays 0: connections.max.reauth.ms is 0 (KIP-368 not served).
         return _encode(
             api_key,
             api_version,
             correlation_id,
-            {"error_code": ErrorCode.none, "auth_bytes": b"", "session_lifetime": 0},
+            {"error_code": ErrorCode.none, "auth_bytes": challenge, "session_lifetime": 0},
         )
 
     async def _authenticate_raw(
         self, connection: Connection, frame: bytes | memoryview
     ) -> Sequence[Buffer]:
-        """After SaslHandshake v0 the frame is the bare PLAIN token, and a failure closes
+        """After SaslHandshake v0 the frame is the bare SASL token, and a failure closes
         the connection with no answer (there is no error field to carry it)."""
         try:
-            user = PlainSaslServer(self._config.plain_users).evaluate_response(frame)
+            challenge, user = self._evaluate(frame)
         except SaslAuthenticationError as e:
-            await self._fail(connection, self._mechanism, str(e))
+            await self._fail(connection, self._mechanism, str(e.__cause__ or e))
             raise CloseConnection() from None
-        self._complete(connection, user)
-        return [_EMPTY_TOKEN]
+        if user is not None:
+            self._complete(connection, user)
+        return [struct.pack(">i", len(challenge)), challenge] if challenge else [_EMPTY_TOKEN]
+
+    def _evaluate(self, token: bytes | memoryview) -> tuple[bytes, str | None]:
+        """The challenge for the client and, once the exchange is complete, the user.
+        SaslAuthenticationError carries the message the client gets; a SaslError's reason
+        is its cause, for the log only, and the client gets Kafka's generic message
+        (SaslServerAuthenticator.handleSaslToken)."""
+        if self._scram is None:
+            return b"", PlainSaslServer(self._config.plain_users).evaluate_response(token)
+        try:
+            challenge = self._scram.evaluate_response(token)
+        except SaslError as e:
+            raise SaslAuthenticationError(
+                "Authentication failed during authentication due to invalid credentials "
+                f"with SASL mechanism {self._mechanism}"
+            ) from e
+        return challenge, self._scram.authorization_id
 
     def _complete(self, connection: Connection, user: str) -> None:
         log_event(

@@ -28,6 +28,7 @@ from tiercel.config.sasl_config import SaslConfig
 from tiercel.config.ssl_config import SslConfig
 from tiercel.config.ssl_factory import server_context
 from tiercel.server.network.connection import Connection, FrameHandler
+from tiercel.server.network.credential_cache import CredentialCache
 from tiercel.server.network.sasl_server_authenticator import SaslServerAuthenticator
 from tiercel.server.network.socket_options import USE_DEFAULT_BUFFER_SIZE, set_buffer_sizes
 from tiercel.server.network.ssl_principal_mapper import SslPrincipalMapper
@@ -50,9 +51,11 @@ class SocketServer:
         sasl_configs: Mapping[str, SaslConfig] | None = None,
         sasl_max_receive_size: int = 524288,
         failed_authentication_delay_ms: int = 100,
+        credential_cache: CredentialCache | None = None,
     ) -> None:
         """`ssl_configs` holds the SslConfig of each SSL or SASL_SSL listener by name (it
-        may hold others' too), `sasl_configs` the SaslConfig of each SASL listener;
+        may hold others' too), `sasl_configs` the SaslConfig of each SASL listener,
+        `credential_cache` the SCRAM credentials their SCRAM logins are checked against;
         ConfigError if a store cannot be read."""
         self._listeners = listeners
         self._tls: dict[str, tuple[ssl.SSLContext, SslPrincipalMapper]] = {
@@ -63,6 +66,7 @@ class SocketServer:
         self._sasl = dict(sasl_configs or {})
         self._sasl_max_receive_size = sasl_max_receive_size
         self._failed_authentication_delay_ms = failed_authentication_delay_ms
+        self._credential_cache = credential_cache or CredentialCache()
         self._handler = handler
         self._max_request_size = max_request_size
         self._max_queued = max_queued_requests
@@ -118,7 +122,11 @@ class SocketServer:
         sasl = self._sasl.get(listener_name)
         if sasl is not None:
             handler = SaslServerAuthenticator(
-                sasl, handler, max_request_size, self._failed_authentication_delay_ms
+                sasl,
+                handler,
+                max_request_size,
+                self._failed_authentication_delay_ms,
+                self._credential_cache,
             )
             max_request_size = min(max_request_size, self._sasl_max_receive_size)
         return Connection(

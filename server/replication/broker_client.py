@@ -6,10 +6,13 @@ resolve the target's endpoint on the inter-broker listener (it may have moved, o
 be registered yet), connect, and negotiate versions with ApiVersions, as Kafka's
 NetworkClient does. To an SSL listener the connection is TLS, with the context of this
 node's ssl.* settings for that listener (`ssl_factory.outgoing_context`) and the
-target's host as the name to verify. To a SASL listener it then logs in with PLAIN, as
-Kafka's SaslClientAuthenticator: SaslHandshake v1, then one SaslAuthenticate with the
-RFC 4616 token of this node's JAAS username and password. Any failure closes the
-connection and raises; the caller backs off and the next request reconnects.
+target's host as the name to verify. To a SASL listener it then logs in with
+sasl.mechanism.inter.broker.protocol, as Kafka's SaslClientAuthenticator: SaslHandshake
+v1, then SaslAuthenticate requests with the mechanism's tokens for this node's JAAS
+username and password — one with PLAIN's RFC 4616 token, two for SCRAM (the
+client-first and client-final messages of `ScramSaslClient`, the server's final
+signature checked). Any failure closes the connection and raises; the caller backs off
+and the next request reconnects.
 """
 
 from __future__ import annotations
@@ -21,8 +24,12 @@ import struct
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+from tiercel.config.sasl_config import SaslLogin
 from tiercel.protocol.client_frames import FrameError, decode_response, encode_request
 from tiercel.protocol.errors import UnsupportedVersionError
+from tiercel.server.network.scram_formatter import ScramMechanism
+from tiercel.server.network.scram_messages import ScramMessageError
+from tiercel.server.network.scram_sasl_client import ScramSaslClient
 from tiercel.server.network.socket_options import USE_DEFAULT_BUFFER_SIZE, set_buffer_sizes
 
 _API_VERSIONS_KEY: Final = 18
@@ -59,12 +66,12 @@ class BrokerClient:
         request_timeout_s: float,
         receive_buffer_bytes: int = USE_DEFAULT_BUFFER_SIZE,
         ssl_context: ssl.SSLContext | None = None,
-        sasl_plain_login: tuple[str, str] | None = None,
+        sasl_login: SaslLogin | None = None,
     ) -> None:
-        """`sasl_plain_login` is (username, password) for a SASL listener, else None."""
+        """`sasl_login` is this broker's login for a SASL listener, else None."""
         self.target_id = target_id
         self._ssl_context = ssl_context
-        self._sasl_plain_login = sasl_plain_login
+        self._sasl_login = sasl_login
         self._resolve_endpoint = resolve_endpoint
         self._client_id = client_id
         self._timeout_s = request_timeout_s
@@ -132,24 +139,42 @@ class BrokerClient:
             int(api.api_key): (int(api.min_version), int(api.max_version))
             for api in response.api_keys
         }
-        if self._sasl_plain_login is not None:
-            await self._authenticate(*self._sasl_plain_login)
+        if self._sasl_login is not None:
+            await self._authenticate(self._sasl_login)
 
-    async def _authenticate(self, username: str, password: str) -> None:
-        handshake = await self._round_trip(_SASL_HANDSHAKE_KEY, 1, {"mechanism": "PLAIN"})
+    async def _authenticate(self, login: SaslLogin) -> None:
+        mechanism = login.mechanism
+        handshake = await self._round_trip(_SASL_HANDSHAKE_KEY, 1, {"mechanism": mechanism})
         if handshake.error_code != 0:
             raise SaslAuthenticationFailedError(
-                f"broker {self.target_id} refused SASL mechanism PLAIN "
+                f"broker {self.target_id} refused SASL mechanism {mechanism} "
                 f"({handshake.error_code}; it enables {list(handshake.mechanisms)})"
             )
+        scram = ScramMechanism.for_mechanism_name(mechanism)
+        if scram is None:
+            token = b"\0" + login.username.encode() + b"\0" + login.password.encode()
+            await self._sasl_authenticate(login, token)
+            return
+        client = ScramSaslClient(scram, login.username, login.password)
+        try:
+            server_first = await self._sasl_authenticate(login, client.first_message())
+            server_final = await self._sasl_authenticate(login, client.final_message(server_first))
+            client.verify_server_final(server_final)
+        except ScramMessageError as e:
+            raise SaslAuthenticationFailedError(
+                f"SASL/{mechanism} login to broker {self.target_id} as {login.username} failed: {e}"
+            ) from None
+
+    async def _sasl_authenticate(self, login: SaslLogin, token: bytes) -> bytes:
+        """One SaslAuthenticate round: the server's token."""
         version = self._pick_version(_SASL_AUTHENTICATE_KEY, (0, 2))
-        token = b"\0" + username.encode() + b"\0" + password.encode()
         response = await self._round_trip(_SASL_AUTHENTICATE_KEY, version, {"auth_bytes": token})
         if response.error_code != 0:
             raise SaslAuthenticationFailedError(
-                f"SASL/PLAIN login to broker {self.target_id} as {username} failed: "
-                f"{response.error_message}"
+                f"SASL/{login.mechanism} login to broker {self.target_id} as {login.username} "
+                f"failed: {response.error_message}"
             )
+        return bytes(response.auth_bytes)
 
     async def _round_trip(self, api_key: int, version: int, body: Mapping[str, Any]) -> Any:
         reader, writer = self._reader, self._writer
@@ -185,13 +210,13 @@ class BrokerClients:
         client_id: str,
         request_timeout_s: float,
         ssl_context: ssl.SSLContext | None = None,
-        sasl_plain_login: tuple[str, str] | None = None,
+        sasl_login: SaslLogin | None = None,
     ) -> None:
         self._resolve_endpoint = resolve_endpoint
         self._client_id = client_id
         self._timeout_s = request_timeout_s
         self._ssl_context = ssl_context
-        self._sasl_plain_login = sasl_plain_login
+        self._sasl_login = sasl_login
         self._clients: dict[int, BrokerClient] = {}
 
     def get(self, broker_id: int) -> BrokerClient:
@@ -203,7 +228,7 @@ class BrokerClients:
                 self._client_id,
                 self._timeout_s,
                 ssl_context=self._ssl_context,
-                sasl_plain_login=self._sasl_plain_login,
+                sasl_login=self._sasl_login,
             )
         return client
 

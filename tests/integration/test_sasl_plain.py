@@ -29,6 +29,7 @@ from support.broker import BrokerProcess
 from support.certs import Pki, make_pki
 from support.clients import round_trip
 from support.wire import WireClient, encode_header, size_prefixed
+from tiercel.config.sasl_config import SaslLogin
 from tiercel.server.replication.broker_client import BrokerClient, SaslAuthenticationFailedError
 
 _PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
@@ -304,7 +305,11 @@ def test_broker_client_logs_in_with_plain(sasl_broker: BrokerProcess) -> None:
 
     async def metadata(password: str) -> Any:
         client = BrokerClient(
-            1, lambda: endpoint, "sasl-test", 10.0, sasl_plain_login=("alice", password)
+            1,
+            lambda: endpoint,
+            "sasl-test",
+            10.0,
+            sasl_login=SaslLogin("PLAIN", "alice", password),
         )
         try:
             _, response = await client.request(

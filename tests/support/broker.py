@@ -127,9 +127,14 @@ class BrokerProcess:
         if self.port is not None:
             # A restart keeps the port, so clients and advertised listeners stay valid
             # (a KRaft node's controller listener has its port from the start).
-            listeners = self.overrides.get("listeners", "PLAINTEXT://127.0.0.1:0")
-            self.overrides["listeners"] = str(listeners).replace(
-                "PLAINTEXT://127.0.0.1:0", f"PLAINTEXT://127.0.0.1:{self.port}"
+            # Only the listener the port was read from (_STARTED, else _STARTED_SASL):
+            # pinning SASL_PLAINTEXT too would bind one port twice.
+            listeners = str(self.overrides.get("listeners", "PLAINTEXT://127.0.0.1:0"))
+            name = "PLAINTEXT" if re.search(r"(?:^|,)PLAINTEXT://", listeners) else "SASL_PLAINTEXT"
+            self.overrides["listeners"] = re.sub(
+                rf"(?:^|(?<=,)){name}://127\.0\.0\.1:0\b",
+                f"{name}://127.0.0.1:{self.port}",
+                listeners,
             )
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._runs += 1

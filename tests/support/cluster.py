@@ -274,13 +274,16 @@ class ClusterProcess:
 
     # --- lifecycle ----------------------------------------------------------------------
 
-    def format(self) -> None:
-        """`tiercel storage format` on every node, in parallel (each is a process start)."""
+    def format(self, extra: Sequence[str] = ()) -> None:
+        """`tiercel storage format` on every node, in parallel (each is a process start),
+        with ``extra`` arguments (--add-scram ...)."""
         runs = [
             (
                 node,
                 subprocess.Popen(
-                    format_command(node), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+                    format_command(node, extra=extra),
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
                 ),
             )
             for node in self.nodes.values()

@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 from tiercel.config.logging_setup import log_event
+from tiercel.config.sasl_config import SaslLogin
 from tiercel.protocol.errors import ErrorCode, KafkaError
 from tiercel.server.coordinator.transaction.transaction_metadata import (
     TransactionMetadata,
@@ -87,7 +88,7 @@ class TransactionMarkerChannelManager:
         request_timeout_ms: int,
         write_complete: CompleteWriter,
         ssl_context: ssl.SSLContext | None = None,
-        sasl_plain_login: tuple[str, str] | None = None,
+        sasl_login: SaslLogin | None = None,
     ) -> None:
         self._cache = cache
         self._scheduler = scheduler
@@ -97,7 +98,7 @@ class TransactionMarkerChannelManager:
             f"tiercel-txn-marker-sender-{node_id}",
             request_timeout_ms / 1000,
             ssl_context,
-            sasl_plain_login,
+            sasl_login,
         )
         self._locks: dict[int, asyncio.Lock] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}

@@ -9,6 +9,7 @@ import re
 import pytest
 
 from tiercel.config.broker_config import BrokerConfig, ConfigError
+from tiercel.config.sasl_config import SaslLogin
 
 _JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
@@ -67,11 +68,8 @@ def test_sasl_ssl_listener_needs_a_key_store_and_gets_its_tls_settings() -> None
             {"sasl.enabled.mechanisms": "GSSAPI"},
             "SASL listener SASL_PLAINTEXT: GSSAPI (Kerberos) is not supported by Tiercel; "
             "set sasl.enabled.mechanisms (or "
-            "listener.name.sasl_plaintext.sasl.enabled.mechanisms) to PLAIN",
-        ),
-        (
-            {"sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256"},
-            "SCRAM-SHA-256 is not supported yet (Tiercel serves PLAIN)",
+            "listener.name.sasl_plaintext.sasl.enabled.mechanisms) to some of PLAIN, "
+            "SCRAM-SHA-256, SCRAM-SHA-512",
         ),
         ({"sasl.enabled.mechanisms": "OAUTHBEARER"}, "OAUTHBEARER is not supported yet"),
         ({"sasl.enabled.mechanisms": "DIGEST-MD5"}, "unknown SASL mechanism DIGEST-MD5"),
@@ -80,7 +78,8 @@ def test_sasl_ssl_listener_needs_a_key_store_and_gets_its_tls_settings() -> None
             {"listener.name.sasl_plaintext.plain.sasl.jaas.config": None},
             "Could not find a 'sasl_plaintext.KafkaServer' or 'KafkaServer' entry in the JAAS "
             "configuration. System property 'java.security.auth.login.config' is not set; "
-            "Tiercel reads PLAIN's users from listener.name.sasl_plaintext.plain.sasl.jaas.config",
+            "Tiercel reads PLAIN's login module from "
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config",
         ),
         (
             {"listener.name.sasl_plaintext.plain.sasl.jaas.config": _JAAS[:-1]},
@@ -104,7 +103,7 @@ def test_sasl_ssl_listener_needs_a_key_store_and_gets_its_tls_settings() -> None
             {"inter.broker.listener.name": "SASL_PLAINTEXT"},
             "sasl.mechanism.inter.broker.protocol must be included in sasl.enabled.mechanisms "
             "when SASL is used for inter-broker communication (listener SASL_PLAINTEXT: GSSAPI "
-            "is not; set it to PLAIN)",
+            "is not; set it to PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)",
         ),
         (
             {
@@ -149,7 +148,7 @@ def test_brokers_log_in_with_the_jaas_username_on_a_sasl_inter_broker_listener(
         {**_BASE, **inter_broker, "sasl.mechanism.inter.broker.protocol": "PLAIN"}
     )
     assert config.inter_broker_listener_name == "SASL_PLAINTEXT"
-    assert config.inter_broker_sasl_login() == ("admin", "admin-secret")
+    assert config.inter_broker_sasl_login() == SaslLogin("PLAIN", "admin", "admin-secret")
     assert BrokerConfig(_BASE).inter_broker_sasl_login() is None
 
 
@@ -169,3 +168,80 @@ def test_controller_listeners_may_not_be_sasl() -> None:
                 "listener.name.controller.plain.sasl.jaas.config": _JAAS,
             }
         )
+
+
+_SCRAM_JAAS = (
+    "org.apache.kafka.common.security.scram.ScramLoginModule required "
+    'username="admin" password="admin-secret";'
+)
+_KRAFT: dict[str, object] = {
+    "process.roles": "broker,controller",
+    "node.id": 1,
+    "controller.quorum.voters": "1@127.0.0.1:9095",
+    "controller.listener.names": "CONTROLLER",
+    "listeners": "SASL_PLAINTEXT://127.0.0.1:9093,CONTROLLER://127.0.0.1:9095",
+    "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+    "inter.broker.listener.name": "SASL_PLAINTEXT",
+    "sasl.enabled.mechanisms": "SCRAM-SHA-512,SCRAM-SHA-256",
+    "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+    "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": _SCRAM_JAAS,
+    "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": _SCRAM_JAAS,
+}
+
+
+def test_scram_on_a_kraft_node_with_the_scram_login_module() -> None:
+    config = BrokerConfig(_KRAFT)
+    sasl = config.sasl_config("SASL_PLAINTEXT")
+    assert sasl is not None
+    assert sasl.enabled_mechanisms == ("SCRAM-SHA-512", "SCRAM-SHA-256")
+    assert dict(sasl.plain_users) == {}
+    assert config.inter_broker_sasl_login() == SaslLogin("SCRAM-SHA-512", "admin", "admin-secret")
+    assert "admin-secret" not in repr(config.inter_broker_sasl_login())
+
+
+def test_scram_needs_process_roles() -> None:
+    with pytest.raises(
+        ConfigError,
+        match=re.escape(
+            "SASL listener SASL_PLAINTEXT: SCRAM-SHA-256 needs the KRaft metadata log, where "
+            "SCRAM credentials are stored; run this node as a KRaft node "
+            "(process.roles=broker,controller after tiercel storage format"
+        ),
+    ):
+        BrokerConfig(
+            {
+                **_BASE,
+                "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+                "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": _SCRAM_JAAS,
+            }
+        )
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        (
+            {"listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": _JAAS},
+            "the login module of SCRAM-SHA-256 is "
+            "org.apache.kafka.common.security.scram.ScramLoginModule, not "
+            "org.apache.kafka.common.security.plain.PlainLoginModule",
+        ),
+        (
+            {"listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": None},
+            "Tiercel reads SCRAM-SHA-512's login module from "
+            "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config",
+        ),
+        (
+            {
+                "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": (
+                    "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+                )
+            },
+            "The JAAS config of inter-broker listener SASL_PLAINTEXT has no "
+            'username="..." password="..." for the broker\'s own SCRAM-SHA-512 logins',
+        ),
+    ],
+)
+def test_scram_settings_refused(settings: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        BrokerConfig({**_KRAFT, **settings})
