@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from tiercel.protocol.metadata.metadata_record_serde import ApiMessageAndVersion
 from tiercel.protocol.metadata.security_records import UserScramCredentialRecord
-from tiercel.server.network.scram_formatter import (
+from tiercel.protocol.sasl.scram_formatter import (
     MAX_ITERATIONS,
     ScramMechanism,
     secure_random_string,

@@ -27,9 +27,9 @@ from tiercel.protocol.metadata.security_records import (
     RemoveUserScramCredentialRecord,
     UserScramCredentialRecord,
 )
+from tiercel.protocol.sasl.scram_credential import ScramCredentialData
+from tiercel.protocol.sasl.scram_formatter import MAX_ITERATIONS, ScramMechanism
 from tiercel.server.controller.controller_result import ControllerResult
-from tiercel.server.metadata.image.scram import ScramCredentialData
-from tiercel.server.network.scram_formatter import MAX_ITERATIONS, ScramMechanism
 
 __all__ = [
     "ScramControlManager",

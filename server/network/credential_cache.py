@@ -10,8 +10,9 @@ Event-loop only.
 
 from __future__ import annotations
 
-from tiercel.server.metadata.image.scram import ScramCredentialData, ScramImage
-from tiercel.server.network.scram_formatter import ScramMechanism
+from tiercel.protocol.sasl.scram_credential import ScramCredentialData
+from tiercel.protocol.sasl.scram_formatter import ScramMechanism
+from tiercel.server.metadata.image.scram import ScramImage
 
 __all__ = ["CredentialCache"]
 

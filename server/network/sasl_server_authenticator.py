@@ -49,12 +49,12 @@ from tiercel.protocol.request_header import (
     parse_request_header,
     peek_api,
 )
+from tiercel.protocol.sasl.scram_formatter import ScramMechanism
 from tiercel.server.handlers import api_versions, sasl_authenticate, sasl_handshake
 from tiercel.server.network.connection import Buffer, CloseConnection, Connection, FrameHandler
 from tiercel.server.network.credential_cache import CredentialCache
 from tiercel.server.network.plain_sasl_server import PlainSaslServer, SaslAuthenticationError
 from tiercel.server.network.principal_builder import KafkaPrincipal
-from tiercel.server.network.scram_formatter import ScramMechanism
 from tiercel.server.network.scram_sasl_server import SaslError, ScramSaslServer
 
 __all__ = ["SaslServerAuthenticator"]

@@ -22,11 +22,9 @@ import enum
 import hmac
 from collections.abc import Callable
 
-from tiercel.server.metadata.image.scram import ScramCredentialData
-from tiercel.server.network.credential_cache import CredentialCache
-from tiercel.server.network.plain_sasl_server import SaslAuthenticationError
-from tiercel.server.network.scram_formatter import ScramMechanism, secure_random_string, username
-from tiercel.server.network.scram_messages import (
+from tiercel.protocol.sasl.scram_credential import ScramCredentialData
+from tiercel.protocol.sasl.scram_formatter import ScramMechanism, secure_random_string, username
+from tiercel.protocol.sasl.scram_messages import (
     ClientFinalMessage,
     ClientFirstMessage,
     ScramMessageError,
@@ -34,6 +32,8 @@ from tiercel.server.network.scram_messages import (
     auth_message,
     server_final_message,
 )
+from tiercel.server.network.credential_cache import CredentialCache
+from tiercel.server.network.plain_sasl_server import SaslAuthenticationError
 
 __all__ = ["SaslError", "ScramSaslServer"]
 

@@ -27,9 +27,9 @@ from typing import Any, Final
 from tiercel.config.sasl_config import SaslLogin
 from tiercel.protocol.client_frames import FrameError, decode_response, encode_request
 from tiercel.protocol.errors import UnsupportedVersionError
-from tiercel.server.network.scram_formatter import ScramMechanism
-from tiercel.server.network.scram_messages import ScramMessageError
-from tiercel.server.network.scram_sasl_client import ScramSaslClient
+from tiercel.protocol.sasl.scram_formatter import ScramMechanism
+from tiercel.protocol.sasl.scram_messages import ScramMessageError
+from tiercel.protocol.sasl.scram_sasl_client import ScramSaslClient
 from tiercel.server.network.socket_options import USE_DEFAULT_BUFFER_SIZE, set_buffer_sizes
 
 _API_VERSIONS_KEY: Final = 18

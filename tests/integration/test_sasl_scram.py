@@ -45,8 +45,8 @@ from support.kraft import (
 )
 from support.wire import WireClient, size_prefixed
 from tiercel.config.sasl_config import SaslLogin
-from tiercel.server.network.scram_formatter import ScramMechanism as Sha
-from tiercel.server.network.scram_sasl_client import ScramSaslClient
+from tiercel.protocol.sasl.scram_formatter import ScramMechanism as Sha
+from tiercel.protocol.sasl.scram_sasl_client import ScramSaslClient
 from tiercel.server.replication.broker_client import BrokerClient, SaslAuthenticationFailedError
 
 _SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"

@@ -17,33 +17,11 @@ from tiercel.protocol.metadata.security_records import (
     RemoveUserScramCredentialRecord,
     UserScramCredentialRecord,
 )
+from tiercel.protocol.sasl.scram_credential import ScramCredentialData
 from tiercel.server.metadata.image.image_writer import ImageWriter, ImageWriterOptions
 from tiercel.server.metadata.image.map_changes import apply_changes
 
-__all__ = ["ScramCredentialData", "ScramDelta", "ScramImage"]
-
-
-@dataclass(frozen=True, slots=True)
-class ScramCredentialData:
-    """A stored SCRAM credential (RFC 5802): salt, stored key, server key, iterations."""
-
-    salt: bytes
-    stored_key: bytes
-    server_key: bytes
-    iterations: int
-
-    def __repr__(self) -> str:
-        return "ScramCredentialData(salt=[hidden], stored_key=[hidden], server_key=[hidden])"
-
-    def to_record(self, user: str, mechanism: int) -> UserScramCredentialRecord:
-        return UserScramCredentialRecord(
-            name=user,
-            mechanism=mechanism,
-            salt=self.salt,
-            stored_key=self.stored_key,
-            server_key=self.server_key,
-            iterations=self.iterations,
-        )
+__all__ = ["ScramDelta", "ScramImage"]
 
 
 @dataclass(frozen=True, slots=True)

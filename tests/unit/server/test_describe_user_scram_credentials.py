@@ -14,8 +14,9 @@ from kio.schema.describe_user_scram_credentials.v0.request import (
 )
 
 from tiercel.protocol.errors import ErrorCode
+from tiercel.protocol.sasl.scram_credential import ScramCredentialData
 from tiercel.server.handlers import describe_user_scram_credentials
-from tiercel.server.metadata.image.scram import ScramCredentialData, ScramImage
+from tiercel.server.metadata.image.scram import ScramImage
 from tiercel.server.network.credential_cache import CredentialCache
 from tiercel.server.request_context import RequestContext
 

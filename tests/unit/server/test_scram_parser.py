@@ -12,9 +12,9 @@ import pytest
 from test_storage_command import CLUSTER_ID, kraft_args
 
 from tiercel.protocol.metadata.security_records import UserScramCredentialRecord
+from tiercel.protocol.sasl.scram_formatter import ScramMechanism
 from tiercel.server.cli import main
 from tiercel.server.metadata.bootstrap_directory import read_bootstrap_metadata
-from tiercel.server.network.scram_formatter import ScramMechanism
 from tiercel.server.scram_parser import ScramParserError, parse_scram_arguments
 
 TEST_SALT = bytes(

@@ -13,12 +13,12 @@ from tiercel.protocol.metadata.security_records import (
     RemoveUserScramCredentialRecord,
     UserScramCredentialRecord,
 )
+from tiercel.protocol.sasl.scram_formatter import ScramMechanism
 from tiercel.server.controller.scram_control_manager import (
     ScramCredentialDeletion,
     ScramCredentialUpsertion,
     UserScramResult,
 )
-from tiercel.server.network.scram_formatter import ScramMechanism
 
 SHA_256, SHA_512 = ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512
 

@@ -9,22 +9,22 @@ from types import MappingProxyType
 
 import pytest
 
-from tiercel.server.metadata.image.scram import ScramImage
-from tiercel.server.network.credential_cache import CredentialCache
-from tiercel.server.network.plain_sasl_server import SaslAuthenticationError
-from tiercel.server.network.scram_formatter import (
+from tiercel.protocol.sasl.scram_formatter import (
     ScramMechanism,
     generate_credential,
     sasl_name,
     secure_random_string,
     username,
 )
-from tiercel.server.network.scram_messages import (
+from tiercel.protocol.sasl.scram_messages import (
     ClientFinalMessage,
     ClientFirstMessage,
     ScramMessageError,
 )
-from tiercel.server.network.scram_sasl_client import ScramSaslClient
+from tiercel.protocol.sasl.scram_sasl_client import ScramSaslClient
+from tiercel.server.metadata.image.scram import ScramImage
+from tiercel.server.network.credential_cache import CredentialCache
+from tiercel.server.network.plain_sasl_server import SaslAuthenticationError
 from tiercel.server.network.scram_sasl_server import SaslError, ScramSaslServer
 
 SHA_256 = ScramMechanism.SCRAM_SHA_256

@@ -10,9 +10,9 @@
     ServerSignature = HMAC(ServerKey, AuthMessage)
 
 Only StoredKey, ServerKey, salt and iterations are ever stored (Kafka's ScramCredential,
-the image's ScramCredentialData);
-the password and SaltedPassword never leave the process that made them. Pure functions;
-any thread. Hi runs hashlib's C PBKDF2, so 4096 iterations cost about a millisecond.
+`scram_credential.ScramCredentialData`); the password and SaltedPassword never leave the
+process that made them. Pure functions; any thread. Hi runs hashlib's C PBKDF2, so 4096
+iterations cost about a millisecond.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import hmac
 import secrets
 from typing import Final
 
-from tiercel.server.metadata.image.scram import ScramCredentialData
+from tiercel.protocol.sasl.scram_credential import ScramCredentialData
 
 __all__ = [
     "MAX_ITERATIONS",

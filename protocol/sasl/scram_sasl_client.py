@@ -1,5 +1,6 @@
 """ScramSaslClient: the client side of SASL/SCRAM (RFC 5802), as Kafka's `ScramSaslClient`,
-with which a broker logs in to another broker's SCRAM inter-broker listener.
+with which a broker logs in to another broker's SCRAM inter-broker listener and the Spark
+source's broker tail to a SCRAM listener.
 
 `first_message` sends the user and a fresh nonce; `final_message` takes the server-first
 message, derives the proof from the password and the server's salt and iterations, and
@@ -17,13 +18,13 @@ import hmac
 import re
 from typing import Final
 
-from tiercel.server.network.scram_formatter import (
+from tiercel.protocol.sasl.scram_formatter import (
     MAX_ITERATIONS,
     ScramMechanism,
     sasl_name,
     secure_random_string,
 )
-from tiercel.server.network.scram_messages import (
+from tiercel.protocol.sasl.scram_messages import (
     ClientFinalMessage,
     ClientFirstMessage,
     ScramMessageError,
