@@ -35,7 +35,7 @@ from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
 from support.broker import BrokerProcess
 from support.certs import Pki, make_pki
-from support.clients import round_trip
+from support.clients import produce_numbered, round_trip
 from support.kraft import (
     controller_ports,
     describe_quorum,
@@ -48,6 +48,9 @@ from tiercel.config.sasl_config import SaslLogin
 from tiercel.protocol.sasl.scram_formatter import ScramMechanism as Sha
 from tiercel.protocol.sasl.scram_sasl_client import ScramSaslClient
 from tiercel.server.replication.broker_client import BrokerClient, SaslAuthenticationFailedError
+from tiercel.tiered.reader.broker_client import BrokerTailError
+from tiercel.tiered.reader.broker_tail import describe_topics, read_broker_range
+from tiercel.tiered.reader.client_security import ClientSecurity, client_security
 
 _SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 _JAAS = f"{_SCRAM_MODULE} required;"
@@ -405,6 +408,41 @@ def test_broker_client_logs_in_with_scram(scram_node: BrokerProcess) -> None:
         "during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512",
     ):
         asyncio.run(metadata("wrong"))
+
+
+@pytest.mark.parametrize("mechanism", _MECHANISMS)
+def test_the_spark_sources_broker_tail_logs_in_with_scram(
+    scram_node: BrokerProcess, pki: Pki, mechanism: str
+) -> None:
+    """The broker tail (tiered.reader) over SASL_SSL with SCRAM, from the Kafka client
+    properties Spark's Kafka source passes on: it reads, and a wrong password fails the
+    read at once with the broker's message."""
+    address = f"127.0.0.1:{_port(scram_node, 'SASL_SSL')}"
+    produce_numbered(scram_node.bootstrap, f"tail-{mechanism}", 5)
+
+    def security(password: str) -> ClientSecurity:
+        return client_security(
+            {
+                "security.protocol": "SASL_SSL",
+                "sasl.mechanism": mechanism,
+                "sasl.jaas.config": (
+                    f'{_SCRAM_MODULE} required username="alice" password="{password}";'
+                ),
+                "ssl.truststore.type": "PEM",
+                "ssl.truststore.location": str(pki.ca_pem),
+            }
+        )
+
+    batches = read_broker_range(
+        address, f"tail-{mechanism}", 0, 0, 4, security=security("alice-secret"), timeout_s=20
+    )
+    assert [v.as_py() for b in batches for v in b.column("value")] == [b"v%d" % i for i in range(5)]
+    with pytest.raises(
+        BrokerTailError,
+        match=f"SASL/{mechanism} login as alice failed: Authentication failed during "
+        f"authentication due to invalid credentials with SASL mechanism {mechanism}",
+    ):
+        describe_topics(address, None, timeout_s=20, security=security("wrong"))
 
 
 def test_credentials_survive_in_snapshots(tmp_path: Path, pki: Pki) -> None:

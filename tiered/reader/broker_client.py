@@ -4,10 +4,11 @@ What `broker_tail` needs of a Kafka cluster, kept apart from the read functions 
 each stays one concept: Kafka's consumer splits them the same way (NetworkClient and
 its Metadata, under the Fetcher and OffsetFetcher that build the requests).
 
-- `BrokerConnection`: one socket to one broker, wrapped in TLS and logged in with
-  SASL/PLAIN as `client_security` says, one request in flight, frames encoded and decoded
-  by `protocol.client_frames`; ApiVersions is checked first, as Kafka's NetworkClient
-  does, so a broker too old for the fixed versions here fails clearly.
+- `BrokerConnection`: one socket to one broker, wrapped in TLS and logged in with SASL
+  (PLAIN, SCRAM-SHA-256/512) as `client_security` says, one request in flight, frames
+  encoded and decoded by `protocol.client_frames`; ApiVersions is checked first, as
+  Kafka's NetworkClient does, so a broker too old for the fixed versions here fails
+  clearly.
 - `BrokerCluster`: the bootstrap servers, the brokers and partition leaders the last
   Metadata named, one connection per broker; a connection failure drops the connection
   and every known leader (the broker may be gone).
@@ -32,6 +33,9 @@ from typing import Any, Final
 
 from tiercel.protocol.client_frames import FrameError, decode_response, encode_request
 from tiercel.protocol.errors import ErrorCode
+from tiercel.protocol.sasl.scram_formatter import ScramMechanism
+from tiercel.protocol.sasl.scram_messages import ScramMessageError
+from tiercel.protocol.sasl.scram_sasl_client import ScramSaslClient
 from tiercel.tiered.reader.client_security import PLAINTEXT, ClientSecurity
 
 __all__ = [
@@ -131,7 +135,7 @@ class BrokerConnection:
         try:
             self._check_versions(timeout_s)
             if security.sasl_login is not None:
-                self._authenticate(*security.sasl_login, timeout_s)
+                self._authenticate(security, timeout_s)
         except BaseException:
             self._sock.close()
             raise
@@ -194,24 +198,47 @@ class BrokerConnection:
                     f"the broker tail needs version {version}"
                 )
 
-    def _authenticate(self, username: str, password: str, timeout_s: float) -> None:
-        """SASL/PLAIN as Kafka's SaslClientAuthenticator: SaslHandshake v1 naming the
-        mechanism, then the RFC 4616 message (no authorization id) in one
-        SaslAuthenticate. A refusal fails the read for good: the same login would be
-        refused again (Kafka's SaslAuthenticationException is not retriable)."""
-        handshake = self.request(_SASL_HANDSHAKE, {"mechanism": "PLAIN"}, timeout_s)
+    def _authenticate(self, security: ClientSecurity, timeout_s: float) -> None:
+        """SASL as Kafka's SaslClientAuthenticator: SaslHandshake v1 naming the mechanism,
+        then PLAIN's RFC 4616 message (no authorization id) in one SaslAuthenticate, or
+        SCRAM's two rounds (RFC 5802) with the server's signature checked. A refusal fails
+        the read for good: the same login would be refused again (Kafka's
+        SaslAuthenticationException is not retriable)."""
+        assert security.sasl_mechanism is not None and security.sasl_login is not None
+        mechanism, (username, password) = security.sasl_mechanism, security.sasl_login
+        handshake = self.request(_SASL_HANDSHAKE, {"mechanism": mechanism}, timeout_s)
         if handshake.error_code != ErrorCode.none:
             raise BrokerTailError(
-                f"broker {self.address} does not take SASL mechanism PLAIN "
+                f"broker {self.address} does not take SASL mechanism {mechanism} "
                 f"(it takes {', '.join(handshake.mechanisms) or 'none'})"
             )
-        token = b"\0" + username.encode() + b"\0" + password.encode()
+        scram = ScramMechanism.for_mechanism_name(mechanism)
+        if scram is None:
+            self._sasl_round(
+                b"\0" + username.encode() + b"\0" + password.encode(), security, timeout_s
+            )
+            return
+        client = ScramSaslClient(scram, username, password)
+        try:
+            server_first = self._sasl_round(client.first_message(), security, timeout_s)
+            server_final = self._sasl_round(client.final_message(server_first), security, timeout_s)
+            client.verify_server_final(server_final)
+        except ScramMessageError as e:
+            raise BrokerTailError(
+                f"broker {self.address}: SASL/{mechanism} login as {username} failed: {e}"
+            ) from None
+
+    def _sasl_round(self, token: bytes, security: ClientSecurity, timeout_s: float) -> bytes:
+        """One SaslAuthenticate: the server's token, or BrokerTailError with its message."""
         answer = self.request(_SASL_AUTHENTICATE, {"auth_bytes": token}, timeout_s)
         if answer.error_code != ErrorCode.none:
+            assert security.sasl_login is not None
             raise BrokerTailError(
-                f"broker {self.address}: SASL/PLAIN login as {username} failed: "
+                f"broker {self.address}: SASL/{security.sasl_mechanism} login as "
+                f"{security.sasl_login[0]} failed: "
                 f"{answer.error_message or answer.error_code.name.upper()}"
             )
+        return bytes(answer.auth_bytes)
 
 
 def _connect(host: str, port: int, timeout_s: float, security: ClientSecurity) -> socket.socket:

@@ -6,10 +6,11 @@ The meanings are those of Kafka's clients (CommonClientConfigs, SslConfigs,
 SaslConfigs): ``security.protocol`` PLAINTEXT (the default), SSL, SASL_PLAINTEXT or
 SASL_SSL; the ``ssl.*`` keys of a broker's listener, read by the same code
 (`config.ssl_config`, `config.ssl_factory`), with the host name checked unless
-``ssl.endpoint.identification.algorithm`` is empty; ``sasl.mechanism`` PLAIN with the
-``username`` and ``password`` of the one login module of ``sasl.jaas.config`` (Kafka's
-SaslClientCallbackHandler takes them from whatever module logged in, PlainLoginModule as a
-rule). Other mechanisms are refused by name, with what the broker tail speaks.
+``ssl.endpoint.identification.algorithm`` is empty; ``sasl.mechanism`` PLAIN,
+SCRAM-SHA-256 or SCRAM-SHA-512 with the ``username`` and ``password`` of the one login
+module of ``sasl.jaas.config`` (Kafka's SaslClientCallbackHandler takes them from
+whatever module logged in: PlainLoginModule, ScramLoginModule). GSSAPI and OAUTHBEARER
+are refused by name, with what the broker tail speaks.
 
 A value: picklable, so that Spark ships it to executors inside the read's slices; the
 SSLContext is built where the connections are made, once per process.
@@ -47,7 +48,7 @@ _SASL_KEYS: Final = frozenset({"sasl.mechanism", "sasl.jaas.config"})
 CLIENT_SECURITY_KEYS: Final = frozenset(
     {"security.protocol", *_SASL_KEYS, *(_SSL_DEFS.keys() - _SERVER_ONLY)}
 )
-_PLAIN: Final = "PLAIN"
+_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
 class ClientSecurityError(ValueError):
@@ -128,18 +129,18 @@ def _ssl(given: Mapping[str, str]) -> SslConfig:
 def _sasl(given: Mapping[str, str]) -> tuple[str, tuple[str, str]]:
     # Kafka's client default is GSSAPI (SaslConfigs.DEFAULT_SASL_MECHANISM).
     mechanism = given.get("sasl.mechanism", "GSSAPI").strip()
-    if mechanism != _PLAIN:
+    if mechanism not in _MECHANISMS:
         raise ClientSecurityError(
-            f"sasl.mechanism {mechanism}: the broker tail logs in with PLAIN only "
-            "(set sasl.mechanism to PLAIN)"
+            f"sasl.mechanism {mechanism}: the broker tail logs in with "
+            f"{', '.join(_MECHANISMS)} only"
         )
     jaas = given.get("sasl.jaas.config")
     if jaas is None:
         # Kafka would look for a KafkaClient entry in a JAAS file; there is none here.
         raise ClientSecurityError(
-            "sasl.jaas.config is required with SASL: "
-            "org.apache.kafka.common.security.plain.PlainLoginModule required "
-            'username="..." password="...";'
+            "sasl.jaas.config is required with SASL: <login module> required "
+            'username="..." password="..."; (PlainLoginModule for PLAIN, ScramLoginModule '
+            "for SCRAM, in org.apache.kafka.common.security)"
         )
     try:
         entries = parse_jaas_config(jaas)

@@ -78,10 +78,11 @@ def test_sasl_ssl_plain_login_is_a_picklable_value_that_hides_the_password(
         ({"security.protocol": "TLS"}, "security.protocol 'TLS': expected one of"),
         ({"ssl.truststore.type": "PEM"}, "ssl.truststore.type is set but security.protocol"),
         ({"sasl.mechanism": "PLAIN"}, "sasl.mechanism is set but security.protocol is PLAIN"),
-        ({"security.protocol": "SASL_PLAINTEXT"}, "sasl.mechanism GSSAPI: .* PLAIN only"),
+        ({"security.protocol": "SASL_PLAINTEXT"}, "sasl.mechanism GSSAPI: .* SCRAM-SHA-512 only"),
         (
-            {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512"},
-            "sasl.mechanism SCRAM-SHA-512: the broker tail logs in with PLAIN only",
+            {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER"},
+            "sasl.mechanism OAUTHBEARER: the broker tail logs in with PLAIN, SCRAM-SHA-256, "
+            "SCRAM-SHA-512 only",
         ),
         (
             {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN"},

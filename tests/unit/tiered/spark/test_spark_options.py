@@ -86,7 +86,7 @@ def test_every_option_parsed() -> None:
         (
             {**BASE, "kafka.bootstrap.servers": "h:1", "kafka.security.protocol": "SASL_SSL"},
             "security options \\(kafka.\\*\\): sasl.mechanism GSSAPI: the broker tail logs in "
-            "with PLAIN only",
+            "with PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 only",
         ),
         (
             {**BASE, "kafka.bootstrap.servers": "h:1", "kafka.ssl.truststore.type": "PEM"},
