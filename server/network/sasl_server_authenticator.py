@@ -16,6 +16,8 @@ Any other request closes the connection (Kafka's IllegalSaslStateException), as 
 frame above `sasl.server.max.receive.size` (Kafka's `saslAuthRequestMaxReceiveSize`).
 A SCRAM mechanism takes two SaslAuthenticate rounds (ScramSaslServer), PLAIN one, with
 credentials from the CredentialCache (SCRAM) or the listener's JAAS users (PLAIN).
+OAUTHBEARER (OAuthBearerSaslServer) takes one round for a valid token, two for a refused
+one (its JSON error challenge, then the client's %x01 answered with the failure).
 An unknown mechanism gets UNSUPPORTED_SASL_MECHANISM with the enabled ones, and wrong
 credentials SASL_AUTHENTICATION_FAILED with the mechanism's message (for SCRAM Kafka's
 generic one, which does not say whether the user exists); either answer is
@@ -30,10 +32,12 @@ import asyncio
 import enum
 import logging
 import struct
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, NoReturn
 
 from tiercel.config.logging_setup import log_event
+from tiercel.config.oauthbearer_config import OAUTHBEARER
 from tiercel.config.sasl_config import SaslConfig
 from tiercel.protocol.entities import (
     build_entity,
@@ -53,6 +57,8 @@ from tiercel.protocol.sasl.scram_formatter import ScramMechanism
 from tiercel.server.handlers import api_versions, sasl_authenticate, sasl_handshake
 from tiercel.server.network.connection import Buffer, CloseConnection, Connection, FrameHandler
 from tiercel.server.network.credential_cache import CredentialCache
+from tiercel.server.network.oauthbearer_sasl_server import OAuthBearerSaslServer
+from tiercel.server.network.oauthbearer_validator import OAuthBearerUnsecuredValidator
 from tiercel.server.network.plain_sasl_server import PlainSaslServer, SaslAuthenticationError
 from tiercel.server.network.principal_builder import KafkaPrincipal
 from tiercel.server.network.scram_sasl_server import SaslError, ScramSaslServer
@@ -83,7 +89,7 @@ class SaslServerAuthenticator:
     ) -> None:
         self._config = config
         self._credential_cache = credential_cache
-        self._scram: ScramSaslServer | None = None
+        self._server: ScramSaslServer | OAuthBearerSaslServer | None = None
         self._api_handler = api_handler
         self._max_request_size = max_request_size
         self._delay_s = failed_authentication_delay_ms / 1000
@@ -131,7 +137,10 @@ class SaslServerAuthenticator:
         self._mechanism = mechanism
         scram = ScramMechanism.for_mechanism_name(mechanism)
         if scram is not None:
-            self._scram = ScramSaslServer(scram, self._credential_cache)
+            self._server = ScramSaslServer(scram, self._credential_cache)
+        elif mechanism == OAUTHBEARER:
+            validator = OAuthBearerUnsecuredValidator(self._config.oauthbearer)
+            self._server = OAuthBearerSaslServer(validator, _wall_clock_ms)
         self._raw_tokens = version == 0
         self._state = _SaslState.AUTHENTICATE
         return _encode(
@@ -192,16 +201,16 @@ class SaslServerAuthenticator:
         SaslAuthenticationError carries the message the client gets; a SaslError's reason
         is its cause, for the log only, and the client gets Kafka's generic message
         (SaslServerAuthenticator.handleSaslToken)."""
-        if self._scram is None:
+        if self._server is None:
             return b"", PlainSaslServer(self._config.plain_users).evaluate_response(token)
         try:
-            challenge = self._scram.evaluate_response(token)
+            challenge = self._server.evaluate_response(token)
         except SaslError as e:
             raise SaslAuthenticationError(
                 "Authentication failed during authentication due to invalid credentials "
                 f"with SASL mechanism {self._mechanism}"
             ) from e
-        return challenge, self._scram.authorization_id
+        return challenge, self._server.authorization_id
 
     def _complete(self, connection: Connection, user: str) -> None:
         log_event(
@@ -229,6 +238,11 @@ class SaslServerAuthenticator:
         )
         if self._delay_s > 0:
             await asyncio.sleep(self._delay_s)
+
+
+def _wall_clock_ms() -> int:
+    """Kafka's Time.SYSTEM.milliseconds: token times are wall-clock seconds."""
+    return time.time_ns() // 1_000_000
 
 
 def _decode(

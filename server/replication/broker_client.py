@@ -11,7 +11,10 @@ sasl.mechanism.inter.broker.protocol, as Kafka's SaslClientAuthenticator: SaslHa
 v1, then SaslAuthenticate requests with the mechanism's tokens for this node's JAAS
 username and password — one with PLAIN's RFC 4616 token, two for SCRAM (the
 client-first and client-final messages of `ScramSaslClient`, the server's final
-signature checked). Any failure closes the connection and raises; the caller backs off
+signature checked) — or, for OAUTHBEARER, one with a fresh unsecured token made from the
+JAAS `unsecuredLogin*` options (Kafka's OAuthBearerUnsecuredLoginCallbackHandler and
+OAuthBearerSaslClient: an error challenge is answered with %x01, which the server
+fails). Any failure closes the connection and raises; the caller backs off
 and the next request reconnects.
 """
 
@@ -21,12 +24,19 @@ import asyncio
 import socket
 import ssl
 import struct
+import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+from tiercel.config.oauthbearer_config import OAUTHBEARER
 from tiercel.config.sasl_config import SaslLogin
 from tiercel.protocol.client_frames import FrameError, decode_response, encode_request
 from tiercel.protocol.errors import UnsupportedVersionError
+from tiercel.protocol.sasl.oauthbearer_client_initial_response import CONTROL_A
+from tiercel.protocol.sasl.oauthbearer_unsecured_login import (
+    OAuthBearerConfigError,
+    client_initial_response,
+)
 from tiercel.protocol.sasl.scram_formatter import ScramMechanism
 from tiercel.protocol.sasl.scram_messages import ScramMessageError
 from tiercel.protocol.sasl.scram_sasl_client import ScramSaslClient
@@ -150,6 +160,9 @@ class BrokerClient:
                 f"broker {self.target_id} refused SASL mechanism {mechanism} "
                 f"({handshake.error_code}; it enables {list(handshake.mechanisms)})"
             )
+        if mechanism == OAUTHBEARER:
+            await self._oauthbearer_login(login)
+            return
         scram = ScramMechanism.for_mechanism_name(mechanism)
         if scram is None:
             token = b"\0" + login.username.encode() + b"\0" + login.password.encode()
@@ -164,6 +177,25 @@ class BrokerClient:
             raise SaslAuthenticationFailedError(
                 f"SASL/{mechanism} login to broker {self.target_id} as {login.username} failed: {e}"
             ) from None
+
+    async def _oauthbearer_login(self, login: SaslLogin) -> None:
+        """Kafka's OAuthBearerSaslClient: the initial response with a token made now; a
+        non-empty challenge is the server's JSON error, answered with %x01 so the server
+        ends the exchange with its failure (raised by _sasl_authenticate)."""
+        try:
+            token = client_initial_response(login.jaas_options, time.time_ns() // 1_000_000)
+        except OAuthBearerConfigError as e:
+            raise SaslAuthenticationFailedError(
+                f"SASL/{login.mechanism} login to broker {self.target_id} could not make a "
+                f"token: {e}"
+            ) from None
+        challenge = await self._sasl_authenticate(login, token)
+        if challenge:
+            await self._sasl_authenticate(login, CONTROL_A)
+            raise SaslAuthenticationFailedError(
+                f"SASL/{login.mechanism} login to broker {self.target_id} as {login.username} "
+                f"failed: {challenge.decode(errors='replace')}"
+            )
 
     async def _sasl_authenticate(self, login: SaslLogin, token: bytes) -> bytes:
         """One SaslAuthenticate round: the server's token."""
