@@ -98,6 +98,8 @@ class SaslConfig:
     plain_users: Mapping[str, str]
     logins: Mapping[str, SaslLogin]
     oauthbearer: OAuthBearerValidatorOptions
+    # connections.max.reauth.ms (KIP-368): 0, no session end but a credential's.
+    connections_max_reauth_ms: int
 
     def __repr__(self) -> str:
         # Never print the passwords (Kafka's Password.toString: [hidden]).
@@ -120,6 +122,8 @@ def sasl_config(
             f"SASL listener {listener_name}: No SASL mechanisms are enabled",
             "sasl.enabled.mechanisms",
         )
+    max_reauth_ms = values["connections.max.reauth.ms"]
+    assert isinstance(max_reauth_ms, int)
     plain_users: Mapping[str, str] = {}
     logins: dict[str, SaslLogin] = {}
     oauthbearer = OAuthBearerValidatorOptions()
@@ -146,6 +150,7 @@ def sasl_config(
         MappingProxyType(plain_users),
         MappingProxyType(logins),
         oauthbearer,
+        max_reauth_ms,
     )
 
 

@@ -33,9 +33,9 @@ SASL_CONFIGS: Final[tuple[ConfigDef, ...]] = (
     ConfigDef("sasl.server.max.receive.size", _I, 524288, at_least(1),
               "Largest request a SASL connection may send before it has authenticated."),
     ConfigDef("connections.max.reauth.ms", _L, 0, at_least(0),
-              "Session lifetime of a SASL connection (KIP-368); Tiercel supports only 0, "
-              "no re-authentication.",
-              unsupported="re-authentication (KIP-368) is not supported yet"),
+              "Longest session of a SASL login (KIP-368): a client must re-authenticate "
+              "within it or is disconnected at its next request; 0 for no limit but an "
+              "OAUTHBEARER token's expiry."),
     ConfigDef("sasl.oauthbearer.jwks.endpoint.url", _S, None, None,
               "Where a broker would fetch the keys that sign OAUTHBEARER tokens; Tiercel "
               "validates unsecured tokens only.",

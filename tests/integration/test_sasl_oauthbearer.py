@@ -158,6 +158,9 @@ def test_expired_token_gets_the_error_challenge_then_fails_late_without_slowing_
         assert _handshake(other).error_code == ErrorCode.none
         response = _authenticate(other, _initial(valid))
         assert (response.error_code, response.auth_bytes) == (ErrorCode.none, b"")
+        # connections.max.reauth.ms is 0, but the session still ends with the token, as
+        # Kafka's: SaslAuthenticate tells the client when (KIP-368).
+        assert 590 < response.session_lifetime.total_seconds() <= 600
         assert other.request(_METADATA).brokers
         failing.sock.settimeout(0)
         with pytest.raises(BlockingIOError):

@@ -155,9 +155,8 @@ def test_sasl_ssl_listener_needs_a_key_store_and_gets_its_tls_settings() -> None
             'username="..." password="..." for the broker\'s own PLAIN logins',
         ),
         (
-            {"connections.max.reauth.ms": 60000},
-            "connections.max.reauth.ms=60000 is not supported by Tiercel: re-authentication "
-            "(KIP-368) is not supported yet",
+            {"connections.max.reauth.ms": -1},
+            "connections.max.reauth.ms",
         ),
         (
             {"connection.failed.authentication.delay.ms": 5000, "connections.max.idle.ms": 5000},
@@ -328,3 +327,11 @@ def test_oauthbearer_validator_defaults_are_kafkas() -> None:
     assert sasl is not None
     assert sasl.oauthbearer == OAuthBearerValidatorOptions("sub", "scope", (), 0)
     assert dict(sasl.logins) == {}
+    assert sasl.connections_max_reauth_ms == 0
+
+
+def test_connections_max_reauth_ms_applies_to_every_sasl_listener() -> None:
+    sasl = BrokerConfig({**_BASE, "connections.max.reauth.ms": 60000}).sasl_config(
+        "SASL_PLAINTEXT"
+    )
+    assert sasl is not None and sasl.connections_max_reauth_ms == 60000
