@@ -331,7 +331,5 @@ def test_oauthbearer_validator_defaults_are_kafkas() -> None:
 
 
 def test_connections_max_reauth_ms_applies_to_every_sasl_listener() -> None:
-    sasl = BrokerConfig({**_BASE, "connections.max.reauth.ms": 60000}).sasl_config(
-        "SASL_PLAINTEXT"
-    )
+    sasl = BrokerConfig({**_BASE, "connections.max.reauth.ms": 60000}).sasl_config("SASL_PLAINTEXT")
     assert sasl is not None and sasl.connections_max_reauth_ms == 60000
