@@ -22,6 +22,7 @@ from tiercel.config.kraft_validation import (
     parse_bootstrap_servers,
     parse_voters,
 )
+from tiercel.config.oauthbearer_config import OAUTHBEARER
 from tiercel.config.remote_log_manager_configs import local_retention_problem
 from tiercel.config.remote_storage_props import RemoteStorageProps, split_remote_storage_props
 from tiercel.config.sasl_config import SCRAM_MECHANISMS, SaslConfig, SaslLogin, sasl_config
@@ -415,13 +416,18 @@ class BrokerConfig:
             raise ConfigError(
                 f"{key} must be included in sasl.enabled.mechanisms when SASL is used for "
                 f"inter-broker communication (listener {config.listener_name}: {mechanism} "
-                "is not; set it to PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)",
+                "is not; set it to PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER)",
                 key,
             )
         if mechanism not in config.logins:
+            wanted = (
+                'unsecuredLoginStringClaim_sub="..."'
+                if mechanism == OAUTHBEARER
+                else 'username="..." password="..."'
+            )
             raise ConfigError(
                 f"The JAAS config of inter-broker listener {config.listener_name} has no "
-                f'username="..." password="..." for the broker\'s own {mechanism} logins',
+                f"{wanted} for the broker's own {mechanism} logins",
                 f"{LISTENER_PREFIX}{config.listener_name.lower()}."
                 f"{str(mechanism).lower()}.sasl.jaas.config",
             )

@@ -9,20 +9,29 @@ required for every enabled mechanism: PLAIN's is Kafka's PlainLoginModule, SCRAM
 and SCRAM-SHA-512's Kafka's ScramLoginModule. PLAIN's users are the login module's
 `user_<name>="<password>"` options, as Kafka's `PlainServerCallbackHandler` reads them;
 SCRAM's users are in the KRaft metadata log, not here (Kafka's ScramServerCallbackHandler
-reads the CredentialCache). A login module's `username` and `password` options are what
+reads the CredentialCache). OAUTHBEARER's login module is Kafka's OAuthBearerLoginModule:
+nothing is stored, each token is checked by the unsecured validator its
+`unsecuredValidator*` options configure (`OAuthBearerValidatorOptions`). A login module's
+`username` and `password` options (OAUTHBEARER: its `unsecuredLogin*` options) are what
 this broker logs in with when it connects to that listener of another broker with that
-mechanism (Kafka's PlainLoginModule or ScramLoginModule on the inter-broker listener).
+mechanism (Kafka's login module on the inter-broker listener).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Final
 
 from tiercel.config.config_def import ConfigDef, ConfigError, ConfigType
 from tiercel.config.jaas_config import JaasConfigError, parse_jaas_config
+from tiercel.config.oauthbearer_config import (
+    OAUTHBEARER,
+    OAUTHBEARER_LOGIN_MODULE,
+    OAuthBearerValidatorOptions,
+    login_principal,
+)
 from tiercel.config.sasl_configs import SASL_CONFIGS
 
 __all__ = [
@@ -42,12 +51,11 @@ SCRAM_MECHANISMS: Final = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 _LOGIN_MODULES: Final = {
     PLAIN: PLAIN_LOGIN_MODULE,
     **dict.fromkeys(SCRAM_MECHANISMS, SCRAM_LOGIN_MODULE),
+    OAUTHBEARER: OAUTHBEARER_LOGIN_MODULE,
 }
 _SERVED: Final = ", ".join(_LOGIN_MODULES)
 _JAAS_USER_PREFIX: Final = "user_"
-# Kafka's SaslConfigs / OAuthBearerLoginModule mechanism names.
-_NOT_YET: Final = ("OAUTHBEARER",)
-_MECHANISMS: Final = ("GSSAPI", *_LOGIN_MODULES, *_NOT_YET)
+_MECHANISMS: Final = ("GSSAPI", *_LOGIN_MODULES)
 _JAAS_CONFIG: Final = ConfigDef(
     "sasl.jaas.config",
     ConfigType.PASSWORD,
@@ -65,11 +73,14 @@ LISTENER_SASL_KEYS: Final[Mapping[str, ConfigDef]] = {
 
 @dataclass(frozen=True, slots=True)
 class SaslLogin:
-    """What this broker logs in to another broker's SASL listener with."""
+    """What this broker logs in to another broker's SASL listener with: a user name and
+    password, or for OAUTHBEARER the login module's options, from which each login makes
+    a fresh token (`username` is then the token's principal, `password` empty)."""
 
     mechanism: str
     username: str
     password: str
+    jaas_options: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     def __repr__(self) -> str:
         return f"SaslLogin({self.mechanism}, {self.username}, password=[hidden])"
@@ -79,12 +90,16 @@ class SaslLogin:
 class SaslConfig:
     """The mechanisms a SASL listener accepts, PLAIN's users and passwords, and the
     broker's own login per mechanism (absent when its JAAS config names no username or
-    password). Invariant: every mechanism is one Tiercel serves. Immutable; any thread."""
+    password), and OAUTHBEARER's validator options (Kafka's defaults when it is not
+    enabled). Invariant: every mechanism is one Tiercel serves. Immutable; any thread."""
 
     listener_name: str
     enabled_mechanisms: tuple[str, ...]
     plain_users: Mapping[str, str]
     logins: Mapping[str, SaslLogin]
+    oauthbearer: OAuthBearerValidatorOptions
+    # connections.max.reauth.ms (KIP-368): 0, no session end but a credential's.
+    connections_max_reauth_ms: int
 
     def __repr__(self) -> str:
         # Never print the passwords (Kafka's Password.toString: [hidden]).
@@ -107,13 +122,21 @@ def sasl_config(
             f"SASL listener {listener_name}: No SASL mechanisms are enabled",
             "sasl.enabled.mechanisms",
         )
+    max_reauth_ms = values["connections.max.reauth.ms"]
+    assert isinstance(max_reauth_ms, int)
     plain_users: Mapping[str, str] = {}
     logins: dict[str, SaslLogin] = {}
+    oauthbearer = OAuthBearerValidatorOptions()
     for mechanism in (str(m) for m in mechanisms):
         _check_mechanism(listener_name, prefix, mechanism)
         options = _login_options(listener_name, prefix, mechanism, overrides)
         username, password = options.get("username"), options.get("password")
-        if username is not None and password is not None:
+        if mechanism == OAUTHBEARER:
+            oauthbearer = _oauthbearer(prefix, options)
+            principal = login_principal(options)
+            if principal is not None:
+                logins[mechanism] = SaslLogin(mechanism, principal, "", MappingProxyType(options))
+        elif username is not None and password is not None:
             logins[mechanism] = SaslLogin(mechanism, username, password)
         if mechanism == PLAIN:
             plain_users = {
@@ -126,7 +149,17 @@ def sasl_config(
         tuple(str(m) for m in mechanisms),
         MappingProxyType(plain_users),
         MappingProxyType(logins),
+        oauthbearer,
+        max_reauth_ms,
     )
+
+
+def _oauthbearer(prefix: str, options: Mapping[str, str]) -> OAuthBearerValidatorOptions:
+    key = f"{prefix}oauthbearer.sasl.jaas.config"
+    try:
+        return OAuthBearerValidatorOptions.from_jaas_options(options)
+    except ValueError as e:
+        raise ConfigError(f"Invalid value for configuration {key}: {e}", key) from None
 
 
 def _check_mechanism(listener_name: str, prefix: str, mechanism: str) -> None:
@@ -137,8 +170,6 @@ def _check_mechanism(listener_name: str, prefix: str, mechanism: str) -> None:
             "GSSAPI (Kerberos) is not supported by Tiercel; set sasl.enabled.mechanisms "
             f"(or {prefix}sasl.enabled.mechanisms) to some of {_SERVED}"
         )
-    elif mechanism in _NOT_YET:
-        problem = f"{mechanism} is not supported yet (Tiercel serves {_SERVED})"
     else:
         problem = f"unknown SASL mechanism {mechanism} (Tiercel serves {_SERVED})"
     raise ConfigError(f"SASL listener {listener_name}: {problem}", "sasl.enabled.mechanisms")

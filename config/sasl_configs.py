@@ -25,16 +25,23 @@ _LIST = ConfigType.LIST
 SASL_CONFIGS: Final[tuple[ConfigDef, ...]] = (
     ConfigDef("sasl.enabled.mechanisms", _LIST, ("GSSAPI",), None,
               "SASL mechanisms a SASL listener accepts; Tiercel serves PLAIN, "
-              "SCRAM-SHA-256 and SCRAM-SHA-512 (SCRAM on KRaft nodes)."),
+              "SCRAM-SHA-256 and SCRAM-SHA-512 (SCRAM on KRaft nodes) and OAUTHBEARER "
+              "(unsecured tokens)."),
     ConfigDef("sasl.mechanism.inter.broker.protocol", _S, "GSSAPI", None,
               "SASL mechanism brokers use between themselves on a SASL inter-broker "
-              "listener (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)."),
+              "listener (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER)."),
     ConfigDef("sasl.server.max.receive.size", _I, 524288, at_least(1),
               "Largest request a SASL connection may send before it has authenticated."),
     ConfigDef("connections.max.reauth.ms", _L, 0, at_least(0),
-              "Session lifetime of a SASL connection (KIP-368); Tiercel supports only 0, "
-              "no re-authentication.",
-              unsupported="re-authentication (KIP-368) is not supported yet"),
+              "Longest session of a SASL login (KIP-368): a client must re-authenticate "
+              "within it or is disconnected at its next request; 0 for no limit but an "
+              "OAUTHBEARER token's expiry."),
+    ConfigDef("sasl.oauthbearer.jwks.endpoint.url", _S, None, None,
+              "Where a broker would fetch the keys that sign OAUTHBEARER tokens; Tiercel "
+              "validates unsecured tokens only.",
+              unsupported="validating signed OAUTHBEARER tokens with a JWKS endpoint is not "
+              "supported yet; Tiercel validates unsecured tokens (Kafka's default "
+              "OAuthBearerUnsecuredValidatorCallbackHandler)"),
     ConfigDef("connection.failed.authentication.delay.ms", _I, 100, at_least(0),
               "How long a failed authentication's answer and close are delayed, to slow "
               "password guessing without slowing other clients."),

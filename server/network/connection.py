@@ -314,6 +314,12 @@ class Connection(asyncio.BufferedProtocol):
         self._handler = handler
         self._max_request_size = max_request_size
 
+    def reauthenticating(self, handler: FrameHandler, max_request_size: int) -> None:
+        """A SASL re-authentication (KIP-368) began: the next frames go to `handler`, the
+        authenticator, with its smaller size bound; the principal stays until it is done."""
+        self._handler = handler
+        self._max_request_size = max_request_size
+
     @property
     def idle(self) -> bool:
         """No request queued or in progress."""

@@ -16,12 +16,19 @@ Any other request closes the connection (Kafka's IllegalSaslStateException), as 
 frame above `sasl.server.max.receive.size` (Kafka's `saslAuthRequestMaxReceiveSize`).
 A SCRAM mechanism takes two SaslAuthenticate rounds (ScramSaslServer), PLAIN one, with
 credentials from the CredentialCache (SCRAM) or the listener's JAAS users (PLAIN).
+OAUTHBEARER (OAuthBearerSaslServer) takes one round for a valid token, two for a refused
+one (its JSON error challenge, then the client's %x01 answered with the failure).
 An unknown mechanism gets UNSUPPORTED_SASL_MECHANISM with the enabled ones, and wrong
 credentials SASL_AUTHENTICATION_FAILED with the mechanism's message (for SCRAM Kafka's
 generic one, which does not say whether the user exists); either answer is
 sent `connection.failed.authentication.delay.ms` later and the connection closed (Kafka's
 Selector delays the close of a channel that failed authentication). The wait is this
 connection's alone. The log line names the client and mechanism, never a credential.
+
+A login whose session has an end (`connections.max.reauth.ms`, an OAUTHBEARER token's
+expiry; see `reauthentication`) hands the connection to an `AuthenticatedSession`
+rather than straight to KafkaApis; a SaslHandshake there starts a new authenticator on
+the same connection (KIP-368), which must keep the mechanism and principal.
 """
 
 from __future__ import annotations
@@ -30,10 +37,12 @@ import asyncio
 import enum
 import logging
 import struct
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, NoReturn
 
 from tiercel.config.logging_setup import log_event
+from tiercel.config.oauthbearer_config import OAUTHBEARER
 from tiercel.config.sasl_config import SaslConfig
 from tiercel.protocol.entities import (
     build_entity,
@@ -53,8 +62,15 @@ from tiercel.protocol.sasl.scram_formatter import ScramMechanism
 from tiercel.server.handlers import api_versions, sasl_authenticate, sasl_handshake
 from tiercel.server.network.connection import Buffer, CloseConnection, Connection, FrameHandler
 from tiercel.server.network.credential_cache import CredentialCache
+from tiercel.server.network.oauthbearer_sasl_server import OAuthBearerSaslServer
+from tiercel.server.network.oauthbearer_validator import OAuthBearerUnsecuredValidator
 from tiercel.server.network.plain_sasl_server import PlainSaslServer, SaslAuthenticationError
 from tiercel.server.network.principal_builder import KafkaPrincipal
+from tiercel.server.network.reauthentication import (
+    AuthenticatedSession,
+    Reauthentication,
+    session_lifetime_ms,
+)
 from tiercel.server.network.scram_sasl_server import SaslError, ScramSaslServer
 
 __all__ = ["SaslServerAuthenticator"]
@@ -80,14 +96,26 @@ class SaslServerAuthenticator:
         max_request_size: int,
         failed_authentication_delay_ms: int,
         credential_cache: CredentialCache,
+        sasl_max_receive_size: int,
+        reauthentication: Reauthentication | None = None,
     ) -> None:
+        """`reauthentication` is set for a re-authentication (KIP-368), which begins with
+        SaslHandshake."""
         self._config = config
+        self._sasl_max_receive_size = sasl_max_receive_size
+        self._reauthentication = reauthentication
+        # Kafka's ReauthInfo.badMechanismErrorMessage.
+        self._bad_mechanism_message: str | None = None
         self._credential_cache = credential_cache
-        self._scram: ScramSaslServer | None = None
+        self._server: ScramSaslServer | OAuthBearerSaslServer | None = None
         self._api_handler = api_handler
         self._max_request_size = max_request_size
         self._delay_s = failed_authentication_delay_ms / 1000
-        self._state = _SaslState.HANDSHAKE_OR_VERSIONS_REQUEST
+        self._state = (
+            _SaslState.HANDSHAKE_OR_VERSIONS_REQUEST
+            if reauthentication is None
+            else _SaslState.HANDSHAKE_REQUEST
+        )
         self._mechanism = ""
         self._raw_tokens = False
 
@@ -129,9 +157,19 @@ class SaslServerAuthenticator:
             await self._fail(connection, mechanism, f"Unsupported SASL mechanism {mechanism}")
             raise CloseConnection(response)
         self._mechanism = mechanism
+        previous = self._reauthentication
+        if previous is not None and previous.mechanism != mechanism:
+            # Kafka answers the handshake and fails the token that follows.
+            self._bad_mechanism_message = (
+                f"SASL mechanism '{mechanism}' requested by client is not supported for "
+                f"re-authentication of mechanism '{previous.mechanism}'"
+            )
         scram = ScramMechanism.for_mechanism_name(mechanism)
         if scram is not None:
-            self._scram = ScramSaslServer(scram, self._credential_cache)
+            self._server = ScramSaslServer(scram, self._credential_cache)
+        elif mechanism == OAUTHBEARER:
+            validator = OAuthBearerUnsecuredValidator(self._config.oauthbearer)
+            self._server = OAuthBearerSaslServer(validator, _wall_clock_ms)
         self._raw_tokens = version == 0
         self._state = _SaslState.AUTHENTICATE
         return _encode(
@@ -154,6 +192,7 @@ class SaslServerAuthenticator:
         request = _decode(connection, frame, api_key, api_version, sasl_authenticate.MAX_VERSION)
         try:
             challenge, user = self._evaluate(request.auth_bytes)
+            lifetime_ms = 0 if user is None else self._complete(connection, user)
         except SaslAuthenticationError as e:
             response = _encode(
                 api_key,
@@ -163,14 +202,15 @@ class SaslServerAuthenticator:
             )
             await self._fail(connection, self._mechanism, str(e.__cause__ or e))
             raise CloseConnection(response) from None
-        if user is not None:
-            self._complete(connection, user)
-        # session_lifetime_ms stays 0: connections.max.reauth.ms is 0 (KIP-368 not served).
         return _encode(
             api_key,
             api_version,
             correlation_id,
-            {"error_code": ErrorCode.none, "auth_bytes": challenge, "session_lifetime": 0},
+            {
+                "error_code": ErrorCode.none,
+                "auth_bytes": challenge,
+                "session_lifetime": lifetime_ms,
+            },
         )
 
     async def _authenticate_raw(
@@ -180,11 +220,11 @@ class SaslServerAuthenticator:
         the connection with no answer (there is no error field to carry it)."""
         try:
             challenge, user = self._evaluate(frame)
+            if user is not None:
+                self._complete(connection, user)
         except SaslAuthenticationError as e:
             await self._fail(connection, self._mechanism, str(e.__cause__ or e))
             raise CloseConnection() from None
-        if user is not None:
-            self._complete(connection, user)
         return [struct.pack(">i", len(challenge)), challenge] if challenge else [_EMPTY_TOKEN]
 
     def _evaluate(self, token: bytes | memoryview) -> tuple[bytes, str | None]:
@@ -192,29 +232,75 @@ class SaslServerAuthenticator:
         SaslAuthenticationError carries the message the client gets; a SaslError's reason
         is its cause, for the log only, and the client gets Kafka's generic message
         (SaslServerAuthenticator.handleSaslToken)."""
-        if self._scram is None:
+        if self._bad_mechanism_message is not None:
+            raise SaslAuthenticationError(self._bad_mechanism_message)
+        if self._server is None:
             return b"", PlainSaslServer(self._config.plain_users).evaluate_response(token)
         try:
-            challenge = self._scram.evaluate_response(token)
+            challenge = self._server.evaluate_response(token)
         except SaslError as e:
             raise SaslAuthenticationError(
                 "Authentication failed during authentication due to invalid credentials "
                 f"with SASL mechanism {self._mechanism}"
             ) from e
-        return challenge, self._scram.authorization_id
+        return challenge, self._server.authorization_id
 
-    def _complete(self, connection: Connection, user: str) -> None:
+    def _complete(self, connection: Connection, user: str) -> int:
+        """Hand the connection on; the session lifetime for SaslAuthenticate (0: none).
+        SaslAuthenticationError if a re-authentication changed the principal."""
+        principal = KafkaPrincipal("User", user)
+        previous = self._reauthentication
+        if previous is not None and previous.principal != principal:
+            # Kafka's ReauthInfo.ensurePrincipalUnchanged, with its message.
+            raise SaslAuthenticationError(
+                "Cannot change principals during re-authentication from "
+                f"{previous.principal.principal_type}.{previous.principal.name}: "
+                f"{principal.principal_type}.{principal.name}"
+            )
+        token = self._server.token if isinstance(self._server, OAuthBearerSaslServer) else None
+        lifetime_ms = session_lifetime_ms(
+            None if token is None else token.lifetime_ms,
+            self._config.connections_max_reauth_ms,
+            _wall_clock_ms(),
+        )
         log_event(
             _log,
             logging.DEBUG,
-            "sasl_authenticated",
+            "sasl_authenticated" if previous is None else "sasl_reauthenticated",
             client=connection.client_address,
             mechanism=self._mechanism,
             user=user,
+            session_lifetime_ms=lifetime_ms,
         )
-        connection.authenticated(
-            KafkaPrincipal("User", user), self._api_handler, self._max_request_size
+        handler: FrameHandler = self._api_handler
+        if lifetime_ms is not None:
+            handler = AuthenticatedSession(
+                self._api_handler,
+                self._mechanism,
+                principal,
+                time.monotonic(),
+                lifetime_ms,
+                None if previous is None else previous.begin_s,
+                self._reauthenticator,
+            )
+        connection.authenticated(principal, handler, self._max_request_size)
+        return lifetime_ms or 0
+
+    def _reauthenticator(
+        self, connection: Connection, reauthentication: Reauthentication
+    ) -> FrameHandler:
+        """A new authenticator for a re-authentication, now the connection's handler."""
+        authenticator = SaslServerAuthenticator(
+            self._config,
+            self._api_handler,
+            self._max_request_size,
+            round(self._delay_s * 1000),
+            self._credential_cache,
+            self._sasl_max_receive_size,
+            reauthentication,
         )
+        connection.reauthenticating(authenticator, self._sasl_max_receive_size)
+        return authenticator
 
     async def _fail(self, connection: Connection, mechanism: str, reason: str) -> None:
         """Log the failure, then wait out the failed-authentication delay."""
@@ -229,6 +315,11 @@ class SaslServerAuthenticator:
         )
         if self._delay_s > 0:
             await asyncio.sleep(self._delay_s)
+
+
+def _wall_clock_ms() -> int:
+    """Kafka's Time.SYSTEM.milliseconds: token times are wall-clock seconds."""
+    return time.time_ns() // 1_000_000
 
 
 def _decode(

@@ -127,6 +127,7 @@ class SocketServer:
                 max_request_size,
                 self._failed_authentication_delay_ms,
                 self._credential_cache,
+                self._sasl_max_receive_size,
             )
             max_request_size = min(max_request_size, self._sasl_max_receive_size)
         return Connection(

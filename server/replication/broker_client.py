@@ -11,22 +11,36 @@ sasl.mechanism.inter.broker.protocol, as Kafka's SaslClientAuthenticator: SaslHa
 v1, then SaslAuthenticate requests with the mechanism's tokens for this node's JAAS
 username and password — one with PLAIN's RFC 4616 token, two for SCRAM (the
 client-first and client-final messages of `ScramSaslClient`, the server's final
-signature checked). Any failure closes the connection and raises; the caller backs off
-and the next request reconnects.
+signature checked) — or, for OAUTHBEARER, one with a fresh unsecured token made from the
+JAAS `unsecuredLogin*` options (Kafka's OAuthBearerUnsecuredLoginCallbackHandler and
+OAuthBearerSaslClient: an error challenge is answered with %x01, which the server
+fails). When the server answers a session lifetime (KIP-368: `connections.max.reauth.ms`,
+a token's expiry), the client logs in again on the same connection before its next
+request once 85-95% of the lifetime has passed, as Kafka's SaslClientAuthenticator
+(the random part spreads the re-authentications of many connections). Any failure
+closes the connection and raises; the caller backs off and the next request reconnects.
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
 import socket
 import ssl
 import struct
+import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+from tiercel.config.oauthbearer_config import OAUTHBEARER
 from tiercel.config.sasl_config import SaslLogin
 from tiercel.protocol.client_frames import FrameError, decode_response, encode_request
 from tiercel.protocol.errors import UnsupportedVersionError
+from tiercel.protocol.sasl.oauthbearer_client_initial_response import CONTROL_A
+from tiercel.protocol.sasl.oauthbearer_unsecured_login import (
+    OAuthBearerConfigError,
+    client_initial_response,
+)
 from tiercel.protocol.sasl.scram_formatter import ScramMechanism
 from tiercel.protocol.sasl.scram_messages import ScramMessageError
 from tiercel.protocol.sasl.scram_sasl_client import ScramSaslClient
@@ -39,6 +53,8 @@ _SASL_AUTHENTICATE_KEY: Final = 36
 _SIZE: Final = struct.Struct(">i")
 # A response larger than this is a corrupt size field, not data.
 _MAX_RESPONSE_BYTES: Final = 1 << 30
+_REAUTH_FRACTION: Final = 0.85
+_REAUTH_JITTER: Final = 0.10
 
 Endpoint = tuple[str, int]
 
@@ -80,6 +96,8 @@ class BrokerClient:
         self._writer: asyncio.StreamWriter | None = None
         self._versions: dict[int, tuple[int, int]] = {}
         self._correlation_id = 0
+        # When to re-authenticate (time.monotonic()); None: the session has no end.
+        self._reauthenticate_at: float | None = None
 
     async def request(
         self, api_key: int, versions: tuple[int, int], body: Mapping[str, Any]
@@ -93,6 +111,12 @@ class BrokerClient:
             if self._writer is None:
                 async with asyncio.timeout(self._timeout_s):
                     await self._connect()
+            elif (
+                self._reauthenticate_at is not None and time.monotonic() >= self._reauthenticate_at
+            ):
+                assert self._sasl_login is not None
+                async with asyncio.timeout(self._timeout_s):
+                    await self._authenticate(self._sasl_login)
             version = self._pick_version(api_key, versions)
             async with asyncio.timeout(self._timeout_s):
                 response = await self._round_trip(api_key, version, body)
@@ -143,6 +167,7 @@ class BrokerClient:
             await self._authenticate(self._sasl_login)
 
     async def _authenticate(self, login: SaslLogin) -> None:
+        self._reauthenticate_at = None
         mechanism = login.mechanism
         handshake = await self._round_trip(_SASL_HANDSHAKE_KEY, 1, {"mechanism": mechanism})
         if handshake.error_code != 0:
@@ -150,6 +175,9 @@ class BrokerClient:
                 f"broker {self.target_id} refused SASL mechanism {mechanism} "
                 f"({handshake.error_code}; it enables {list(handshake.mechanisms)})"
             )
+        if mechanism == OAUTHBEARER:
+            await self._oauthbearer_login(login)
+            return
         scram = ScramMechanism.for_mechanism_name(mechanism)
         if scram is None:
             token = b"\0" + login.username.encode() + b"\0" + login.password.encode()
@@ -165,6 +193,25 @@ class BrokerClient:
                 f"SASL/{mechanism} login to broker {self.target_id} as {login.username} failed: {e}"
             ) from None
 
+    async def _oauthbearer_login(self, login: SaslLogin) -> None:
+        """Kafka's OAuthBearerSaslClient: the initial response with a token made now; a
+        non-empty challenge is the server's JSON error, answered with %x01 so the server
+        ends the exchange with its failure (raised by _sasl_authenticate)."""
+        try:
+            token = client_initial_response(login.jaas_options, time.time_ns() // 1_000_000)
+        except OAuthBearerConfigError as e:
+            raise SaslAuthenticationFailedError(
+                f"SASL/{login.mechanism} login to broker {self.target_id} could not make a "
+                f"token: {e}"
+            ) from None
+        challenge = await self._sasl_authenticate(login, token)
+        if challenge:
+            await self._sasl_authenticate(login, CONTROL_A)
+            raise SaslAuthenticationFailedError(
+                f"SASL/{login.mechanism} login to broker {self.target_id} as {login.username} "
+                f"failed: {challenge.decode(errors='replace')}"
+            )
+
     async def _sasl_authenticate(self, login: SaslLogin, token: bytes) -> bytes:
         """One SaslAuthenticate round: the server's token."""
         version = self._pick_version(_SASL_AUTHENTICATE_KEY, (0, 2))
@@ -174,6 +221,11 @@ class BrokerClient:
                 f"SASL/{login.mechanism} login to broker {self.target_id} as {login.username} "
                 f"failed: {response.error_message}"
             )
+        lifetime = getattr(response, "session_lifetime", None)  # v1+
+        if lifetime:
+            # SaslClientAuthenticator: 85% of the session plus up to 10% jitter.
+            fraction = _REAUTH_FRACTION + random.random() * _REAUTH_JITTER
+            self._reauthenticate_at = time.monotonic() + lifetime.total_seconds() * fraction
         return bytes(response.auth_bytes)
 
     async def _round_trip(self, api_key: int, version: int, body: Mapping[str, Any]) -> Any:
@@ -198,6 +250,7 @@ class BrokerClient:
             self._writer.close()
         self._reader = self._writer = None
         self._versions = {}
+        self._reauthenticate_at = None
 
 
 class BrokerClients:

@@ -9,6 +9,7 @@ import re
 import pytest
 
 from tiercel.config.broker_config import BrokerConfig, ConfigError
+from tiercel.config.oauthbearer_config import OAuthBearerValidatorOptions
 from tiercel.config.sasl_config import SaslLogin
 
 _JAAS = (
@@ -69,9 +70,46 @@ def test_sasl_ssl_listener_needs_a_key_store_and_gets_its_tls_settings() -> None
             "SASL listener SASL_PLAINTEXT: GSSAPI (Kerberos) is not supported by Tiercel; "
             "set sasl.enabled.mechanisms (or "
             "listener.name.sasl_plaintext.sasl.enabled.mechanisms) to some of PLAIN, "
-            "SCRAM-SHA-256, SCRAM-SHA-512",
+            "SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER",
         ),
-        ({"sasl.enabled.mechanisms": "OAUTHBEARER"}, "OAUTHBEARER is not supported yet"),
+        (
+            {"sasl.oauthbearer.jwks.endpoint.url": "https://idp/jwks"},
+            "validating signed OAUTHBEARER tokens with a JWKS endpoint is not supported yet",
+        ),
+        (
+            {
+                "sasl.enabled.mechanisms": "OAUTHBEARER",
+                "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": (
+                    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule "
+                    'required unsecuredValidatorAllowableClockSkewMs="-5";'
+                ),
+            },
+            "Invalid value for configuration "
+            "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config: Allowable clock skew "
+            "millis must not be negative: -5",
+        ),
+        (
+            {
+                "sasl.enabled.mechanisms": "OAUTHBEARER",
+                "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": _JAAS,
+            },
+            "the login module of OAUTHBEARER is "
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule, not "
+            "org.apache.kafka.common.security.plain.PlainLoginModule",
+        ),
+        (
+            {
+                "inter.broker.listener.name": "SASL_PLAINTEXT",
+                "sasl.enabled.mechanisms": "OAUTHBEARER",
+                "sasl.mechanism.inter.broker.protocol": "OAUTHBEARER",
+                "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": (
+                    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule "
+                    'required unsecuredLoginExtension_a="b";'
+                ),
+            },
+            "The JAAS config of inter-broker listener SASL_PLAINTEXT has no "
+            'unsecuredLoginStringClaim_sub="..." for the broker\'s own OAUTHBEARER logins',
+        ),
         ({"sasl.enabled.mechanisms": "DIGEST-MD5"}, "unknown SASL mechanism DIGEST-MD5"),
         ({"sasl.enabled.mechanisms": ""}, "No SASL mechanisms are enabled"),
         (
@@ -103,7 +141,7 @@ def test_sasl_ssl_listener_needs_a_key_store_and_gets_its_tls_settings() -> None
             {"inter.broker.listener.name": "SASL_PLAINTEXT"},
             "sasl.mechanism.inter.broker.protocol must be included in sasl.enabled.mechanisms "
             "when SASL is used for inter-broker communication (listener SASL_PLAINTEXT: GSSAPI "
-            "is not; set it to PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)",
+            "is not; set it to PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER)",
         ),
         (
             {
@@ -117,9 +155,8 @@ def test_sasl_ssl_listener_needs_a_key_store_and_gets_its_tls_settings() -> None
             'username="..." password="..." for the broker\'s own PLAIN logins',
         ),
         (
-            {"connections.max.reauth.ms": 60000},
-            "connections.max.reauth.ms=60000 is not supported by Tiercel: re-authentication "
-            "(KIP-368) is not supported yet",
+            {"connections.max.reauth.ms": -1},
+            "connections.max.reauth.ms",
         ),
         (
             {"connection.failed.authentication.delay.ms": 5000, "connections.max.idle.ms": 5000},
@@ -245,3 +282,54 @@ def test_scram_needs_process_roles() -> None:
 def test_scram_settings_refused(settings: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(message)):
         BrokerConfig({**_KRAFT, **settings})
+
+
+_OAUTH_JAAS = (
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+    'unsecuredLoginStringClaim_sub="broker" unsecuredLoginLifetimeSeconds="60" '
+    'unsecuredValidatorRequiredScope="kafka tiercel" unsecuredValidatorScopeClaimName="roles" '
+    'unsecuredValidatorPrincipalClaimName="uid" unsecuredValidatorAllowableClockSkewMs="250";'
+)
+
+
+def test_oauthbearer_on_any_node_with_the_validator_and_login_options() -> None:
+    config = BrokerConfig(
+        {
+            **_BASE,
+            "inter.broker.listener.name": "SASL_PLAINTEXT",
+            "sasl.enabled.mechanisms": "PLAIN,OAUTHBEARER",
+            "sasl.mechanism.inter.broker.protocol": "OAUTHBEARER",
+            "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": _OAUTH_JAAS,
+        }
+    )
+    sasl = config.sasl_config("SASL_PLAINTEXT")
+    assert sasl is not None and sasl.enabled_mechanisms == ("PLAIN", "OAUTHBEARER")
+    assert sasl.oauthbearer == OAuthBearerValidatorOptions(
+        "uid", "roles", ("kafka", "tiercel"), 250
+    )
+    login = config.inter_broker_sasl_login()
+    assert login is not None
+    assert (login.mechanism, login.username, login.password) == ("OAUTHBEARER", "broker", "")
+    assert login.jaas_options["unsecuredLoginLifetimeSeconds"] == "60"
+
+
+def test_oauthbearer_validator_defaults_are_kafkas() -> None:
+    config = BrokerConfig(
+        {
+            **_BASE,
+            "sasl.enabled.mechanisms": "OAUTHBEARER",
+            "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": (
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
+            ),
+        }
+    )
+    sasl = config.sasl_config("SASL_PLAINTEXT")
+    assert sasl is not None
+    assert sasl.oauthbearer == OAuthBearerValidatorOptions("sub", "scope", (), 0)
+    assert dict(sasl.logins) == {}
+    assert sasl.connections_max_reauth_ms == 0
+
+
+def test_connections_max_reauth_ms_applies_to_every_sasl_listener() -> None:
+    sasl = BrokerConfig({**_BASE, "connections.max.reauth.ms": 60000}).sasl_config("SASL_PLAINTEXT")
+    assert sasl is not None and sasl.connections_max_reauth_ms == 60000
