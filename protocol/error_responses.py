@@ -21,6 +21,8 @@ __all__ = ["api_error_message", "error_response"]
 _CREATE_TOPICS: Final = 19
 _DELETE_TOPICS: Final = 20
 _ALTER_CONFIGS: Final = 33
+_CREATE_ACLS: Final = 30
+_DELETE_ACLS: Final = 31
 _CREATE_PARTITIONS: Final = 37
 _ELECT_LEADERS: Final = 43
 _INCREMENTAL_ALTER_CONFIGS: Final = 44
@@ -70,6 +72,10 @@ def error_response(
         ]
     elif api_key == _CREATE_PARTITIONS:
         response["results"] = [{"name": t.name, **per_entity} for t in request.topics]
+    elif api_key == _CREATE_ACLS:
+        response["results"] = [per_entity for _ in request.creations]
+    elif api_key == _DELETE_ACLS:
+        response["filter_results"] = [{**per_entity, "matching_acls": []} for _ in request.filters]
     elif api_key in (_ALTER_CONFIGS, _INCREMENTAL_ALTER_CONFIGS):
         response["responses"] = [
             {"resource_type": r.resource_type, "resource_name": r.resource_name, **per_entity}

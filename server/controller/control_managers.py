@@ -26,12 +26,17 @@ from tiercel.protocol.metadata.config_records import ConfigRecord
 from tiercel.protocol.metadata.log_control_records import NoOpRecord
 from tiercel.protocol.metadata.message_schema import MetadataRecord
 from tiercel.protocol.metadata.metadata_record_serde import ApiMessageAndVersion
+from tiercel.protocol.metadata.security_records import (
+    AccessControlEntryRecord,
+    RemoveAccessControlEntryRecord,
+)
 from tiercel.protocol.metadata.topic_records import (
     PartitionChangeRecord,
     PartitionRecord,
     RemoveTopicRecord,
     TopicRecord,
 )
+from tiercel.server.controller.acl_control_manager import AclControlManager
 from tiercel.server.controller.cluster_control_manager import ClusterControlManager
 from tiercel.server.controller.configuration_control_manager import (
     ConfigResource,
@@ -82,6 +87,7 @@ class ControlManagers:
         )
         self.partitions = PartitionCommands(self.replication)
         self.producer_ids = ProducerIdControlManager(self.cluster)
+        self.acls = AclControlManager(rng)
         self._replayers: dict[type[MetadataRecord], Callable[[Any, int], None]] = {
             FeatureLevelRecord: lambda r, _: self.feature.replay(r),
             RegisterBrokerRecord: self.cluster.replay_register,
@@ -97,6 +103,8 @@ class ControlManagers:
             ConfigRecord: lambda r, _: self.configuration.replay(r),
             ProducerIdsRecord: lambda r, _: self.producer_ids.replay(r),
             NoOpRecord: lambda r, _: None,
+            AccessControlEntryRecord: lambda r, _: self.acls.replay(r),
+            RemoveAccessControlEntryRecord: lambda r, _: self.acls.replay_remove(r),
         }
 
     def _check_config_resource_exists(self, resource: ConfigResource) -> None:
@@ -112,7 +120,7 @@ class ControlManagers:
 
     def replay(self, record: MetadataRecord, offset: int) -> None:
         """Apply one record written at ``offset``. A record type no manager handles yet
-        (ACLs, SCRAM, quotas, delegation tokens) is refused:
+        (SCRAM, quotas, delegation tokens) is refused:
         skipping it would silently lose state."""
         replayer = self._replayers.get(type(record))
         if replayer is None:
@@ -131,4 +139,5 @@ class ControlManagers:
             *self.replication.records(),
             *self.configuration.records(),
             *self.producer_ids.records(),
+            *self.acls.records(),
         ]
