@@ -22,6 +22,7 @@ from typing import Any, Final
 import pytest
 from confluent_kafka import (
     Consumer,
+    ConsumerGroupTopicPartitions,
     KafkaError,
     KafkaException,
     Producer,
@@ -233,11 +234,19 @@ def test_produce_needs_write_on_the_topic(node: BrokerProcess) -> None:
     eventually(lambda: produce_error(node, "alice", topic) is None)
 
 
-def test_fetch_needs_read_on_the_topic_and_group(node: BrokerProcess) -> None:
+def test_fetch_needs_read_on_the_topic(node: BrokerProcess) -> None:
     topic, group = unique("fetch"), unique("group")
     create_topic(node, topic)
     assert produce_error(node, "admin", topic) is None
-    create_acls(node, [allow("User:bob", AclOperation.DESCRIBE, name=topic)])
+    # librdkafka's consumer finds its group's coordinator even when assigned: the group
+    # is granted, the topic only described.
+    create_acls(
+        node,
+        [
+            allow("User:bob", AclOperation.DESCRIBE, name=topic),
+            allow("User:bob", AclOperation.READ, ResourceType.GROUP, group),
+        ],
+    )
     consumer = Consumer(
         {**client_config(node, "bob"), "group.id": group, "enable.auto.commit": False}
     )
@@ -299,3 +308,123 @@ def test_acl_requests_need_alter_and_describe_on_the_cluster(node: BrokerProcess
     assert refused_describe.error_code == KafkaError.CLUSTER_AUTHORIZATION_FAILED
     assert refused_describe.resources == ()
     assert request_as(node, "admin", 29, (3, 3), describe_any).error_code == 0
+
+
+def consume_one(node: BrokerProcess, user: str, topic: str, group: str) -> KafkaError | None:
+    """Subscribe as ``user`` in ``group``, read one record and commit it: the first
+    error met, None once the record is read and its offset committed."""
+    consumer = Consumer(
+        {
+            **client_config(node, user),
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            if message.error() is not None:
+                error: KafkaError = message.error()
+                return error
+            consumer.commit(message, asynchronous=False)
+            return None
+        raise AssertionError("nothing consumed and no error")
+    except KafkaException as e:
+        failed: KafkaError = e.args[0]
+        return failed
+    finally:
+        consumer.close()
+
+
+def test_consumer_group_needs_read_on_the_group(node: BrokerProcess) -> None:
+    topic, group = unique("grouped"), unique("members")
+    create_topic(node, topic)
+    assert produce_error(node, "admin", topic) is None
+    create_acls(node, [allow("User:bob", AclOperation.READ, name=topic)])
+    error = consume_one(node, "bob", topic, group)
+    assert error is not None and error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+    create_acls(node, [allow("User:bob", AclOperation.READ, ResourceType.GROUP, group)])
+    eventually(lambda: consume_one(node, "bob", topic, group) is None)
+    # The committed offset is there for bob, who may DESCRIBE the group (READ implies it).
+    bob = admin_of(node, "bob")
+    [listed] = bob.list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0)])], request_timeout=30
+    ).values()
+    assert [p.offset for p in listed.result(30).topic_partitions] == [1]
+    # alice, without rights on the group, sees neither it nor its offsets.
+    alice = admin_of(node, "alice")
+    listing = alice.list_consumer_groups(request_timeout=30).result(30)
+    assert group not in {g.group_id for g in listing.valid}
+    admin = admin_of(node)
+    assert group in {g.group_id for g in admin.list_consumer_groups().result(30).valid}
+    [denied] = alice.list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0)])], request_timeout=30
+    ).values()
+    with pytest.raises(KafkaException) as refused:
+        denied.result(30)
+    assert refused.value.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+
+
+def test_list_offsets_needs_describe_on_the_topic(node: BrokerProcess) -> None:
+    # librdkafka asks Metadata first, which hides the topic already: ListOffsets is sent
+    # as it is, to see its own answer.
+    topic = unique("offsets")
+    create_topic(node, topic)
+    assert produce_error(node, "admin", topic) is None
+    body = {
+        "replica_id": -1,
+        "isolation_level": 0,
+        "topics": [
+            {
+                "name": topic,
+                "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}],
+            }
+        ],
+    }
+
+    def latest() -> tuple[int, int]:
+        [answer] = request_as(node, "alice", 2, (7, 7), body).topics
+        [partition] = answer.partitions
+        return partition.error_code, partition.offset
+
+    assert latest() == (KafkaError.TOPIC_AUTHORIZATION_FAILED, -1)
+    create_acls(node, [allow("User:alice", AclOperation.DESCRIBE, name=topic)])
+    eventually(lambda: latest() == (0, 1))
+
+
+def test_deny_wins_over_allow(node: BrokerProcess) -> None:
+    topic = unique("denied")
+    create_topic(node, topic)
+    create_acls(
+        node,
+        [
+            allow("User:*", AclOperation.ALL, name=topic),
+            allow("User:bob", AclOperation.WRITE, name=topic, permission=AclPermissionType.DENY),
+        ],
+    )
+    eventually(lambda: produce_error(node, "alice", topic) is None)
+    error = produce_error(node, "bob", topic)
+    assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_a_prefixed_acl_covers_the_topics_it_starts(node: BrokerProcess) -> None:
+    prefix = unique("pfx")
+    inside, outside = f"{prefix}-orders", unique("other")
+    create_topic(node, inside)
+    create_topic(node, outside)
+    create_acls(
+        node,
+        [
+            allow(
+                "User:alice", AclOperation.WRITE, name=prefix, pattern=ResourcePatternType.PREFIXED
+            )
+        ],
+    )
+    eventually(lambda: produce_error(node, "alice", inside) is None)
+    error = produce_error(node, "alice", outside)
+    assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
