@@ -34,6 +34,10 @@ from confluent_kafka.admin import (
     AclOperation,
     AclPermissionType,
     AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
     NewTopic,
     ResourcePatternType,
     ResourceType,
@@ -428,3 +432,157 @@ def test_a_prefixed_acl_covers_the_topics_it_starts(node: BrokerProcess) -> None
     eventually(lambda: produce_error(node, "alice", inside) is None)
     error = produce_error(node, "alice", outside)
     assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def create_topic_error(node: BrokerProcess, user: str, name: str) -> KafkaError | None:
+    admin = admin_of(node, user)
+    future = admin.create_topics([NewTopic(name, 1, 1)], request_timeout=30)[name]
+    try:
+        future.result(30)
+    except KafkaException as e:
+        error: KafkaError = e.args[0]
+        return error
+    return None
+
+
+def test_topic_admin_needs_create_delete_alter(node: BrokerProcess) -> None:
+    """CreateTopics, CreatePartitions, IncrementalAlterConfigs and DeleteTopics go through the
+    broker to the controller with alice's principal, which authorizes them."""
+    topic = unique("admin")
+    error = create_topic_error(node, "alice", topic)
+    assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    create_acls(node, [allow("User:alice", AclOperation.CREATE, name=topic)])
+    eventually(lambda: create_topic_error(node, "alice", topic) is None)
+    alice = admin_of(node, "alice")
+
+    def partitions_error() -> KafkaError | None:
+        future = alice.create_partitions([NewPartitions(topic, 2)], request_timeout=30)[topic]
+        try:
+            future.result(30)
+        except KafkaException as e:
+            failed: KafkaError = e.args[0]
+            return failed
+        return None
+
+    error = partitions_error()
+    assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    resource = ConfigResource(
+        ResourceType.TOPIC,
+        topic,
+        incremental_configs=[
+            ConfigEntry("retention.ms", "60000", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    with pytest.raises(KafkaException) as refused:
+        alice.incremental_alter_configs([resource], request_timeout=30)[resource].result(30)
+    assert refused.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    with pytest.raises(KafkaException) as refused:
+        alice.delete_topics([topic], request_timeout=30)[topic].result(30)
+    assert refused.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    create_acls(
+        node,
+        [
+            allow("User:alice", AclOperation.ALTER, name=topic),
+            allow("User:alice", AclOperation.ALTER_CONFIGS, name=topic),
+            allow("User:alice", AclOperation.DELETE, name=topic),
+        ],
+    )
+    eventually(lambda: partitions_error() is None)
+    alice.incremental_alter_configs([resource], request_timeout=30)[resource].result(30)
+    alice.delete_topics([topic], request_timeout=30)[topic].result(30)
+
+
+def test_describe_configs_needs_describe_configs(node: BrokerProcess) -> None:
+    topic = unique("configs")
+    create_topic(node, topic)
+    bob = admin_of(node, "bob")
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    with pytest.raises(KafkaException) as refused:
+        bob.describe_configs([resource], request_timeout=30)[resource].result(30)
+    assert refused.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    # ALTER_CONFIGS implies DESCRIBE_CONFIGS.
+    create_acls(node, [allow("User:bob", AclOperation.ALTER_CONFIGS, name=topic)])
+
+    def described() -> bool:
+        try:
+            configs = bob.describe_configs([resource], request_timeout=30)[resource].result(30)
+        except KafkaException:
+            return False
+        return "retention.ms" in configs
+
+    eventually(described)
+
+
+def test_delete_records_needs_delete_on_the_topic(node: BrokerProcess) -> None:
+    topic = unique("records")
+    create_topic(node, topic)
+    assert produce_error(node, "admin", topic) is None
+    alice = admin_of(node, "alice")
+    create_acls(node, [allow("User:alice", AclOperation.DESCRIBE, name=topic)])
+
+    def delete_error() -> KafkaError | None:
+        tp = TopicPartition(topic, 0, 1)
+        try:
+            alice.delete_records([tp], request_timeout=30)[tp].result(30)
+        except KafkaException as e:
+            failed: KafkaError = e.args[0]
+            return failed
+        return None
+
+    eventually(lambda: (e := delete_error()) is not None and e.code() != KafkaError._NOENT)
+    error = delete_error()
+    assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    create_acls(node, [allow("User:alice", AclOperation.DELETE, name=topic)])
+    eventually(lambda: delete_error() is None)
+
+
+def test_idempotent_and_transactional_producers(node: BrokerProcess) -> None:
+    """InitProducerId: an idempotent producer needs IDEMPOTENT_WRITE on the cluster or
+    WRITE on some topic; a transactional one WRITE on its transactional id."""
+    topic, txn = unique("txn"), unique("txn-id")
+    create_topic(node, topic)
+    idempotent = Producer(
+        {**client_config(node, "bob"), "enable.idempotence": True, "message.timeout.ms": 10000}
+    )
+    errors: list[KafkaError | None] = []
+    idempotent.produce(topic, b"v", on_delivery=lambda err, _msg: errors.append(err))
+    idempotent.flush(20)
+    assert errors and errors[0] is not None
+    assert errors[0].code() in (
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    )
+    create_acls(node, [allow("User:bob", AclOperation.WRITE, name=topic)])
+
+    def idempotent_delivers() -> bool:
+        producer = Producer(
+            {
+                **client_config(node, "bob"),
+                "enable.idempotence": True,
+                "message.timeout.ms": 10000,
+            }
+        )
+        delivered: list[KafkaError | None] = []
+        producer.produce(topic, b"v", on_delivery=lambda err, _msg: delivered.append(err))
+        producer.flush(20)
+        return delivered == [None]
+
+    eventually(idempotent_delivers)
+    transactional = Producer({**client_config(node, "bob"), "transactional.id": txn})
+    with pytest.raises(KafkaException) as refused:
+        transactional.init_transactions(20)
+    assert refused.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    create_acls(node, [allow("User:bob", AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn)])
+
+    def commits() -> bool:
+        producer = Producer({**client_config(node, "bob"), "transactional.id": txn})
+        try:
+            producer.init_transactions(20)
+        except KafkaException:
+            return False
+        producer.begin_transaction()
+        producer.produce(topic, b"t")
+        producer.commit_transaction(20)
+        return True
+
+    eventually(commits)
