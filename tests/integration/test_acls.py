@@ -1,5 +1,5 @@
 """ACLs end to end on one combined KRaft node (process.roles=broker,controller) with
-StandardAuthorizer: a SASL_PLAINTEXT listener where admin (a super user), alice and bob
+StandardAuthorizer: a SASL_PLAINTEXT listener (CLIENT) where admin (a super user), alice and bob
 (no rights of their own) log in with PLAIN, driven by confluent-kafka's AdminClient,
 Producer and Consumer. Each API family: the user without the permission gets Kafka's
 error, the same user succeeds once an ACL grants it, without a restart.
@@ -66,10 +66,10 @@ def acl_node(root: Path, overrides: dict[str, object] | None = None) -> BrokerPr
         controller_ports([1]),
         overrides={
             "listener.security.protocol.map": (
-                "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT"
+                "PLAINTEXT:PLAINTEXT,CLIENT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT"
             ),
             "sasl.enabled.mechanisms": "PLAIN",
-            "listener.name.sasl_plaintext.plain.sasl.jaas.config": _JAAS,
+            "listener.name.client.plain.sasl.jaas.config": _JAAS,
             "authorizer.class.name": _AUTHORIZER,
             "super.users": "User:admin;User:ANONYMOUS",
             "offsets.topic.replication.factor": 1,
@@ -77,12 +77,12 @@ def acl_node(root: Path, overrides: dict[str, object] | None = None) -> BrokerPr
             "transaction.state.log.min.isr": 1,
             **(overrides or {}),
         },
-        extra_listeners=["SASL_PLAINTEXT://127.0.0.1:0"],
+        extra_listeners=["CLIENT://127.0.0.1:0"],
     )
 
 
 def sasl_bootstrap(node: BrokerProcess) -> str:
-    matches = re.findall(r"event=listening listener=SASL_PLAINTEXT .*port=(\d+)", node.log_text())
+    matches = re.findall(r"event=listening listener=CLIENT .*port=(\d+)", node.log_text())
     assert matches, node.tail()
     return f"127.0.0.1:{matches[-1]}"
 
@@ -190,33 +190,39 @@ def produce_error(node: BrokerProcess, user: str, topic: str) -> KafkaError | No
     return errors[0]
 
 
+def any_topic_acl(name: str) -> AclBindingFilter:
+    return AclBindingFilter(
+        ResourceType.TOPIC,
+        name,
+        ResourcePatternType.MATCH,
+        None,
+        None,
+        AclOperation.ANY,
+        AclPermissionType.ANY,
+    )
+
+
 def test_create_describe_delete_acls(node: BrokerProcess) -> None:
     topic = unique("orders")
+    prefix = topic[:8]
     bindings = [
         allow("User:alice", AclOperation.READ, name=topic),
-        allow("User:bob", AclOperation.WRITE, name="ord", pattern=ResourcePatternType.PREFIXED),
+        allow("User:bob", AclOperation.WRITE, name=prefix, pattern=ResourcePatternType.PREFIXED),
     ]
     create_acls(node, bindings)
     admin = admin_of(node)
-    described = admin.describe_acls(
-        AclBindingFilter(
-            ResourceType.TOPIC,
-            topic,
-            ResourcePatternType.MATCH,
-            None,
-            None,
-            AclOperation.ANY,
-            AclPermissionType.ANY,
-        ),
-        request_timeout=30,
-    ).result(30)
+    # The MATCH filter finds the literal ACL and the prefixed one that applies.
+    eventually(
+        lambda: len(admin.describe_acls(any_topic_acl(topic), request_timeout=30).result(30)) == 2
+    )
+    described = admin.describe_acls(any_topic_acl(topic), request_timeout=30).result(30)
     assert sorted(described, key=str) == sorted(bindings, key=str)
     deleted = delete_acls(
         node,
         [
             AclBindingFilter(
                 ResourceType.ANY,
-                None,
+                prefix,
                 ResourcePatternType.ANY,
                 "User:bob",
                 None,
@@ -226,6 +232,12 @@ def test_create_describe_delete_acls(node: BrokerProcess) -> None:
         ],
     )
     assert deleted == [[bindings[1]]]
+    eventually(
+        lambda: (
+            admin.describe_acls(any_topic_acl(topic), request_timeout=30).result(30)
+            == [bindings[0]]
+        )
+    )
 
 
 def test_produce_needs_write_on_the_topic(node: BrokerProcess) -> None:
@@ -586,3 +598,90 @@ def test_idempotent_and_transactional_producers(node: BrokerProcess) -> None:
         return True
 
     eventually(commits)
+
+
+# librdkafka's tests/0081-admin.c ACL cases (do_test_CreateAcls, do_test_DescribeAcls,
+# do_test_DeleteAcls), same bindings, filters and expected results, against a broker
+# of version 2.0+ (prefixed patterns and MATCH filters supported).
+_TEST1, _TEST2 = "User:test1", "User:test2"
+
+
+def acl_filter(
+    name: str,
+    pattern: ResourcePatternType,
+    operation: AclOperation = AclOperation.ANY,
+) -> AclBindingFilter:
+    return AclBindingFilter(
+        ResourceType.TOPIC, name, pattern, None, None, operation, AclPermissionType.ANY
+    )
+
+
+def describe(node: BrokerProcess, acl_filter: AclBindingFilter) -> list[AclBinding]:
+    admin = admin_of(node)
+    described: list[AclBinding] = admin.describe_acls(acl_filter, request_timeout=10).result(11)
+    return described
+
+
+def test_0081_create_acls(node: BrokerProcess) -> None:
+    base = unique("rdkafkatest_do_test_CreateAcls")
+    bindings = [
+        allow(_TEST1, AclOperation.READ, name=f"{base}_1", pattern=ResourcePatternType.PREFIXED),
+        allow(_TEST2, AclOperation.WRITE, name=f"{base}_2"),
+    ]
+    admin = admin_of(node)
+    results = admin.create_acls(bindings, request_timeout=10)
+    assert len(results) == 2
+    for future in results.values():
+        assert future.result(11) is None
+
+
+def test_0081_describe_acls(node: BrokerProcess) -> None:
+    topic = unique("rdkafkatest_do_test_DescribeAcls")
+    created = [
+        allow(_TEST1, AclOperation.READ, name=topic, pattern=ResourcePatternType.PREFIXED),
+        allow(_TEST2, AclOperation.WRITE, name=topic),
+    ]
+    create_acls(node, created)
+    # librdkafka's test sleeps for the ACLs to reach the broker; here, until they have.
+    match = acl_filter(topic, ResourcePatternType.MATCH)
+    eventually(lambda: len(describe(node, match)) == 2)
+    assert sorted(describe(node, match), key=str) == sorted(created, key=str)
+    writes = describe(node, acl_filter(topic, ResourcePatternType.LITERAL, AclOperation.WRITE))
+    assert writes == [created[1]]
+
+
+def test_0081_delete_acls(node: BrokerProcess) -> None:
+    base = unique("rdkafkatest_do_test_DeleteAcls")
+    topic1, topic2 = f"{base}_1", f"{base}_2"
+    created = [
+        allow(_TEST1, AclOperation.READ, name=topic1, pattern=ResourcePatternType.PREFIXED),
+        allow(_TEST2, AclOperation.WRITE, name=topic1),
+        allow(_TEST2, AclOperation.WRITE, name=topic2),
+    ]
+    create_acls(node, created)
+    first = acl_filter(topic1, ResourcePatternType.MATCH)
+    eventually(lambda: len(describe(node, first)) == 2)
+    [deleted] = delete_acls(node, [first])
+    assert sorted(deleted, key=str) == sorted(created[:2], key=str)
+    eventually(lambda: describe(node, first) == [])
+    second = acl_filter(topic2, ResourcePatternType.LITERAL)
+    assert delete_acls(node, [second]) == [[created[2]]]
+    eventually(lambda: describe(node, second) == [])
+
+
+def test_acls_survive_a_restart(node: BrokerProcess) -> None:
+    """Last in this module: it restarts the shared node. The ACLs are records of the
+    metadata log, replayed at start by the controller and the broker alike."""
+    topic = unique("durable")
+    create_topic(node, topic)
+    granted = allow("User:alice", AclOperation.WRITE, name=topic)
+    create_acls(node, [granted])
+    eventually(lambda: produce_error(node, "alice", topic) is None)
+    node.restart()
+    assert describe(node, acl_filter(topic, ResourcePatternType.MATCH)) == [granted]
+    assert produce_error(node, "alice", topic) is None
+    error = produce_error(node, "bob", topic)
+    assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    # The controller's authorizer has them too: alice still may not create topics.
+    refused = create_topic_error(node, "alice", unique("after-restart"))
+    assert refused is not None and refused.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
