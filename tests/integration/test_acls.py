@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -43,7 +44,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from support.broker import BrokerProcess
+from support.broker import TIERCEL, BrokerProcess
 from support.kraft import controller_ports, kraft_node
 from tiercel.server.replication.broker_client import BrokerClient
 
@@ -670,7 +671,7 @@ def test_0081_delete_acls(node: BrokerProcess) -> None:
 
 
 def test_acls_survive_a_restart(node: BrokerProcess) -> None:
-    """Last in this module: it restarts the shared node. The ACLs are records of the
+    """The last test on the shared node, which it restarts. The ACLs are records of the
     metadata log, replayed at start by the controller and the broker alike."""
     topic = unique("durable")
     create_topic(node, topic)
@@ -685,3 +686,24 @@ def test_acls_survive_a_restart(node: BrokerProcess) -> None:
     # The controller's authorizer has them too: alice still may not create topics.
     refused = create_topic_error(node, "alice", unique("after-restart"))
     assert refused is not None and refused.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_a_node_without_process_roles_refuses_an_authorizer(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [
+            str(TIERCEL),
+            "broker",
+            "--override",
+            f"log.dirs={tmp_path / 'logs'}",
+            "--override",
+            "listeners=PLAINTEXT://127.0.0.1:0",
+            "--override",
+            f"authorizer.class.name={_AUTHORIZER}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert "run this node as a KRaft node (process.roles=broker,controller" in result.stderr
