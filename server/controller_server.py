@@ -37,6 +37,7 @@ from tiercel.protocol.request_header import (
     peek_api,
 )
 from tiercel.server.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
+from tiercel.server.authorizer.auth_helper import client_host
 from tiercel.server.authorizer.authorizer import Authorizer, load_authorizer
 from tiercel.server.controller.acl_control_manager import AclControlManager
 from tiercel.server.controller.controller_apis import CONTROLLER_API_VERSIONS, ControllerApis
@@ -214,9 +215,12 @@ class ControllerServer:
         operation = (
             AclOperation.DESCRIBE if api_key == _DESCRIBE_QUORUM else AclOperation.CLUSTER_ACTION
         )
-        host = client_address.rpartition(":")[0]
         return self._authorizer.authorize(
-            str(principal), host, operation, ResourceType.CLUSTER, CLUSTER_NAME
+            str(principal),
+            client_host(client_address),
+            operation,
+            ResourceType.CLUSTER,
+            CLUSTER_NAME,
         )
 
     async def _api_versions(

@@ -9,6 +9,7 @@ filtering (ListGroups, authorized operations) is not.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Final, Protocol
@@ -33,6 +34,7 @@ __all__ = [
     "authorize_by_resource_type",
     "authorize_cluster_operation",
     "authorized_operations",
+    "client_host",
     "filter_by_authorized",
 ]
 
@@ -56,9 +58,19 @@ class Caller(Protocol):
     def authorizer(self) -> Authorizer | None: ...
 
 
-def _host(client_address: str) -> str:
-    """The client's IP address of a connection's "host:port"."""
-    return client_address.rpartition(":")[0]
+def client_host(client_address: str) -> str:
+    """The client's IP address of a connection's "host:port" (IPv6 unbracketed), as
+    Java's InetAddress.getHostAddress writes it, which ACL hosts are compared with: an
+    IPv6 address with all eight groups, each without leading zeros ("0:0:0:0:0:0:0:1",
+    where Python writes "::1")."""
+    host = client_address.rpartition(":")[0]
+    if ":" not in host:
+        return host
+    try:
+        exploded = ipaddress.IPv6Address(host.partition("%")[0]).exploded
+    except ValueError:
+        return host
+    return ":".join(format(int(group, 16), "x") for group in exploded.split(":"))
 
 
 def authorize(
@@ -73,7 +85,7 @@ def authorize(
         return True
     principal = str(ctx.principal)
     allowed = authorizer.authorize(
-        principal, _host(ctx.client_address), operation, resource_type, resource_name
+        principal, client_host(ctx.client_address), operation, resource_type, resource_name
     )
     if not allowed and log_if_denied:
         log_event(
@@ -115,7 +127,7 @@ def authorize_by_resource_type(
     if authorizer is None:
         return True
     return authorizer.authorize_by_resource_type(
-        str(ctx.principal), _host(ctx.client_address), operation, resource_type
+        str(ctx.principal), client_host(ctx.client_address), operation, resource_type
     )
 
 

@@ -1,8 +1,9 @@
-"""CreateAcls and DeleteAcls on the active controller (Kafka's AclApis as
-ControllerApis uses it, with StandardAuthorizer's createAcls/deleteAcls going to
-QuorumController): ALTER on the cluster first, SECURITY_DISABLED without an authorizer,
-then one result per binding (creation) or per filter (deletion, with the ACLs it
-removed), in request order. Versions 1-3: Kafka 4 dropped v0 (KIP-896).
+"""The ACL APIs on a controller (Kafka's AclApis as ControllerApis uses it, with
+StandardAuthorizer's createAcls/deleteAcls going to QuorumController): CreateAcls and
+DeleteAcls need ALTER on the cluster, then SECURITY_DISABLED without an authorizer, then
+one result per binding (creation) or per filter (deletion, with the ACLs it removed), in
+request order; DescribeAcls is answered from the controller's authorizer. Versions 1-3:
+Kafka 4 dropped v0 (KIP-896).
 """
 
 from __future__ import annotations
@@ -10,12 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 from tiercel.protocol.errors import ErrorCode, KafkaError, SecurityDisabledError
+from tiercel.server.authorizer import acl_apis
 from tiercel.server.authorizer.acl import AclBindingFilter, AclOperation
 from tiercel.server.authorizer.auth_helper import authorize_cluster_operation
 from tiercel.server.controller.controller_request_context import ControllerRequestContext
 from tiercel.server.metadata.image.acls import StandardAcl
 
-__all__ = ["create_acls", "delete_acls"]
+__all__ = ["create_acls", "delete_acls", "describe_acls"]
 
 
 def _error_fields(error: KafkaError | None) -> dict[str, Any]:
@@ -28,6 +30,12 @@ def _check(context: ControllerRequestContext) -> None:
     authorize_cluster_operation(context, AclOperation.ALTER)
     if context.authorizer is None:
         raise SecurityDisabledError("No Authorizer is configured.")
+
+
+async def describe_acls(
+    context: ControllerRequestContext, version: int, request: Any
+) -> dict[str, Any]:
+    return acl_apis.describe_acls(context, request)
 
 
 async def create_acls(

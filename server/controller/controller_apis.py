@@ -336,6 +336,7 @@ _APIS: Final[Mapping[int, _Api]] = {
     18: _Api(0, 4, _api_versions),
     19: _Api(2, 7, admin.create_topics),
     20: _Api(1, 6, admin.delete_topics),
+    29: _Api(1, 3, acl_apis.describe_acls),
     30: _Api(1, 3, acl_apis.create_acls),
     31: _Api(1, 3, acl_apis.delete_acls),
     33: _Api(0, 2, admin.alter_configs),

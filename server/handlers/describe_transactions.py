@@ -53,8 +53,12 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
                 "transaction_start_time": _time(metadata.txn_start_timestamp),
                 "producer_id": metadata.producer_id,
                 "producer_epoch": metadata.producer_epoch,
+                # Only the topics the principal may DESCRIBE (Kafka's
+                # handleDescribeTransactionsRequest).
                 "topics": [
-                    {"topic": t, "partitions": sorted(ps)} for t, ps in sorted(by_topic.items())
+                    {"topic": t, "partitions": sorted(ps)}
+                    for t, ps in sorted(by_topic.items())
+                    if authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, t)
                 ],
             }
         )

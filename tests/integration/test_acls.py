@@ -46,6 +46,7 @@ from confluent_kafka.admin import (
 
 from support.broker import TIERCEL, BrokerProcess
 from support.kraft import controller_ports, kraft_node
+from support.kraft import request as kraft_request
 from tiercel.server.replication.broker_client import BrokerClient
 
 _PLAIN_MODULE: Final = "org.apache.kafka.common.security.plain.PlainLoginModule"
@@ -668,6 +669,64 @@ def test_0081_delete_acls(node: BrokerProcess) -> None:
     second = acl_filter(topic2, ResourcePatternType.LITERAL)
     assert delete_acls(node, [second]) == [[created[2]]]
     eventually(lambda: describe(node, second) == [])
+
+
+def test_a_controller_answers_describe_acls_from_its_own_authorizer(node: BrokerProcess) -> None:
+    """What kafka-acls --bootstrap-controller sends; the controller listener is
+    PLAINTEXT here, User:ANONYMOUS a super user."""
+    topic = unique("controller")
+    granted = allow("User:alice", AclOperation.READ, name=topic)
+    create_acls(node, [granted])
+    port = re.search(r"CONTROLLER://127\.0\.0\.1:(\d+)", str(node.overrides["listeners"]))
+    assert port is not None
+    body = {
+        "resource_type_filter": ResourceType.TOPIC.value,
+        "resource_name_filter": topic,
+        "pattern_type_filter": ResourcePatternType.LITERAL.value,
+        "principal_filter": None,
+        "host_filter": None,
+        "operation": AclOperation.ANY.value,
+        "permission_type": AclPermissionType.ANY.value,
+    }
+
+    def described() -> list[tuple[str, str, int]]:
+        response = kraft_request(f"127.0.0.1:{port.group(1)}", 29, (3, 3), body)
+        return [
+            (r.resource_name, a.principal, a.operation) for r in response.resources for a in r.acls
+        ]
+
+    eventually(lambda: described() == [(topic, "User:alice", AclOperation.READ.value)])
+
+
+def test_describe_transactions_leaves_out_topics_not_described(node: BrokerProcess) -> None:
+    topic, txn = unique("txn-topic"), unique("txn-described")
+    create_topic(node, topic)
+    create_acls(
+        node, [allow("User:bob", AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, txn)]
+    )
+    producer = Producer({**client_config(node, "admin"), "transactional.id": txn})
+    producer.init_transactions(20)
+    producer.begin_transaction()
+    producer.produce(topic, b"open")
+    assert producer.flush(20) == 0
+
+    def topics_seen_by(user: str) -> list[str] | None:
+        """The transaction's topics as ``user`` sees them; None while it may not
+        describe the transaction (bob's ACL on its way)."""
+        [state] = request_as(
+            node, user, 65, (0, 0), {"transactional_ids": [txn]}
+        ).transaction_states
+        return None if state.error_code else [t.topic for t in state.topics]
+
+    try:
+        assert topics_seen_by("admin") == [topic]
+        eventually(lambda: topics_seen_by("bob") == [])
+        [refused] = request_as(
+            node, "alice", 65, (0, 0), {"transactional_ids": [txn]}
+        ).transaction_states
+        assert refused.error_code == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    finally:
+        producer.abort_transaction(20)
 
 
 def test_acls_survive_a_restart(node: BrokerProcess) -> None:

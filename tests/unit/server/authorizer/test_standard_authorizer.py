@@ -23,6 +23,7 @@ from tiercel.server.authorizer.acl import (
     PatternType,
     ResourceType,
 )
+from tiercel.server.authorizer.auth_helper import client_host
 from tiercel.server.authorizer.authorizer import StandardAuthorizer, load_authorizer
 from tiercel.server.metadata.image.acls import StandardAcl
 
@@ -403,3 +404,22 @@ def test_a_node_without_process_roles_refuses_an_authorizer(tmp_path: Path) -> N
     )
     with pytest.raises(ConfigError, match=r"process.roles=broker,controller"):
         load_authorizer(config)
+
+
+@pytest.mark.parametrize(
+    ("client_address", "host"),
+    [
+        ("10.0.0.7:51234", "10.0.0.7"),
+        ("::1:51234", "0:0:0:0:0:0:0:1"),
+        ("2001:db8::ab:9092", "2001:db8:0:0:0:0:0:ab"),
+        ("fe80::1%eth0:9092", "fe80:0:0:0:0:0:0:1"),
+    ],
+)
+def test_client_host_is_written_as_java_writes_it(client_address: str, host: str) -> None:
+    assert client_host(client_address) == host
+
+
+def test_an_ipv6_acl_host_matches_java_s_form() -> None:
+    auth = authorizer([acl(TOPIC, "t", LITERAL, "User:a", "0:0:0:0:0:0:0:1", Op.READ, ALLOW)])
+    host = client_host("::1:40000")
+    assert auth.authorize("User:a", host, Op.READ, TOPIC, "t")
