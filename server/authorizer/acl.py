@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Final
+from typing import Final, TypeVar
 
 from tiercel.server.metadata.image.acls import StandardAcl
 
@@ -24,6 +24,7 @@ __all__ = [
     "AclPermissionType",
     "PatternType",
     "ResourceType",
+    "known",
     "parse_principal",
     "supported_operations",
 ]
@@ -106,6 +107,18 @@ _SUPPORTED: Final[dict[ResourceType, tuple[AclOperation, ...]]] = {
 }
 
 
+_Code = TypeVar("_Code", ResourceType, PatternType, AclOperation, AclPermissionType)
+
+
+def known(enum: type[_Code], code: int) -> _Code:
+    """``code`` as ``enum``'s member, UNKNOWN (0) for a code it does not have (Kafka's
+    fromCode)."""
+    try:
+        return enum(code)
+    except ValueError:
+        return enum(0)
+
+
 def supported_operations(resource_type: ResourceType) -> tuple[AclOperation, ...]:
     return _SUPPORTED[resource_type]
 
@@ -137,12 +150,17 @@ class AclBindingFilter:
     permission_type: int
 
     def is_unknown(self) -> bool:
-        """An UNKNOWN code in the pattern or entry part (Kafka's isUnknown)."""
+        """An UNKNOWN code in the pattern or entry part (Kafka's isUnknown; a code Kafka
+        does not know reads as UNKNOWN, as its fromCode methods have it)."""
+        return self.unknown_pattern() or (
+            known(AclOperation, self.operation) == AclOperation.UNKNOWN
+            or known(AclPermissionType, self.permission_type) == AclPermissionType.UNKNOWN
+        )
+
+    def unknown_pattern(self) -> bool:
         return (
-            self.resource_type == ResourceType.UNKNOWN
-            or self.pattern_type == PatternType.UNKNOWN
-            or self.operation == AclOperation.UNKNOWN
-            or self.permission_type == AclPermissionType.UNKNOWN
+            known(ResourceType, self.resource_type) == ResourceType.UNKNOWN
+            or known(PatternType, self.pattern_type) == PatternType.UNKNOWN
         )
 
     def matches(self, acl: StandardAcl) -> bool:

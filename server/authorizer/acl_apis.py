@@ -37,7 +37,8 @@ def describe_acls(ctx: Caller, request: Any) -> dict[str, Any]:
         request.permission_type,
     )
     if acl_filter.is_unknown():
-        return _error(ErrorCode.invalid_request, "The filter contains an UNKNOWN element.")
+        # DescribeAclsRequest.validate's message.
+        return _error(ErrorCode.invalid_request, "DescribeAclsRequest contains UNKNOWN elements")
     resources: dict[tuple[int, str, int], list[dict[str, Any]]] = {}
     for acl in authorizer.acls(acl_filter):
         key = (acl.resource_type, acl.resource_name, acl.pattern_type)

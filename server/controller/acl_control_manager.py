@@ -35,6 +35,7 @@ from tiercel.server.authorizer.acl import (
     AclPermissionType,
     PatternType,
     ResourceType,
+    known,
     parse_principal,
 )
 from tiercel.server.controller.controller_result import ControllerResult
@@ -69,29 +70,22 @@ def validate_new_acl(acl: StandardAcl) -> None:
         raise InvalidRequestError(f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}")
     if not acl.resource_name:
         raise InvalidRequestError("Invalid empty resource name")
-    if acl.resource_type in (ResourceType.UNKNOWN, ResourceType.ANY):
-        raise InvalidRequestError(f"Invalid resourceType {_name(ResourceType, acl.resource_type)}")
-    if acl.pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
-        raise InvalidRequestError(f"Invalid patternType {_name(PatternType, acl.pattern_type)}")
-    if acl.operation in (AclOperation.UNKNOWN, AclOperation.ANY):
-        raise InvalidRequestError(f"Invalid operation {_name(AclOperation, acl.operation)}")
-    if acl.permission_type not in (AclPermissionType.DENY, AclPermissionType.ALLOW):
-        raise InvalidRequestError(
-            f"Invalid permissionType {_name(AclPermissionType, acl.permission_type)}"
-        )
+    resource_type = known(ResourceType, acl.resource_type)
+    if resource_type in (ResourceType.UNKNOWN, ResourceType.ANY):
+        raise InvalidRequestError(f"Invalid resourceType {resource_type.name}")
+    pattern_type = known(PatternType, acl.pattern_type)
+    if pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
+        raise InvalidRequestError(f"Invalid patternType {pattern_type.name}")
+    operation = known(AclOperation, acl.operation)
+    if operation in (AclOperation.UNKNOWN, AclOperation.ANY):
+        raise InvalidRequestError(f"Invalid operation {operation.name}")
+    permission_type = known(AclPermissionType, acl.permission_type)
+    if permission_type not in (AclPermissionType.DENY, AclPermissionType.ALLOW):
+        raise InvalidRequestError(f"Invalid permissionType {permission_type.name}")
     try:
         parse_principal(acl.principal)
     except ValueError as e:
         raise InvalidRequestError(str(e)) from e
-
-
-def _name(
-    enum: type[ResourceType | PatternType | AclOperation | AclPermissionType], code: int
-) -> str:
-    try:
-        return enum(code).name
-    except ValueError:
-        return "UNKNOWN"
 
 
 class AclControlManager:
@@ -132,10 +126,7 @@ class AclControlManager:
         removed: set[uuid.UUID] = set()
         for acl_filter in filters:
             if acl_filter.is_unknown():
-                unknown_pattern = (
-                    acl_filter.resource_type == ResourceType.UNKNOWN
-                    or acl_filter.pattern_type == PatternType.UNKNOWN
-                )
+                unknown_pattern = acl_filter.unknown_pattern()
                 message = "Unknown patternFilter." if unknown_pattern else "Unknown entryFilter."
                 results.append(AclDeleteResult(error=InvalidRequestError(message)))
                 continue
