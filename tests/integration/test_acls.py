@@ -47,6 +47,7 @@ from confluent_kafka.admin import (
 from support.broker import TIERCEL, BrokerProcess
 from support.kraft import controller_ports, kraft_node
 from support.kraft import request as kraft_request
+from tiercel.protocol.record_builder import SimpleRecord, build_record_batch
 from tiercel.server.replication.broker_client import BrokerClient
 
 _PLAIN_MODULE: Final = "org.apache.kafka.common.security.plain.PlainLoginModule"
@@ -727,6 +728,36 @@ def test_describe_transactions_leaves_out_topics_not_described(node: BrokerProce
         assert refused.error_code == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     finally:
         producer.abort_transaction(20)
+
+
+def test_transactional_records_need_write_on_the_transactional_id(node: BrokerProcess) -> None:
+    """Produce of transactional records (sent as a client sends them after
+    InitProducerId): alice may write the topic but not the transactional id."""
+    topic = unique("txn-produce")
+    create_topic(node, topic)
+    create_acls(node, [allow("User:alice", AclOperation.WRITE, name=topic)])
+    batch = build_record_batch(
+        [SimpleRecord(None, b"v", timestamp=int(time.time() * 1000))],
+        producer_id=1000,
+        producer_epoch=0,
+        base_sequence=0,
+        is_transactional=True,
+    )
+    body = {
+        "transactional_id": "not-alices",
+        "acks": -1,
+        "timeout": 10000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}],
+    }
+
+    def produced() -> int:
+        [answer] = request_as(node, "alice", 0, (9, 9), body).responses
+        [partition] = answer.partition_responses
+        return int(partition.error_code)
+
+    # The transactional id is checked first, for the whole request: the topic's ACL
+    # (in or not yet) does not matter.
+    assert produced() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
 
 def test_acls_survive_a_restart(node: BrokerProcess) -> None:
