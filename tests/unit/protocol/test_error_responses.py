@@ -35,6 +35,9 @@ SAMPLE: dict[str, object] = {
     "topic_names": ["t"],
     "resources": [{"resource_type": 2, "resource_name": "t", "configs": []}],
     "topic_partitions": [TOPIC],
+    # CreateAcls and DeleteAcls: one binding, one filter.
+    "creations": [{"resource_type": 2, "resource_name": "t", "principal": "User:a"}],
+    "filters": [{"resource_type_filter": 2, "resource_name_filter": "t"}],
 }
 
 
