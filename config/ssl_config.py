@@ -4,7 +4,7 @@ As Kafka's `ChannelBuilders.channelBuilderConfigs` (`AbstractConfig.valuesWithPr
 with `ListenerName.configPrefix`), a key `listener.name.<listener name, lower case>.ssl.X`
 overrides `ssl.X` for that listener only. The store checks are Kafka's
 `DefaultSslEngineFactory.createKeystore` / `createTruststore`, with its messages, made at
-startup from the values alone; reading the files is `server.network.ssl_factory`'s work.
+startup from the values alone; reading the files is `ssl_factory`'s work.
 """
 
 from __future__ import annotations

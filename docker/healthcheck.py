@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """The broker image's health check: does the broker answer an ApiVersions request?
 
-``tiercel-healthcheck [HOST:PORT]`` (default 127.0.0.1:9092) exits 0 when the broker at
-that address answers ApiVersions v0 with error code 0, 1 otherwise. The broker queues
-requests until its start-up is complete, so an answer means it is serving.
+``tiercel-healthcheck [--ssl-ca CA.pem] [HOST:PORT]`` (default 127.0.0.1:9092) exits 0
+when the broker at that address answers ApiVersions v0 with error code 0, 1 otherwise.
+The broker queues requests until its start-up is complete, so an answer means it is
+serving. With ``--ssl-ca`` the connection is TLS, the broker's certificate checked
+against that authority and HOST; that also probes a SASL_SSL listener, which answers
+ApiVersions before any login (Kafka's SaslServerAuthenticator).
 
 ApiVersions v0 on the wire (Kafka's protocol; big-endian):
 
@@ -15,6 +18,7 @@ ApiVersions v0 on the wire (Kafka's protocol; big-endian):
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 import sys
 from typing import Final
@@ -32,10 +36,16 @@ def api_versions_request() -> bytes:
     return _HEADER.pack(size, _API_VERSIONS, 0, _CORRELATION_ID, len(_CLIENT_ID)) + _CLIENT_ID
 
 
-def probe(host: str, port: int, timeout: float = _TIMEOUT_S) -> str | None:
+def probe(
+    host: str, port: int, timeout: float = _TIMEOUT_S, ssl_ca: str | None = None
+) -> str | None:
     """None when the broker answers well; otherwise what went wrong."""
     try:
-        with socket.create_connection((host, port), timeout=timeout) as sock:
+        with socket.create_connection((host, port), timeout=timeout) as plain:
+            sock = plain
+            if ssl_ca is not None:
+                context = ssl.create_default_context(cafile=ssl_ca)
+                sock = context.wrap_socket(plain, server_hostname=host)
             sock.sendall(api_versions_request())
             answer = b""
             while len(answer) < _RESPONSE_PREFIX.size:
@@ -54,8 +64,11 @@ def probe(host: str, port: int, timeout: float = _TIMEOUT_S) -> str | None:
 
 
 def main(argv: list[str]) -> int:
+    ssl_ca = None
+    if argv[:1] == ["--ssl-ca"] and len(argv) > 1:
+        ssl_ca, argv = argv[1], argv[2:]
     host, _, port = (argv[0] if argv else "127.0.0.1:9092").rpartition(":")
-    problem = probe(host.strip("[]"), int(port))
+    problem = probe(host.strip("[]"), int(port), ssl_ca=ssl_ca)
     if problem is not None:
         print(f"tiercel-healthcheck: {host}:{port}: {problem}", file=sys.stderr)
         return 1

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 from tiercel.config.broker_config import BrokerConfig, Listener
 from tiercel.config.log_config import LogConfig
 from tiercel.config.logging_setup import log_event
+from tiercel.config.ssl_factory import outgoing_context
 from tiercel.server.add_partitions_to_txn_manager import AddPartitionsToTxnManager
 from tiercel.server.admin_manager import AdminManager
 from tiercel.server.assignments_manager import AssignmentsManager
@@ -64,7 +65,6 @@ from tiercel.server.metadata.store import (
 )
 from tiercel.server.network.connection import Buffer, Connection
 from tiercel.server.network.socket_server import SocketServer
-from tiercel.server.network.ssl_factory import outgoing_context
 from tiercel.server.remote_log_wiring import start_remote_log_manager
 from tiercel.server.replica_manager import ReplicaManager
 from tiercel.server.replication.alter_partition import ZkAlterPartitionManager

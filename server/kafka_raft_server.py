@@ -29,6 +29,7 @@ from typing import Final
 
 from tiercel.config.broker_config import BrokerConfig, Listener
 from tiercel.config.logging_setup import log_event
+from tiercel.config.ssl_factory import outgoing_context
 from tiercel.protocol.metadata.metadata_record_serde import (
     ApiMessageAndVersion,
     MetadataRecordSerde,
@@ -39,7 +40,6 @@ from tiercel.server.kraft_broker_metadata import KRaftBrokerMetadata
 from tiercel.server.metadata.bootstrap_directory import read_bootstrap_metadata
 from tiercel.server.metadata.bootstrap_metadata import BootstrapMetadata
 from tiercel.server.metadata.metadata_loader import MetadataLoader
-from tiercel.server.network.ssl_factory import outgoing_context
 from tiercel.server.raft.endpoints import Endpoints, HostPort
 from tiercel.server.raft.kafka_metadata_log import METADATA_TOPIC_PARTITION
 from tiercel.server.raft.kafka_raft_manager import KafkaRaftManager

@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from tiercel.config.broker_config import BrokerConfig, Listener
+from tiercel.config.ssl_factory import outgoing_context
 from tiercel.protocol.metadata.metadata_version import (
     LATEST_PRODUCTION,
     MINIMUM_VERSION,
@@ -45,7 +46,6 @@ from tiercel.server.metadata.log_dir_event import LogDirEvent
 from tiercel.server.metadata.metadata_cache import MetadataCache
 from tiercel.server.metadata.metadata_loader import MetadataLoader
 from tiercel.server.metadata.supported_features import SUPPORTED_FEATURES
-from tiercel.server.network.ssl_factory import outgoing_context
 from tiercel.server.node_to_controller_channel import (
     ControllerInformation,
     NodeToControllerChannel,

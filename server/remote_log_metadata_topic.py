@@ -33,6 +33,7 @@ from typing import Any, Final, Protocol
 
 from tiercel.config.broker_config import BrokerConfig
 from tiercel.config.logging_setup import log_event
+from tiercel.config.ssl_factory import outgoing_context
 from tiercel.protocol.compression import decompress
 from tiercel.protocol.errors import ErrorCode, KafkaError
 from tiercel.protocol.record_batch import (
@@ -48,7 +49,6 @@ from tiercel.server.admin_manager import AdminManager
 from tiercel.server.delayed_fetch import FetchRequestPartition, FetchResult
 from tiercel.server.internal_topic import ensure_internal_topic
 from tiercel.server.metadata.metadata_cache import MetadataCache
-from tiercel.server.network.ssl_factory import outgoing_context
 from tiercel.server.replica_manager import ProduceResult
 from tiercel.server.replication.broker_client import BrokerClient
 from tiercel.storage.log_values import FetchIsolation

@@ -26,10 +26,10 @@ from tiercel.config.broker_config import Listener
 from tiercel.config.logging_setup import log_event
 from tiercel.config.sasl_config import SaslConfig
 from tiercel.config.ssl_config import SslConfig
+from tiercel.config.ssl_factory import server_context
 from tiercel.server.network.connection import Connection, FrameHandler
 from tiercel.server.network.sasl_server_authenticator import SaslServerAuthenticator
 from tiercel.server.network.socket_options import USE_DEFAULT_BUFFER_SIZE, set_buffer_sizes
-from tiercel.server.network.ssl_factory import server_context
 from tiercel.server.network.ssl_principal_mapper import SslPrincipalMapper
 
 _log: Final = logging.getLogger("tiercel.network")

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tiercel.config.broker_config import BrokerConfig
+from tiercel.config.ssl_factory import outgoing_context
 from tiercel.server.metadata.metadata_cache import MetadataCache
-from tiercel.server.network.ssl_factory import outgoing_context
 from tiercel.server.remote_log_reads import RemoteLogReads
 from tiercel.server.replication.broker_client import BrokerClient
 from tiercel.server.replication.failed_partitions import FailedPartitions

@@ -41,7 +41,7 @@ import yaml
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from support.broker import REPO, TIERCEL, BrokerProcess
-from support.clients import Outgoing, consume, produce
+from support.clients import Outgoing, consume, produce, round_trip
 from support.kraft import controller_ports
 from support.ports import free_port
 from support.tools import required_tool
@@ -54,6 +54,7 @@ from tiercel.tiered.rsm.s3_remote_storage import S3RemoteStorageManager
 
 DOCKER = REPO / "docker"
 COMPOSE_FILE = DOCKER / "docker-compose.yml"
+SASL_SSL_FILE = DOCKER / "docker-compose.sasl-ssl.yml"
 DOCKERFILE = DOCKER / "Dockerfile"
 KRAFT_CONFIG_DIR = REPO / "config" / "kraft"
 CONTAINER_CONFIG = "/etc/tiercel/broker.yaml"
@@ -459,9 +460,12 @@ class EntrypointNode(BrokerProcess):
         return {d: (self.volume / d / "meta.properties").read_bytes() for d in ("data", "metadata")}
 
 
-@pytest.fixture
-def entrypoint_nodes(compose: dict[str, Any], tmp_path: Path) -> Iterator[list[EntrypointNode]]:
-    """The compose file's three nodes as entry point processes (not started)."""
+def _local_nodes(
+    tmp_path: Path, environment_of: Callable[[int], dict[str, str]]
+) -> list[EntrypointNode]:
+    """Three entry point processes (not started) with the containers' environments
+    (``environment_of(node)``), the addresses moved to 127.0.0.1 ports and the volumes
+    to directories of ``tmp_path``."""
     controllers = controller_ports(list(NODES))
     voters = ",".join(f"{n}@127.0.0.1:{port}" for n, port in controllers.items())
     nodes = []
@@ -471,7 +475,7 @@ def entrypoint_nodes(compose: dict[str, Any], tmp_path: Path) -> Iterator[list[E
             **os.environ,
             # `tiercel` is this checkout's, as the image's is on its PATH.
             "PATH": f"{TIERCEL.parent}{os.pathsep}{os.environ['PATH']}",
-            **_container_environment(compose, node),
+            **environment_of(node),
             "TIERCEL_CONFIG_FILE": str(kraft_config(node)),
             "TIERCEL_CFG_LISTENERS": f"INTERNAL://127.0.0.1:{internal},"
             f"EXTERNAL://127.0.0.1:{external},CONTROLLER://127.0.0.1:{controllers[node]}",
@@ -485,6 +489,13 @@ def entrypoint_nodes(compose: dict[str, Any], tmp_path: Path) -> Iterator[list[E
             "TIERCEL_CFG_OFFSETS_TOPIC_NUM_PARTITIONS": "5",
         }
         nodes.append(EntrypointNode(tmp_path / f"tiercel-{node}", env, external))
+    return nodes
+
+
+@pytest.fixture
+def entrypoint_nodes(compose: dict[str, Any], tmp_path: Path) -> Iterator[list[EntrypointNode]]:
+    """The compose file's three nodes as entry point processes (not started)."""
+    nodes = _local_nodes(tmp_path, lambda node: _container_environment(compose, node))
     yield nodes
     for n in nodes:
         n.kill()
@@ -535,6 +546,100 @@ def test_the_entrypoint_formats_three_nodes_once_and_they_form_a_cluster(
     assert node.meta_properties() == before
     consumed = consume("confluent", node.bootstrap, "events", 90, partitions=(0, 1, 2))
     assert sorted(consumed.values()) == sorted(r.value for r in records)
+
+
+def _sasl_ssl_compose() -> dict[str, Any]:
+    """docker-compose.yml with docker-compose.sasl-ssl.yml layered on, as `docker-compose
+    config` resolves them (the password variables at their defaults)."""
+    binary = required_tool("docker-compose")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("CLUSTER_ID", "BROKER_PASSWORD", "CLIENT_PASSWORD")
+    }
+    result = subprocess.run(
+        [binary, "-f", str(COMPOSE_FILE), "-f", str(SASL_SSL_FILE), "config"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr
+    resolved: dict[str, Any] = yaml.safe_load(result.stdout)
+    return resolved
+
+
+def test_the_sasl_ssl_overlay_secures_every_listener_of_every_node() -> None:
+    services = _sasl_ssl_compose()["services"]
+    for node in NODES:
+        service = services[f"tiercel-{node}"]
+        env = _environment(service)
+        assert env["TIERCEL_CFG_LISTENER_SECURITY_PROTOCOL_MAP"] == (
+            "INTERNAL:SASL_SSL,EXTERNAL:SASL_SSL,CONTROLLER:SSL"
+        )
+        assert env["TIERCEL_CFG_SSL_KEYSTORE_LOCATION"] == f"/etc/tiercel/certs/tiercel-{node}.pem"
+        # The base file's settings are kept under the overlay's.
+        assert env["TIERCEL_CFG_INTER_BROKER_LISTENER_NAME"] == "INTERNAL"
+        assert env["CLUSTER_ID"] == DEFAULT_CLUSTER_ID
+        mounts = {v.split(":")[1]: v.split(":")[0] for v in service["volumes"]}
+        assert Path(mounts["/etc/tiercel/certs"]) == DOCKER / "certs"
+        assert service["healthcheck"]["test"] == [
+            "CMD",
+            "tiercel-healthcheck",
+            "--ssl-ca",
+            "/etc/tiercel/certs/ca.pem",
+            f"127.0.0.1:{INTERNAL_PORT}",
+        ]
+
+
+def test_the_sasl_ssl_example_runs_with_certificates_made_by_its_script(tmp_path: Path) -> None:
+    """make-certs.sh's certificates, the overlay's environment, three entry point
+    processes: the nodes elect a quorum over mutual TLS, replicate over SASL_SSL as
+    `broker`, and serve a client logged in as `client` over SASL_SSL."""
+    certs = tmp_path / "certs"
+    made = subprocess.run(
+        ["sh", str(DOCKER / "make-certs.sh"), str(certs)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert made.returncode == 0, made.stderr
+    assert sorted(p.name for p in certs.iterdir()) == [
+        "ca.key",
+        "ca.pem",
+        "tiercel-1.pem",
+        "tiercel-2.pem",
+        "tiercel-3.pem",
+    ]
+    services = _sasl_ssl_compose()["services"]
+
+    def environment_of(node: int) -> dict[str, str]:
+        env = _environment(services[f"tiercel-{node}"])
+        return {k: v.replace("/etc/tiercel/certs", str(certs)) for k, v in env.items()}
+
+    nodes = _local_nodes(tmp_path, environment_of)
+    try:
+        _start_together(nodes)
+        internal = nodes[0].env["TIERCEL_CFG_LISTENERS"].split(",")[0].rpartition("/")[2]
+        health = [sys.executable, str(DOCKER / "healthcheck.py")]
+        ca = str(certs / "ca.pem")
+        assert subprocess.run([*health, "--ssl-ca", ca, internal], timeout=30).returncode == 0
+        # A health check that does not speak TLS gets no answer from a TLS listener.
+        assert subprocess.run([*health, internal], timeout=30).returncode == 1
+        client = {
+            "security.protocol": "SASL_SSL",
+            "ssl.ca.location": ca,
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": "client",
+            "sasl.password": "client-secret",
+        }
+        bootstrap = ",".join(n.bootstrap for n in nodes)
+        admin = AdminClient({"bootstrap.servers": bootstrap, **client})
+        admin.create_topics([NewTopic("secured", 1, 3)])["secured"].result(60)
+        round_trip({"bootstrap.servers": bootstrap, **client}, "secured", count=30)
+    finally:
+        for node in nodes:
+            node.kill()
 
 
 def test_healthcheck_passes_for_a_serving_broker_only(

@@ -14,10 +14,10 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from support.broker import BrokerProcess
+from support.clients import consume_values, produce_numbered
 from support.kraft import controller_ports, describe_quorum, format_node, kraft_node
 
 
@@ -27,34 +27,6 @@ def nodes() -> Iterator[list[BrokerProcess]]:
     yield started
     for node in started:
         node.kill()
-
-
-def produce(bootstrap: str, topic: str, count: int, start: int = 0) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
-    delivered: list[object] = []
-    for i in range(start, start + count):
-        producer.produce(
-            topic, key=b"k%d" % i, value=b"v%d" % i, on_delivery=lambda e, m: delivered.append(e)
-        )
-    assert producer.flush(60) == 0
-    assert delivered == [None] * count
-
-
-def consume_all(bootstrap: str, topic: str, count: int, group: str) -> set[bytes]:
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest"}
-    )
-    consumer.subscribe([topic])
-    values: set[bytes] = set()
-    deadline = time.monotonic() + 60
-    try:
-        while len(values) < count and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                values.add(message.value())
-    finally:
-        consumer.close()
-    return values
 
 
 def create_topic(bootstrap: str, topic: NewTopic) -> None:
@@ -70,8 +42,8 @@ def test_a_combined_node_serves_alone(tmp_path: Path, nodes: list[BrokerProcess]
     node.start()
     # CreateTopics goes to the broker, which forwards it to the controller (KIP-590).
     create_topic(node.bootstrap, NewTopic("events", 3, 1))
-    produce(node.bootstrap, "events", 200)
-    assert len(consume_all(node.bootstrap, "events", 200, "g1")) == 200
+    produce_numbered(node.bootstrap, "events", 200)
+    assert len(consume_values(node.bootstrap, "events", 200, "g1")) == 200
     metadata_log = node.log_dir / "__cluster_metadata-0"
     assert metadata_log.is_dir()
     # A clean stop fenced the broker: it registers again at once, not after a session
@@ -82,8 +54,8 @@ def test_a_combined_node_serves_alone(tmp_path: Path, nodes: list[BrokerProcess]
     restart = node.log_text().rsplit("---- start #2 ----", 1)[1].splitlines()[1:]
     started_line = next(line for line in restart if "event=broker_started" in line)
     assert logged_at(started_line) - logged_at(restart[0]) < timedelta(seconds=8)
-    produce(node.bootstrap, "events", 50, start=200)
-    assert len(consume_all(node.bootstrap, "events", 250, "g2")) == 250
+    produce_numbered(node.bootstrap, "events", 50, start=200)
+    assert len(consume_values(node.bootstrap, "events", 250, "g2")) == 250
     assert metadata_log.is_dir()
     assert "log_deleted partition=__cluster_metadata" not in node.log_text()
 
@@ -146,7 +118,7 @@ def test_three_combined_nodes_survive_a_killed_node(
         assert time.monotonic() < deadline, "no new active controller"
         time.sleep(0.2)
     active.start(60)
-    produce(bootstrap, "replicated", 500)
+    produce_numbered(bootstrap, "replicated", 500)
 
     nodes[0].kill()
     survivors = ",".join(n.bootstrap for n in nodes[1:])
@@ -161,8 +133,8 @@ def test_three_combined_nodes_survive_a_killed_node(
     # A controller leads again: a new topic can be created, and nothing acknowledged
     # before the kill is lost.
     create_topic(survivors, NewTopic("after", 1, 2))
-    produce(survivors, "replicated", 100, start=500)
-    assert len(consume_all(survivors, "replicated", 600, "g")) == 600
+    produce_numbered(survivors, "replicated", 100, start=500)
+    assert len(consume_values(survivors, "replicated", 600, "g")) == 600
 
 
 def test_a_broker_only_node_needs_no_bootstrap_checkpoint(
@@ -181,8 +153,8 @@ def test_a_broker_only_node_needs_no_bootstrap_checkpoint(
     controller.launch()
     broker.start(60)
     create_topic(broker.bootstrap, NewTopic("served", 1, 1))
-    produce(broker.bootstrap, "served", 20)
+    produce_numbered(broker.bootstrap, "served", 20)
     assert broker.stop() == 0
     bootstrap_file.write_bytes(b"not a checkpoint")
     broker.start(60)
-    produce(broker.bootstrap, "served", 20, start=20)
+    produce_numbered(broker.bootstrap, "served", 20, start=20)

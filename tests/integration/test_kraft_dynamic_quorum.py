@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from support.broker import BrokerProcess
+from support.clients import consume_values, produce_numbered
 from support.kraft import (
     controller_ports,
     describe_quorum,
@@ -37,32 +37,6 @@ def nodes() -> Iterator[list[BrokerProcess]]:
     yield started
     for node in started:
         node.kill()
-
-
-def produce(bootstrap: str, topic: str, count: int, start: int = 0) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
-    delivered: list[object] = []
-    for i in range(start, start + count):
-        producer.produce(topic, value=b"v%d" % i, on_delivery=lambda e, m: delivered.append(e))
-    assert producer.flush(60) == 0
-    assert delivered == [None] * count
-
-
-def consume_all(bootstrap: str, topic: str, count: int, group: str) -> set[bytes]:
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest"}
-    )
-    consumer.subscribe([topic])
-    values: set[bytes] = set()
-    deadline = time.monotonic() + 60
-    try:
-        while len(values) < count and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                values.add(message.value())
-    finally:
-        consumer.close()
-    return values
 
 
 def create_topic(bootstrap: str, topic: NewTopic) -> None:
@@ -117,7 +91,7 @@ def test_three_combined_nodes_form_a_dynamic_quorum(
         node.wait_started(90)
     bootstrap = ",".join(n.bootstrap for n in nodes)
     create_topic(bootstrap, NewTopic("replicated", 3, 3))
-    produce(bootstrap, "replicated", 300)
+    produce_numbered(bootstrap, "replicated", 300)
 
     # kraft.version 1: the voters carry their directory ids and controller endpoints,
     # and quorum-state is written in data_version 1.
@@ -143,8 +117,8 @@ def test_three_combined_nodes_form_a_dynamic_quorum(
         assert time.monotonic() < deadline, "the killed node's broker was not fenced"
         time.sleep(0.2)
     create_topic(survivors_bootstrap, NewTopic("after", 1, 2))
-    produce(survivors_bootstrap, "replicated", 100, start=300)
-    assert len(consume_all(survivors_bootstrap, "replicated", 400, "g")) == 400
+    produce_numbered(survivors_bootstrap, "replicated", 100, start=300)
+    assert len(consume_values(survivors_bootstrap, "replicated", 400, "g")) == 400
     assert voters_of(describe_quorum(survivors[0])) == expected
 
 
@@ -155,16 +129,16 @@ def test_a_standalone_node_is_a_single_node_cluster(
     nodes.append(node)
     node.start(60)
     create_topic(node.bootstrap, NewTopic("events", 2, 1))
-    produce(node.bootstrap, "events", 100)
-    assert len(consume_all(node.bootstrap, "events", 100, "g1")) == 100
+    produce_numbered(node.bootstrap, "events", 100)
+    assert len(consume_values(node.bootstrap, "events", 100, "g1")) == 100
     [(voter_id, (directory_id, _))] = voters_of(describe_quorum(node)).items()
     assert (voter_id, directory_id) == (1, metadata_directory_id(node))
     # Restarted, it reads its voter set back (bootstrap snapshot and log) and leads
     # again at once.
     assert node.stop() == 0
     node.start(60)
-    produce(node.bootstrap, "events", 50, start=100)
-    assert len(consume_all(node.bootstrap, "events", 150, "g2")) == 150
+    produce_numbered(node.bootstrap, "events", 50, start=100)
+    assert len(consume_values(node.bootstrap, "events", 150, "g2")) == 150
     assert list(voters_of(describe_quorum(node))) == [1]
 
 
@@ -183,8 +157,8 @@ def test_a_broker_finds_a_dynamic_quorum_through_its_bootstrap_servers(
     controller.launch()
     broker.start(60)
     create_topic(broker.bootstrap, NewTopic("observed", 1, 1))
-    produce(broker.bootstrap, "observed", 20)
-    assert len(consume_all(broker.bootstrap, "observed", 20, "g")) == 20
+    produce_numbered(broker.bootstrap, "observed", 20)
+    assert len(consume_values(broker.bootstrap, "observed", 20, "g")) == 20
     quorum = describe_quorum(broker)
     assert list(voters_of(quorum)) == [1]
     [partition] = quorum.topics[0].partitions

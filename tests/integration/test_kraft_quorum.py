@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from support.broker import BrokerProcess
+from support.clients import produce_numbered
 from support.cluster import read_batches
 from support.kraft import (
     controller_ports,
@@ -270,7 +271,7 @@ def test_a_paused_voter_and_a_paused_active_controller(combined: Quorum) -> None
     old = nodes[leader_id].bootstrap
     wait_for_topics(old, {"while-a-follower-sleeps", "after-the-controller-slept"})
     create_topic(old, "after-the-old-controller-woke", 1, 3)
-    produce(old, "after-the-old-controller-woke", 20)
+    produce_numbered(old, "after-the-old-controller-woke", 20)
     assert consume(old, "after-the-old-controller-woke", 20) == 20
 
 
@@ -376,7 +377,7 @@ def test_three_controllers_and_three_brokers(split: Quorum) -> None:
     nodes, ports = split.nodes, split.ports
     bootstrap = split.bootstrap(1, 2, 3)
     create_topic(bootstrap, "replicated", 3, 3, {"min.insync.replicas": "2"})
-    produce(bootstrap, "replicated", 300)
+    produce_numbered(bootstrap, "replicated", 300)
     assert consume(bootstrap, "replicated", 300) == 300
     # Only the brokers are brokers: the controllers are neither in metadata nor replicas.
     assert brokers(bootstrap) == {1, 2, 3}
@@ -392,7 +393,7 @@ def test_three_controllers_and_three_brokers(split: Quorum) -> None:
         return all(p.leader in (2, 3) and 1 not in p.isrs for p in partitions.values())
 
     wait_for(moved, "the killed broker's leaderships to move")
-    produce(survivors, "replicated", 100, start=300)
+    produce_numbered(survivors, "replicated", 100, start=300)
 
     # The killed active controller: another controller is elected in a later epoch and
     # commits metadata changes; nothing committed before is lost.
@@ -402,7 +403,7 @@ def test_three_controllers_and_three_brokers(split: Quorum) -> None:
     assert elected.leader_epoch > old.leader_epoch
     create_topic(survivors, "after-the-controller-died", 1, 2)
     wait_for_topics(survivors, {"replicated", "after-the-controller-died"})
-    produce(survivors, "after-the-controller-died", 10)
+    produce_numbered(survivors, "after-the-controller-died", 10)
     assert consume(survivors, "replicated", 400) == 400
 
     # Both back: the controller follows the new leader, the broker rejoins every ISR.
@@ -428,7 +429,7 @@ def test_two_of_three_controllers_down(split: Quorum) -> None:
     nodes, ports = split.nodes, split.ports
     bootstrap = split.bootstrap(1, 2, 3)
     create_topic(bootstrap, "steady", 3, 3, {"min.insync.replicas": "2"})
-    produce(bootstrap, "steady", 100)
+    produce_numbered(bootstrap, "steady", 100)
     # A group read first: __consumer_offsets is created while a controller can.
     assert consume(bootstrap, "steady", 100) == 100
 
@@ -439,7 +440,7 @@ def test_two_of_three_controllers_down(split: Quorum) -> None:
     with ThreadPoolExecutor(1) as executor:
         started = time.monotonic()
         answer = executor.submit(create_topics_at, nodes[2].bootstrap, "waits-for-a-quorum")
-        produce(bootstrap, "steady", 200, start=100)
+        produce_numbered(bootstrap, "steady", 200, start=100)
         assert consume(bootstrap, "steady", 300) == 300
         assert not answer.done()
         # The broker's forwarding channel finds no active controller until its retry
@@ -457,7 +458,7 @@ def test_two_of_three_controllers_down(split: Quorum) -> None:
     pending["after-a-voter-returned"].result(120)
     wait_for_topics(bootstrap, {"steady", "after-a-voter-returned"})
     assert "waits-for-a-quorum" not in topics(bootstrap)
-    produce(bootstrap, "after-a-voter-returned", 10)
+    produce_numbered(bootstrap, "after-a-voter-returned", 10)
     nodes[down[0]].launch()
     nodes[down[0]].wait_started(120)
 
@@ -500,7 +501,7 @@ def test_restarts_and_a_late_broker_load_snapshots(tmp_path: Path) -> None:
         assert voter.stop() == 0
         voter.start(120)
         wait_for_topics(voter.bootstrap, set(names))
-        produce(voter.bootstrap, "t0", 10)
+        produce_numbered(voter.bootstrap, "t0", 10)
 
         # A broker that never saw the log's start fetches the snapshot, then the log.
         late.start(120)
@@ -508,7 +509,7 @@ def test_restarts_and_a_late_broker_load_snapshots(tmp_path: Path) -> None:
         assert list(metadata_partition_dir(late).glob("*.checkpoint"))
         wait_for_topics(late.bootstrap, set(names))
         create_topic(voter.bootstrap, "on-both", 2, 2)
-        produce(late.bootstrap, "on-both", 20)
+        produce_numbered(late.bootstrap, "on-both", 20)
         assert consume(late.bootstrap, "on-both", 20) == 20
     finally:
         voter.kill()
@@ -541,15 +542,6 @@ def create_topics_at(address: str, topic: str) -> Any:
         return response
 
     return asyncio.run(ask())
-
-
-def produce(bootstrap: str, topic: str, count: int, start: int = 0) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
-    delivered: list[object] = []
-    for i in range(start, start + count):
-        producer.produce(topic, value=b"v%d" % i, on_delivery=lambda e, m: delivered.append(e))
-    assert producer.flush(60) == 0
-    assert delivered == [None] * count
 
 
 def consume(bootstrap: str, topic: str, count: int) -> int:

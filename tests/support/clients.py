@@ -444,3 +444,40 @@ def round_trip(config: Mapping[str, Any], topic: str, count: int) -> None:
     finally:
         consumer.close()
     assert values == [f"v{i}".encode() for i in range(count)]
+
+
+def produce_numbered(
+    bootstrap: str,
+    topic: str,
+    count: int,
+    start: int = 0,
+    config: Mapping[str, Any] | None = None,
+) -> None:
+    """Produce values ``v<start>`` .. ``v<start + count - 1>`` with librdkafka, acks=all
+    (``config`` added to the producer's settings), and check every one was delivered."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", **(config or {})})
+    delivered: list[object] = []
+    for i in range(start, start + count):
+        producer.produce(topic, value=b"v%d" % i, on_delivery=lambda e, m: delivered.append(e))
+    assert producer.flush(60) == 0
+    # KafkaError cannot be compared with None: count the failures instead.
+    assert len(delivered) == count and [e for e in delivered if e is not None] == []
+
+
+def consume_values(bootstrap: str, topic: str, count: int, group: str) -> set[bytes]:
+    """The distinct values a consumer of ``group`` reads from ``topic``, from the earliest
+    offset, until it has ``count`` of them or a minute has passed."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest"}
+    )
+    consumer.subscribe([topic])
+    values: set[bytes] = set()
+    deadline = time.monotonic() + 60
+    try:
+        while len(values) < count and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                values.add(message.value())
+    finally:
+        consumer.close()
+    return values

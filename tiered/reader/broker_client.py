@@ -4,10 +4,10 @@ What `broker_tail` needs of a Kafka cluster, kept apart from the read functions 
 each stays one concept: Kafka's consumer splits them the same way (NetworkClient and
 its Metadata, under the Fetcher and OffsetFetcher that build the requests).
 
-- `BrokerConnection`: one plain socket to one broker (PLAINTEXT only), one request in
-  flight, frames encoded and decoded by `protocol.client_frames`; ApiVersions is checked
-  first, as Kafka's NetworkClient does, so a broker too old for the fixed versions here
-  fails clearly.
+- `BrokerConnection`: one socket to one broker, wrapped in TLS and logged in with
+  SASL/PLAIN as `client_security` says, one request in flight, frames encoded and decoded
+  by `protocol.client_frames`; ApiVersions is checked first, as Kafka's NetworkClient
+  does, so a broker too old for the fixed versions here fails clearly.
 - `BrokerCluster`: the bootstrap servers, the brokers and partition leaders the last
   Metadata named, one connection per broker; a connection failure drops the connection
   and every known leader (the broker may be gone).
@@ -23,6 +23,7 @@ Spark executors, with no event loop.
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -31,6 +32,7 @@ from typing import Any, Final
 
 from tiercel.protocol.client_frames import FrameError, decode_response, encode_request
 from tiercel.protocol.errors import ErrorCode
+from tiercel.tiered.reader.client_security import PLAINTEXT, ClientSecurity
 
 __all__ = [
     "FETCH",
@@ -46,6 +48,8 @@ __all__ = [
 ]
 
 _API_VERSIONS: Final = (18, 3)
+_SASL_HANDSHAKE: Final = (17, 1)
+_SASL_AUTHENTICATE: Final = (36, 2)
 METADATA: Final = (3, 12)
 LIST_OFFSETS: Final = (2, 7)
 FETCH: Final = (1, 12)
@@ -118,16 +122,16 @@ class Deadline:
 class BrokerConnection:
     """One blocking socket to one broker; requests one at a time, in order."""
 
-    def __init__(self, host: str, port: int, timeout_s: float) -> None:
+    def __init__(
+        self, host: str, port: int, timeout_s: float, security: ClientSecurity = PLAINTEXT
+    ) -> None:
         self.address = f"{host}:{port}"
-        try:
-            self._sock = socket.create_connection((host, port), timeout=max(timeout_s, 0.1))
-        except OSError as e:
-            raise RetriableError(f"broker {self.address}: cannot connect ({e})") from e
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._sock = _connect(host, port, max(timeout_s, 0.1), security)
         self._correlation_id = 0
         try:
             self._check_versions(timeout_s)
+            if security.sasl_login is not None:
+                self._authenticate(*security.sasl_login, timeout_s)
         except BaseException:
             self._sock.close()
             raise
@@ -190,13 +194,57 @@ class BrokerConnection:
                     f"the broker tail needs version {version}"
                 )
 
+    def _authenticate(self, username: str, password: str, timeout_s: float) -> None:
+        """SASL/PLAIN as Kafka's SaslClientAuthenticator: SaslHandshake v1 naming the
+        mechanism, then the RFC 4616 message (no authorization id) in one
+        SaslAuthenticate. A refusal fails the read for good: the same login would be
+        refused again (Kafka's SaslAuthenticationException is not retriable)."""
+        handshake = self.request(_SASL_HANDSHAKE, {"mechanism": "PLAIN"}, timeout_s)
+        if handshake.error_code != ErrorCode.none:
+            raise BrokerTailError(
+                f"broker {self.address} does not take SASL mechanism PLAIN "
+                f"(it takes {', '.join(handshake.mechanisms) or 'none'})"
+            )
+        token = b"\0" + username.encode() + b"\0" + password.encode()
+        answer = self.request(_SASL_AUTHENTICATE, {"auth_bytes": token}, timeout_s)
+        if answer.error_code != ErrorCode.none:
+            raise BrokerTailError(
+                f"broker {self.address}: SASL/PLAIN login as {username} failed: "
+                f"{answer.error_message or answer.error_code.name.upper()}"
+            )
+
+
+def _connect(host: str, port: int, timeout_s: float, security: ClientSecurity) -> socket.socket:
+    """A connected socket, in TLS when ``security`` says so (the handshake done, the
+    broker's certificate and, unless turned off, its host name checked)."""
+    try:
+        sock = socket.create_connection((host, port), timeout=timeout_s)
+    except OSError as e:
+        raise RetriableError(f"broker {host}:{port}: cannot connect ({e})") from e
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    context = security.ssl_context()
+    if context is None:
+        return sock
+    try:
+        return context.wrap_socket(sock, server_hostname=host)
+    except ssl.SSLCertVerificationError as e:
+        # Not a passing failure (Kafka's SslAuthenticationException is not retriable).
+        sock.close()
+        raise BrokerTailError(f"broker {host}:{port}: TLS handshake failed: {e}") from e
+    except OSError as e:
+        sock.close()
+        raise RetriableError(f"broker {host}:{port}: TLS handshake failed ({e})") from e
+
 
 class BrokerCluster:
     """Bootstrap servers, the brokers and leaders Metadata named, one connection per
     broker. Not thread-safe."""
 
-    def __init__(self, bootstrap_servers: str, deadline: Deadline) -> None:
+    def __init__(
+        self, bootstrap_servers: str, deadline: Deadline, security: ClientSecurity = PLAINTEXT
+    ) -> None:
         self.bootstrap_servers = bootstrap_servers
+        self.security = security
         self._bootstrap = _parse_servers(bootstrap_servers)
         self.deadline = deadline
         self._brokers: dict[int, tuple[str, int]] = {}
@@ -220,7 +268,9 @@ class BrokerCluster:
         try:
             connection = self._connections.get(address)
             if connection is None:
-                connection = self._connections[address] = BrokerConnection(*address, timeout_s)
+                connection = self._connections[address] = BrokerConnection(
+                    *address, timeout_s, self.security
+                )
             return connection.request(api, body, timeout_s)
         except RetriableError:
             dropped = self._connections.pop(address, None)

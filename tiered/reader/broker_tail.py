@@ -60,6 +60,7 @@ from tiercel.tiered.reader.broker_client import (
     Deadline,
     RetriableError,
 )
+from tiercel.tiered.reader.client_security import PLAINTEXT, ClientSecurity
 from tiercel.tiered.reader.read_committed import FetchAbortFilter
 from tiercel.tiered.reader.record_batches import (
     DEFAULT_BATCH_BYTES,
@@ -95,20 +96,28 @@ class TopicDescription:
 
 
 def describe_topics(
-    bootstrap_servers: str, topics: Sequence[str] | None = None, timeout_s: float = 30.0
+    bootstrap_servers: str,
+    topics: Sequence[str] | None = None,
+    timeout_s: float = 30.0,
+    *,
+    security: ClientSecurity = PLAINTEXT,
 ) -> dict[str, list[int]]:
     """Topic -> sorted partition ids, for ``topics`` (None: every non-internal topic).
     A topic the broker does not know (or whose name is invalid) is absent."""
-    described = describe_topics_with_ids(bootstrap_servers, topics, timeout_s)
+    described = describe_topics_with_ids(bootstrap_servers, topics, timeout_s, security=security)
     return {topic: d.partitions for topic, d in described.items()}
 
 
 def describe_topics_with_ids(
-    bootstrap_servers: str, topics: Sequence[str] | None = None, timeout_s: float = 30.0
+    bootstrap_servers: str,
+    topics: Sequence[str] | None = None,
+    timeout_s: float = 30.0,
+    *,
+    security: ClientSecurity = PLAINTEXT,
 ) -> dict[str, TopicDescription]:
     """`describe_topics` with each topic's id (Metadata v10+ carries it)."""
     deadline = Deadline(timeout_s)
-    with BrokerCluster(bootstrap_servers, deadline) as cluster:
+    with BrokerCluster(bootstrap_servers, deadline, security) as cluster:
         while True:
             try:
                 response = cluster.metadata(topics)
@@ -146,18 +155,26 @@ def high_watermarks(
     partitions: Sequence[int],
     timeout_s: float = 30.0,
     read_committed: bool = False,
+    *,
+    security: ClientSecurity = PLAINTEXT,
 ) -> dict[int, int]:
     """Partition -> high watermark (ListOffsets latest, read_uncommitted), each asked of
     its leader; the last stable offset with ``read_committed`` (isolation level 1)."""
     latest = {p: _LATEST for p in partitions}
-    return _list_offsets(bootstrap_servers, topic, latest, timeout_s, int(read_committed))
+    return _list_offsets(bootstrap_servers, topic, latest, timeout_s, int(read_committed), security)
 
 
 def log_start_offsets(
-    bootstrap_servers: str, topic: str, partitions: Sequence[int], timeout_s: float = 30.0
+    bootstrap_servers: str,
+    topic: str,
+    partitions: Sequence[int],
+    timeout_s: float = 30.0,
+    *,
+    security: ClientSecurity = PLAINTEXT,
 ) -> dict[int, int]:
     """Partition -> log start offset (ListOffsets earliest), each asked of its leader."""
-    return _list_offsets(bootstrap_servers, topic, {p: _EARLIEST for p in partitions}, timeout_s)
+    earliest = {p: _EARLIEST for p in partitions}
+    return _list_offsets(bootstrap_servers, topic, earliest, timeout_s, 0, security)
 
 
 def _list_offsets(
@@ -166,10 +183,11 @@ def _list_offsets(
     timestamps: Mapping[int, int],
     timeout_s: float,
     isolation_level: int = 0,
+    security: ClientSecurity = PLAINTEXT,
 ) -> dict[int, int]:
     deadline = Deadline(timeout_s)
     result: dict[int, int] = {}
-    with BrokerCluster(bootstrap_servers, deadline) as cluster:
+    with BrokerCluster(bootstrap_servers, deadline, security) as cluster:
         while len(result) < len(timestamps):
             errors: list[str] = []
             by_leader: dict[tuple[str, int], list[int]] = {}
@@ -229,6 +247,8 @@ def read_broker_range(
     timeout_s: float = 30.0,
     read_committed: bool = False,
     batch_bytes: int = DEFAULT_BATCH_BYTES,
+    *,
+    security: ClientSecurity = PLAINTEXT,
 ) -> Iterator[pa.RecordBatch]:
     """The records of ``topic``-``partition`` at offsets ``first_offset`` to
     ``last_offset`` (inclusive), in order, each once, as Arrow batches of
@@ -245,7 +265,7 @@ def read_broker_range(
     deadline = Deadline(timeout_s)
     batcher = ArrowBatcher(topic, partition, include_headers, batch_bytes)
     with (
-        BrokerCluster(bootstrap_servers, deadline) as cluster,
+        BrokerCluster(bootstrap_servers, deadline, security) as cluster,
         ThreadPoolExecutor(1, thread_name_prefix="tiercel-broker-tail") as prefetch,
     ):
         try:
@@ -371,7 +391,7 @@ def _fetch_partition(
     if error == ErrorCode.offset_out_of_range:
         raise BrokerTailError(
             f"{where}: OFFSET_OUT_OF_RANGE: offsets {offset}-{last_offset} are no longer "
-            f"(or not yet) on the broker{_bounds(cluster.bootstrap_servers, topic, partition)}"
+            f"(or not yet) on the broker{_bounds(cluster, topic, partition)}"
         )
     raise BrokerTailError(f"{where}: {error.name.upper()}")
 
@@ -421,11 +441,12 @@ def _fetch(
     raise RetriableError("the Fetch response lacks the partition")
 
 
-def _bounds(bootstrap_servers: str, topic: str, partition: int) -> str:
+def _bounds(cluster: BrokerCluster, topic: str, partition: int) -> str:
     """ ", log start S, high watermark H" for an error message, or "" if unknown."""
+    servers, security = cluster.bootstrap_servers, cluster.security
     try:
-        start = _list_offsets(bootstrap_servers, topic, {partition: _EARLIEST}, 5.0)[partition]
-        end = _list_offsets(bootstrap_servers, topic, {partition: _LATEST}, 5.0)[partition]
+        start = _list_offsets(servers, topic, {partition: _EARLIEST}, 5.0, 0, security)[partition]
+        end = _list_offsets(servers, topic, {partition: _LATEST}, 5.0, 0, security)[partition]
     except BrokerTailError:
         return ""
     return f" (it holds offsets {start} to {end - 1}: log start {start}, high watermark {end})"

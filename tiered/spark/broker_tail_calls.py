@@ -10,6 +10,8 @@ from typing import cast
 
 import pyarrow as pa
 
+from tiercel.tiered.reader.client_security import ClientSecurity
+
 __all__ = [
     "BrokerTailUnavailableError",
     "describe_topics",
@@ -36,29 +38,36 @@ def _module() -> ModuleType:
 
 
 def describe_topics(
-    bootstrap_servers: str, topics: Sequence[str] | None
+    bootstrap_servers: str, topics: Sequence[str] | None, security: ClientSecurity
 ) -> dict[str, tuple[str, list[int]]]:
     """Topic -> its topic id and sorted partition ids (None: every non-internal topic)."""
-    described = _module().describe_topics_with_ids(bootstrap_servers, topics)
+    described = _module().describe_topics_with_ids(bootstrap_servers, topics, security=security)
     return {topic: (d.topic_id, d.partitions) for topic, d in described.items()}
 
 
 def high_watermarks(
-    bootstrap_servers: str, topic: str, partitions: Sequence[int], read_committed: bool = False
+    bootstrap_servers: str,
+    topic: str,
+    partitions: Sequence[int],
+    security: ClientSecurity,
+    read_committed: bool = False,
 ) -> dict[int, int]:
     """The high watermarks, or the last stable offsets when ``read_committed``."""
     return cast(
         dict[int, int],
         _module().high_watermarks(
-            bootstrap_servers, topic, partitions, read_committed=read_committed
+            bootstrap_servers, topic, partitions, read_committed=read_committed, security=security
         ),
     )
 
 
 def log_start_offsets(
-    bootstrap_servers: str, topic: str, partitions: Sequence[int]
+    bootstrap_servers: str, topic: str, partitions: Sequence[int], security: ClientSecurity
 ) -> dict[int, int]:
-    return cast(dict[int, int], _module().log_start_offsets(bootstrap_servers, topic, partitions))
+    return cast(
+        dict[int, int],
+        _module().log_start_offsets(bootstrap_servers, topic, partitions, security=security),
+    )
 
 
 def read_broker_range(
@@ -68,7 +77,8 @@ def read_broker_range(
     first_offset: int,
     last_offset: int,
     include_headers: bool,
-    read_committed: bool = False,
+    read_committed: bool,
+    security: ClientSecurity,
 ) -> Iterator[pa.RecordBatch]:
     """Offsets ``first_offset`` to ``last_offset`` (inclusive) read from the brokers."""
     return cast(
@@ -81,5 +91,6 @@ def read_broker_range(
             last_offset,
             include_headers,
             read_committed=read_committed,
+            security=security,
         ),
     )

@@ -105,6 +105,7 @@ class TiercelReader(DataSourceReader):
                 partition.last_offset,
                 partition.include_headers,
                 partition.read_committed,
+                partition.security,
             )
             if partition.start_timestamp is not None or partition.end_timestamp is not None:
                 batches = clip_by_timestamps(

@@ -15,10 +15,9 @@ kafkaParamsForExecutors):
   ``kafkaConsumer.pollTimeoutMs``: its offset lookups' retries and its consumers' poll
   timeout; the broker tail retries with its own backoff and deadline;
 - every other ``kafka.*`` consumer setting (ConsumerConfig) is handed to its consumers;
-  here they tune no consumer, except ``kafka.bootstrap.servers`` and
-  ``kafka.isolation.level`` (parsed by `options`) and ``kafka.security.protocol``, which
-  must be PLAINTEXT when there is a broker tail (it speaks nothing else), its SSL and
-  SASL settings then being moot;
+  here they tune no consumer, except ``kafka.bootstrap.servers``,
+  ``kafka.isolation.level`` and the security settings (``kafka.security.protocol``,
+  ``kafka.ssl.*``, ``kafka.sasl.*``), which `options` parses for the broker tail;
 - ``kafka.auto.offset.reset``, ``kafka.key.deserializer``, ``kafka.value.deserializer``,
   ``kafka.enable.auto.commit``, ``kafka.interceptor.classes``: refused, here as there.
 
@@ -100,9 +99,6 @@ _CONSUMER_CONFIGS: Final = frozenset(
         "socket.connection.setup.timeout.ms",
     }
 )
-# SslConfigs and SaslConfigs name many more; by their prefix.
-_SECURITY_PREFIXES: Final = ("ssl.", "sasl.")
-
 # kafka.* settings Spark's validateGeneralOptions refuses in every query -> its reason.
 REFUSED: Final[Mapping[str, str]] = {
     "kafka.auto.offset.reset": (
@@ -121,7 +117,7 @@ REFUSED: Final[Mapping[str, str]] = {
 def not_applying(given: Mapping[str, str]) -> dict[str, str]:
     """Of ``given`` (lower-case names), the options accepted without use -> why:
     `NOT_APPLYING`'s, and the ``kafka.*`` consumer settings. The caller refuses the
-    `REFUSED` ones and judges ``kafka.security.protocol``."""
+    `REFUSED` ones and judges the security settings."""
     found = {}
     for name in given:
         if name in NOT_APPLYING:
@@ -132,8 +128,6 @@ def not_applying(given: Mapping[str, str]) -> dict[str, str]:
             continue
         if setting in _CONSUMER_CONFIGS:
             found[name] = "a Kafka consumer setting, and a tiercel read runs no Kafka consumer"
-        elif setting.startswith(_SECURITY_PREFIXES):
-            found[name] = "the broker tail speaks PLAINTEXT only"
     return found
 
 

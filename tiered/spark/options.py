@@ -19,6 +19,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from tiercel.tiered.reader.client_security import (
+    CLIENT_SECURITY_KEYS,
+    PLAINTEXT,
+    ClientSecurity,
+    ClientSecurityError,
+    client_security,
+)
 from tiercel.tiered.spark.kafka_source_options import REFUSED, not_applying
 
 __all__ = [
@@ -57,9 +64,9 @@ _KNOWN: Final = frozenset(
         "kafka.bootstrap.servers",
         "filterpushdown",
         "kafka.isolation.level",
-        "kafka.security.protocol",
     }
 )
+_SECURITY_PREFIXES: Final = ("kafka.security.protocol", "kafka.ssl.", "kafka.sasl.")
 
 PartitionKey = tuple[str, int]
 
@@ -108,6 +115,9 @@ class ReadOptions:
     source splits a batch read's offset ranges (KafkaOffsetRangeCalculator)."""
     not_applying: tuple[tuple[str, str], ...] = ()
     """(option as given, why it does not apply): Kafka-source options accepted unused."""
+    security: ClientSecurity = PLAINTEXT
+    """How the broker tail connects: ``kafka.security.protocol``, ``kafka.ssl.*`` and
+    ``kafka.sasl.*`` as Spark's Kafka source hands them to its consumers."""
 
 
 def parse_options(options: Mapping[str, str]) -> ReadOptions:
@@ -117,8 +127,10 @@ def parse_options(options: Mapping[str, str]) -> ReadOptions:
     refused = sorted(set(given) & set(REFUSED))
     if refused:
         raise TiercelOptionError(f"option {refused[0]}: {REFUSED[refused[0]]}")
-    ignored = {**not_applying(given), **_security_protocol(given)}
-    unknown = sorted(set(given) - _KNOWN - _SPARK_KEYS - set(ignored))
+    security, ignored_security = _security(given)
+    ignored = {**not_applying(given), **ignored_security}
+    security_keys = {k for k in given if k.startswith(_SECURITY_PREFIXES)}
+    unknown = sorted(set(given) - _KNOWN - _SPARK_KEYS - set(ignored) - security_keys)
     if unknown:
         raise TiercelOptionError(
             f"unknown option(s) {', '.join(unknown)} for format tiercel; known: "
@@ -147,26 +159,32 @@ def parse_options(options: Mapping[str, str]) -> ReadOptions:
         filter_pushdown=_boolean(given, "filterpushdown", "filterPushdown", False),
         read_committed=_isolation_level(given),
         max_records_per_partition=_max_records_per_partition(given),
+        security=security,
         not_applying=tuple(
             sorted((name, ignored[name.lower()]) for name in options if name.lower() in ignored)
         ),
     )
 
 
-def _security_protocol(given: Mapping[str, str]) -> dict[str, str]:
-    """``kafka.security.protocol`` as not applying (reason) without a broker to read;
-    with one, PLAINTEXT, what the broker tail speaks (nothing to say), or an error."""
-    protocol = given.get("kafka.security.protocol")
-    if protocol is None:
-        return {}
+def _security(given: Mapping[str, str]) -> tuple[ClientSecurity, dict[str, str]]:
+    """The broker tail's ClientSecurity from the ``kafka.`` security settings, and those
+    that do not apply -> why: every one when no broker is read, and the Java client's
+    settings with no counterpart here (ssl.keymanager.algorithm, sasl.login.*...)."""
+    settings = {k: v for k, v in given.items() if k.startswith(_SECURITY_PREFIXES)}
     if "kafka.bootstrap.servers" not in given:
-        return {"kafka.security.protocol": "no broker is read without kafka.bootstrap.servers"}
-    if protocol.strip().upper() != "PLAINTEXT":
-        raise TiercelOptionError(
-            f"kafka.security.protocol {protocol.strip()}: the broker tail "
-            "(kafka.bootstrap.servers) speaks PLAINTEXT only"
-        )
-    return {}
+        reason = "no broker is read without kafka.bootstrap.servers"
+        return PLAINTEXT, dict.fromkeys(settings, reason)
+    used = {k.removeprefix("kafka."): v for k, v in settings.items()}
+    used = {k: v for k, v in used.items() if k in CLIENT_SECURITY_KEYS}
+    ignored = {
+        k: "a setting of Java's Kafka client that the broker tail has no counterpart for"
+        for k in settings
+        if k.removeprefix("kafka.") not in used
+    }
+    try:
+        return client_security(used), ignored
+    except ClientSecurityError as e:
+        raise TiercelOptionError(f"the broker tail's security options (kafka.*): {e}") from None
 
 
 def _isolation_level(given: Mapping[str, str]) -> bool:

@@ -116,6 +116,7 @@ def plan_read(options: ReadOptions, bounds: PushedBounds) -> list[InputPartition
                     *p.tail_timestamps,
                     options.starting_timestamp_strategy == "error",
                     options.read_committed,
+                    options.security,
                 )
             )
     return slices
@@ -306,7 +307,9 @@ def _partition_plans(
     broker_ids: dict[str, str] = {}
     if options.bootstrap_servers is not None:
         asked = None if options.subscribe_pattern is not None else sorted(wanted)
-        described = broker_tail_calls.describe_topics(options.bootstrap_servers, asked)
+        described = broker_tail_calls.describe_topics(
+            options.bootstrap_servers, asked, options.security
+        )
         for topic, (topic_id, on_broker) in described.items():
             pattern = options.subscribe_pattern
             if pattern is None or _subscribed(pattern, topic):
@@ -359,7 +362,9 @@ def _log_starts(options: ReadOptions, topic: str, partitions: Sequence[int]) -> 
     """The broker's log start offsets of ``partitions`` (those with nothing tiered)."""
     if options.bootstrap_servers is None or not partitions:
         return {}
-    return broker_tail_calls.log_start_offsets(options.bootstrap_servers, topic, partitions)
+    return broker_tail_calls.log_start_offsets(
+        options.bootstrap_servers, topic, partitions, options.security
+    )
 
 
 def _high_watermarks(
@@ -368,8 +373,6 @@ def _high_watermarks(
     if options.bootstrap_servers is None:
         return None
     # read_committed: "latest" is the last stable offset (ListOffsets isolation level 1).
-    if options.read_committed:
-        return broker_tail_calls.high_watermarks(
-            options.bootstrap_servers, topic, partitions, read_committed=True
-        )
-    return broker_tail_calls.high_watermarks(options.bootstrap_servers, topic, partitions)
+    return broker_tail_calls.high_watermarks(
+        options.bootstrap_servers, topic, partitions, options.security, options.read_committed
+    )

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pyspark.sql.datasource import InputPartition
 
 from tiercel.tiered.reader import SegmentRange, open_object_root
+from tiercel.tiered.reader.client_security import PLAINTEXT, ClientSecurity
 from tiercel.tiered.rsm.object_store import ObjectStore
 
 __all__ = [
@@ -92,6 +93,8 @@ class BrokerTailSlice(InputPartition):
     end_timestamp: int | None = None
     fail_if_no_start: bool = True
     read_committed: bool = False
+    security: ClientSecurity = PLAINTEXT
+    """How to connect: TLS and SASL settings from ``kafka.*`` options (`client_security`)."""
 
 
 def estimated_bytes(segment_range: SegmentRange) -> float:

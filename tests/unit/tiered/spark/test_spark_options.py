@@ -85,7 +85,12 @@ def test_every_option_parsed() -> None:
         ({**BASE, "maxRecordsPerPartition": "lots"}, "maxRecordsPerPartition: 'lots' is not"),
         (
             {**BASE, "kafka.bootstrap.servers": "h:1", "kafka.security.protocol": "SASL_SSL"},
-            "kafka.security.protocol SASL_SSL: the broker tail .* speaks PLAINTEXT only",
+            "security options \\(kafka.\\*\\): sasl.mechanism GSSAPI: the broker tail logs in "
+            "with PLAIN only",
+        ),
+        (
+            {**BASE, "kafka.bootstrap.servers": "h:1", "kafka.ssl.truststore.type": "PEM"},
+            "ssl.truststore.type is set but security.protocol is PLAINTEXT",
         ),
         ({"path": "file:///x"}, "exactly one of subscribe, subscribePattern and assign"),
         ({**BASE, "assign": '{"t":[0]}'}, "exactly one of .* \\(got subscribe, assign\\)"),
@@ -151,6 +156,31 @@ def test_kafka_source_options_that_do_not_apply_are_accepted_and_named() -> None
     assert "runs no Kafka consumer" in reasons["kafka.group.id"]
     assert "without kafka.bootstrap.servers" in reasons["kafka.security.protocol"]
     assert dataclasses.replace(parsed, not_applying=()) == parse_options(BASE)
+
+
+def test_security_options_with_a_broker_are_used_and_java_only_ones_named() -> None:
+    """With kafka.bootstrap.servers the broker tail connects as the Kafka source's
+    consumers would: the security settings are parsed, and a Java-only one is accepted
+    and named, as other consumer settings are."""
+    jaas = (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        'username="alice" password="alice-secret";'
+    )
+    parsed = parse_options(
+        {
+            **BASE,
+            "kafka.bootstrap.servers": "h:1",
+            "kafka.security.protocol": "SASL_PLAINTEXT",
+            "kafka.sasl.mechanism": "PLAIN",
+            "kafka.sasl.jaas.config": jaas,
+            "kafka.sasl.login.refresh.window.factor": "0.8",
+        }
+    )
+    assert parsed.security.protocol == "SASL_PLAINTEXT"
+    assert parsed.security.sasl_login == ("alice", "alice-secret")
+    assert parsed.security.tls is None
+    assert [name for name, _ in parsed.not_applying] == ["kafka.sasl.login.refresh.window.factor"]
+    assert "alice-secret" not in repr(parsed)
 
 
 def test_max_records_per_partition_and_plaintext_with_a_broker_are_used() -> None:

@@ -92,14 +92,14 @@ async def test_subscribe_pattern_selects_topics_whose_name_contains_a_match(
     assert topics("^istor") == []
     ids = {t: tier_topic_id(tier.root, t) for t in ("history", "other")}
     described = {"history": (ids["history"], [0]), "other": (ids["other"], [0]), "story": ("", [0])}
-    monkeypatch.setattr(broker_tail_calls, "describe_topics", lambda servers, asked: described)
+    monkeypatch.setattr(broker_tail_calls, "describe_topics", lambda servers, asked, *_: described)
     monkeypatch.setattr(
         broker_tail_calls,
         "high_watermarks",
-        lambda servers, topic, partitions, **_: {0: 3 if topic != "story" else 0},
+        lambda servers, topic, partitions, *_, **__: {0: 3 if topic != "story" else 0},
     )
     monkeypatch.setattr(
-        broker_tail_calls, "log_start_offsets", lambda servers, topic, partitions: {0: 0}
+        broker_tail_calls, "log_start_offsets", lambda servers, topic, partitions, *_: {0: 0}
     )
     assert topics("tor", **{"kafka.bootstrap.servers": "h:9092"}) == ["history", "story"]
 
@@ -246,12 +246,12 @@ def test_max_records_per_partition_cuts_tier_and_tail_slices(
     monkeypatch.setattr(
         broker_tail_calls,
         "describe_topics",
-        lambda servers, topics: {"t": (tier_topic_id(tier.root, "t"), [0, 1])},
+        lambda servers, topics, *_: {"t": (tier_topic_id(tier.root, "t"), [0, 1])},
     )
     monkeypatch.setattr(
         broker_tail_calls,
         "high_watermarks",
-        lambda servers, topic, partitions: {0: ends[0] + 25, 1: ends[1]},
+        lambda servers, topic, partitions, *_: {0: ends[0] + 25, 1: ends[1]},
     )
     options = {
         "path": tier.root,
@@ -290,15 +290,15 @@ def test_with_a_broker_the_offsets_past_the_tier_are_one_tail_slice_each(
     monkeypatch.setattr(
         broker_tail_calls,
         "describe_topics",
-        lambda servers, topics: {"t": (tier_topic_id(tier.root, "t"), [0, 1, 2])},
+        lambda servers, topics, *_: {"t": (tier_topic_id(tier.root, "t"), [0, 1, 2])},
     )
     monkeypatch.setattr(
         broker_tail_calls,
         "high_watermarks",
-        lambda servers, topic, partitions: {p: watermarks[p] for p in partitions},
+        lambda servers, topic, partitions, *_: {p: watermarks[p] for p in partitions},
     )
     monkeypatch.setattr(
-        broker_tail_calls, "log_start_offsets", lambda servers, topic, partitions: {2: 0}
+        broker_tail_calls, "log_start_offsets", lambda servers, topic, partitions, *_: {2: 0}
     )
     parsed_options = {"path": tier.root, "subscribe": "t", "kafka.bootstrap.servers": "h:1"}
     slices = plan_read(parse_options(parsed_options), PushedBounds())
@@ -378,13 +378,19 @@ async def test_read_committed_plans_up_to_the_tier_s_last_stable_offset(
     asked: list[bool] = []
 
     def high_watermarks(
-        servers: str, topic: str, partitions: Sequence[int], read_committed: bool = False
+        servers: str,
+        topic: str,
+        partitions: Sequence[int],
+        security: object,
+        read_committed: bool = False,
     ) -> dict[int, int]:
         asked.append(read_committed)
         return {p: uncommitted.end + 3 for p in partitions}
 
     topic_id = tier_topic_id(base["path"], "txn")
-    monkeypatch.setattr(broker_tail_calls, "describe_topics", lambda s, t: {"txn": (topic_id, [0])})
+    monkeypatch.setattr(
+        broker_tail_calls, "describe_topics", lambda s, t, *_: {"txn": (topic_id, [0])}
+    )
     monkeypatch.setattr(broker_tail_calls, "high_watermarks", high_watermarks)
     slices = plan_read(
         parse_options({**base, "kafka.isolation.level": "read_committed",
@@ -411,13 +417,15 @@ def test_with_a_broker_a_recreated_topic_reads_nothing_of_its_old_ids_tier(
     new_id = "AAAAAAAAAAAAAAAAAAAAAQ"
     assert new_id != tier_topic_id(tier.root, "t")
     monkeypatch.setattr(
-        broker_tail_calls, "describe_topics", lambda servers, topics: {"t": (new_id, [0, 1])}
+        broker_tail_calls, "describe_topics", lambda servers, topics, *_: {"t": (new_id, [0, 1])}
     )
     monkeypatch.setattr(
-        broker_tail_calls, "high_watermarks", lambda servers, topic, partitions, **_: {0: 5, 1: 0}
+        broker_tail_calls,
+        "high_watermarks",
+        lambda servers, topic, partitions, *_, **__: {0: 5, 1: 0},
     )
     monkeypatch.setattr(
-        broker_tail_calls, "log_start_offsets", lambda servers, topic, partitions: {0: 0, 1: 0}
+        broker_tail_calls, "log_start_offsets", lambda servers, topic, partitions, *_: {0: 0, 1: 0}
     )
     options = {"path": tier.root, "subscribe": "t", "kafka.bootstrap.servers": "h:1"}
     slices = plan_read(parse_options(options), PushedBounds())

@@ -14,8 +14,8 @@ from support.certs import PASSWORD, Pki, make_pki
 from tiercel.config.config_def import ConfigError
 from tiercel.config.ssl_config import SslConfig, ssl_config
 from tiercel.config.ssl_configs import SSL_CONFIGS
+from tiercel.config.ssl_factory import client_context, server_context
 from tiercel.server.network.principal_builder import ANONYMOUS, KafkaPrincipal, ssl_principal
-from tiercel.server.network.ssl_factory import client_context, server_context
 from tiercel.server.network.ssl_principal_mapper import SslPrincipalMapper
 
 _DEFAULTS = {d.name: d.default for d in SSL_CONFIGS}

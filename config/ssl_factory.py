@@ -1,5 +1,7 @@
-"""ssl.SSLContext for an SSL listener (server side) and for this broker's connections to
-other brokers' SSL listeners (client side), from one SslConfig.
+"""ssl.SSLContext for an SSL listener (server side) and for connections to a broker's SSL
+listener (client side: another broker, a controller, or the Spark source's broker tail),
+from one SslConfig. Below the server and the tiered layers, as Kafka's SslFactory is in
+its common library, used by clients and brokers alike.
 
 Kafka's `SslFactory` / `DefaultSslEngineFactory`: key store and trust store loaded once,
 when the listener starts (`createSSLContext`); `ssl.client.auth` decides whether a client
