@@ -115,7 +115,7 @@ def test_an_acl_created_through_one_broker_is_enforced_by_the_others(
     cluster.create_topic("guarded", 3, replication_factor=3)
     addresses = {n: internal(b) for n, b in cluster.brokers.items()}
     error = produce_error(addresses[3], "alice", "guarded")
-    assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, error
 
     admin = AdminClient(as_user(addresses[1], "admin"))
     granted = AclBinding(
@@ -143,7 +143,7 @@ def test_an_acl_created_through_one_broker_is_enforced_by_the_others(
             "guarded", b"v", partition=partition, on_delivery=lambda e, _m: delivered.append(e)
         )
     assert producer.flush(30) == 0
-    assert delivered == [None, None, None]
+    assert delivered == [None, None, None], delivered
     # Followers replicate as User:broker, a super user: every ISR stays whole.
     for partition in range(3):
         cluster.wait_until_isr("guarded", partition, [1, 2, 3])
