@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
+from tiercel.config.authorizer_configs import AUTHORIZER_CONFIGS
 from tiercel.config.cleaner_configs import CLEANER_CONFIGS
 from tiercel.config.config_def import ConfigDef
 from tiercel.config.group_coordinator_configs import GROUP_COORDINATOR_CONFIGS
@@ -37,6 +38,7 @@ BROKER_CONFIGS: Final[Mapping[str, ConfigDef]] = {
         SOCKET_SERVER_CONFIGS,
         SSL_CONFIGS,
         SASL_CONFIGS,
+        AUTHORIZER_CONFIGS,
         SERVER_LOG_CONFIGS,
         CLEANER_CONFIGS,
         REPLICATION_CONFIGS,

@@ -21,11 +21,14 @@ __all__ = ["api_error_message", "error_response"]
 _CREATE_TOPICS: Final = 19
 _DELETE_TOPICS: Final = 20
 _ALTER_CONFIGS: Final = 33
+_CREATE_ACLS: Final = 30
+_DELETE_ACLS: Final = 31
 _CREATE_PARTITIONS: Final = 37
 _ELECT_LEADERS: Final = 43
 _INCREMENTAL_ALTER_CONFIGS: Final = 44
 _ALTER_PARTITION_REASSIGNMENTS: Final = 45
 _LIST_PARTITION_REASSIGNMENTS: Final = 46
+_ALTER_USER_SCRAM_CREDENTIALS: Final = 51
 
 
 def api_error_message(error: KafkaError) -> str | None:
@@ -68,8 +71,16 @@ def error_response(
             {"name": name, "topic_id": topic_id, "error_code": code}
             for name, topic_id in _deleted_topics(request)
         ]
+    elif api_key == _ALTER_USER_SCRAM_CREDENTIALS:
+        # AlterUserScramCredentialsRequest.getErrorResponse: each user named, once, sorted.
+        users = {d.name for d in request.deletions} | {u.name for u in request.upsertions}
+        response["results"] = [{"user": user, **per_entity} for user in sorted(users)]
     elif api_key == _CREATE_PARTITIONS:
         response["results"] = [{"name": t.name, **per_entity} for t in request.topics]
+    elif api_key == _CREATE_ACLS:
+        response["results"] = [per_entity for _ in request.creations]
+    elif api_key == _DELETE_ACLS:
+        response["filter_results"] = [{**per_entity, "matching_acls": []} for _ in request.filters]
     elif api_key in (_ALTER_CONFIGS, _INCREMENTAL_ALTER_CONFIGS):
         response["responses"] = [
             {"resource_type": r.resource_type, "resource_name": r.resource_name, **per_entity}

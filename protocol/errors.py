@@ -204,6 +204,32 @@ class TransactionalIdAuthorizationFailedError(KafkaError):
     error_code = ErrorCode.transactional_id_authorization_failed
 
 
+class TopicAuthorizationFailedError(KafkaError):
+    """Kafka's TopicAuthorizationException."""
+
+    error_code = ErrorCode.topic_authorization_failed
+
+
+class GroupAuthorizationFailedError(KafkaError):
+    """Kafka's GroupAuthorizationException."""
+
+    error_code = ErrorCode.group_authorization_failed
+
+
+class ClusterAuthorizationFailedError(KafkaError):
+    """Kafka's ClusterAuthorizationException: the principal lacks an operation on the
+    cluster resource."""
+
+    error_code = ErrorCode.cluster_authorization_failed
+
+
+class SecurityDisabledError(KafkaError):
+    """Kafka's SecurityDisabledException: an ACL request to a node without an
+    authorizer."""
+
+    error_code = ErrorCode.security_disabled
+
+
 class CoordinatorNotAvailableError(KafkaError):
     error_code = ErrorCode.coordinator_not_available
 

@@ -35,6 +35,7 @@ from tiercel.config.ssl_factory import outgoing_context
 from tiercel.server.add_partitions_to_txn_manager import AddPartitionsToTxnManager
 from tiercel.server.admin_manager import AdminManager
 from tiercel.server.assignments_manager import AssignmentsManager
+from tiercel.server.authorizer.authorizer import load_authorizer
 from tiercel.server.controller.controller import Controller
 from tiercel.server.coordinator.group.group_config import GroupCoordinatorConfig
 from tiercel.server.coordinator.group.group_coordinator import GroupCoordinator
@@ -53,6 +54,7 @@ from tiercel.server.handlers.add_partitions_to_txn import verify_partitions
 from tiercel.server.kafka_apis import KafkaApis
 from tiercel.server.log_dir_failure_handler import LogDirFailureHandler, StoreLogDirEvents
 from tiercel.server.metadata import zk_data as zk
+from tiercel.server.metadata.acl_publisher import AclPublisher
 from tiercel.server.metadata.local_store import LocalMetadataStore
 from tiercel.server.metadata.metadata_cache import MetadataCache, TopicMetadata
 from tiercel.server.metadata.metadata_listener import MetadataListener
@@ -101,6 +103,9 @@ class BrokerServer:
         self._topic_overrides: dict[str, dict[str, str]] = {}
         self._apis: KafkaApis | None = None
         self._assignments_manager: AssignmentsManager | None = None
+        # Loaded before the event loop runs: a bad authorizer setting (or one on a node
+        # without process.roles) stops the start with a configuration error.
+        self.authorizer = load_authorizer(config)
 
     def log_config_for(self, topic: str) -> LogConfig:
         return LogConfig.from_overrides(self.config, self._topic_overrides.get(topic, {}))
@@ -210,6 +215,7 @@ class BrokerServer:
             controller=self.controller,
             forwarding_manager=None if kraft is None else kraft.forwarding_manager(),
             credential_cache=self.credential_cache,
+            authorizer=self.authorizer,
         )
         self._apis = KafkaApis(services)
         self.socket_server = SocketServer(
@@ -264,6 +270,8 @@ class BrokerServer:
         assignments = self._assignments_manager = kraft.assignments_manager()
         self.replica_manager.directory_ids = kraft.log_dir_ids
         self.replica_manager.directory_event_handler = assignments.on_assignment
+        if self.authorizer is not None:
+            kraft.loader.install_publisher(AclPublisher(self.authorizer))
         kraft.start_loading(self.cache, self._on_topic, self.replica_manager, self.credential_cache)
         self.log_dir_failure_handler = LogDirFailureHandler(
             self.config.node_id, self.log_manager, self.replica_manager, kraft.log_dir_events()

@@ -12,6 +12,7 @@ so that the forwarding broker sends it again to the active controller.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, NoReturn
@@ -27,6 +28,7 @@ from tiercel.protocol.entities import (
     request_class,
     response_class,
 )
+from tiercel.protocol.error_responses import error_response
 from tiercel.protocol.errors import ErrorCode
 from tiercel.protocol.metadata.metadata_record_serde import ApiMessageAndVersion
 from tiercel.protocol.request_header import (
@@ -34,10 +36,16 @@ from tiercel.protocol.request_header import (
     parse_request_header,
     peek_api,
 )
+from tiercel.server.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
+from tiercel.server.authorizer.auth_helper import client_host
+from tiercel.server.authorizer.authorizer import Authorizer, load_authorizer
+from tiercel.server.controller.acl_control_manager import AclControlManager
 from tiercel.server.controller.controller_apis import CONTROLLER_API_VERSIONS, ControllerApis
 from tiercel.server.controller.quorum_controller import QuorumController
 from tiercel.server.controller.quorum_controller_config import QuorumControllerConfig
+from tiercel.server.forwarding_manager import deserialize_principal
 from tiercel.server.network.connection import Buffer, CloseConnection, Connection
+from tiercel.server.network.principal_builder import KafkaPrincipal
 from tiercel.server.network.socket_server import SocketServer
 from tiercel.server.raft.kafka_raft_client import KafkaRaftClient
 from tiercel.server.raft.raft_request_handler import handle_raft_request, is_raft_request
@@ -120,6 +128,11 @@ class ControllerServer:
         self._raft: KafkaRaftClient[ApiMessageAndVersion] | None = None
         self.controller: QuorumController | None = None
         self._apis: dict[str, ControllerApis] = {}
+        # The controller's own authorizer, fed from its committed ACLs (Kafka's
+        # ControllerServer gives it its AclPublisher): what it knows when a request
+        # comes, as of the last committed record.
+        self._authorizer: Authorizer | None = load_authorizer(config)
+        self._synced_acls: tuple[AclControlManager, int] | None = None
 
     async def bind(self) -> Mapping[str, int]:
         """Listen on the controller listeners; their bound ports by listener name."""
@@ -138,7 +151,10 @@ class ControllerServer:
         controller.start()
         self._raft = raft
         self.controller = controller
-        self._apis = {name: ControllerApis(controller, name) for name in self._server.bound_ports}
+        self._apis = {
+            name: ControllerApis(controller, name, self._authorizer)
+            for name in self._server.bound_ports
+        }
         return controller
 
     async def shutdown(self) -> None:
@@ -159,7 +175,11 @@ class ControllerServer:
         if api_key == API_VERSIONS_KEY:
             return await self._api_versions(apis, api_version, correlation_id)
         request = _decode(connection, frame, api_key, api_version)
+        self._sync_authorizer()
         if is_raft_request(api_key, api_version):
+            if not self._may(connection.principal, connection.client_address, api_key):
+                refused = error_response(api_key, request, ErrorCode.cluster_authorization_failed)
+                return _encode(api_key, api_version, correlation_id, refused)
             response = await handle_raft_request(
                 raft, api_key, api_version, correlation_id, request, connection.listener_name
             )
@@ -169,8 +189,39 @@ class ControllerServer:
             return _encode(api_key, api_version, correlation_id, envelope)
         if not _served(CONTROLLER_API_VERSIONS, api_key, api_version):
             _close(connection, f"unsupported api {api_key} v{api_version}")
-        values = await apis.handle(api_key, api_version, request)
+        values = await apis.handle(
+            api_key, api_version, request, connection.principal, connection.client_address
+        )
         return _encode(api_key, api_version, correlation_id, values)
+
+    def _sync_authorizer(self) -> None:
+        """Hands the authorizer the committed ACLs when they changed since it last
+        had them (a replay bumps the manager's version; a snapshot load replaces it)."""
+        authorizer, controller = self._authorizer, self.controller
+        if authorizer is None or controller is None:
+            return
+        acls = controller.committed_state.acls
+        synced = self._synced_acls
+        if synced is None or synced[0] is not acls or synced[1] != acls.version:
+            authorizer.update_acls(dict(acls.id_to_acl))
+            self._synced_acls = (acls, acls.version)
+
+    def _may(self, principal: KafkaPrincipal, client_address: str, api_key: int) -> bool:
+        """The Raft RPCs and Envelope need CLUSTER_ACTION, DescribeQuorum DESCRIBE, on
+        the cluster (Kafka's ControllerApis.handleRaftRequest, handleEnvelopeRequest,
+        handleDescribeQuorum)."""
+        if self._authorizer is None:
+            return True
+        operation = (
+            AclOperation.DESCRIBE if api_key == _DESCRIBE_QUORUM else AclOperation.CLUSTER_ACTION
+        )
+        return self._authorizer.authorize(
+            str(principal),
+            client_host(client_address),
+            operation,
+            ResourceType.CLUSTER,
+            CLUSTER_NAME,
+        )
 
     async def _api_versions(
         self, apis: ControllerApis, api_version: int, correlation_id: int
@@ -197,25 +248,42 @@ class ControllerServer:
         controller = self.controller
         if controller is None or not controller.is_active:
             return {"error_code": ErrorCode.not_controller, "response_data": None}
+        if not self._may(connection.principal, connection.client_address, _ENVELOPE):
+            return {"error_code": ErrorCode.cluster_authorization_failed, "response_data": None}
         inner = envelope.request_data
         try:
             api_key, api_version, correlation_id = peek_api(inner)
+            principal = KafkaPrincipal(*deserialize_principal(envelope.request_principal))
         except Exception:
+            # Kafka's EnvelopeUtils: an unreadable principal is PrincipalDeserialization-
+            # Exception, answered as INVALID_REQUEST.
             return {"error_code": ErrorCode.invalid_request, "response_data": None}
+        client_address = _client_address(envelope.client_host_address)
         raft_request = api_key == _DESCRIBE_QUORUM and is_raft_request(api_key, api_version)
         if not raft_request and not _served(CONTROLLER_API_VERSIONS, api_key, api_version):
             return {"error_code": ErrorCode.unsupported_version, "response_data": None}
         request = _decode(connection, inner, api_key, api_version)
-        if raft_request:
+        if raft_request and not self._may(principal, client_address, api_key):
+            values: Any = error_response(api_key, request, ErrorCode.cluster_authorization_failed)
+        elif raft_request:
             # Kafka's ControllerApis.handleDescribeQuorumRequest: the Raft client answers.
             assert self._raft is not None
             values = await handle_raft_request(
                 self._raft, api_key, api_version, correlation_id, request, connection.listener_name
             )
         else:
-            values = await apis.handle(api_key, api_version, request)
+            values = await apis.handle(api_key, api_version, request, principal, client_address)
         response = b"".join(bytes(b) for b in _encode(api_key, api_version, correlation_id, values))
         return {"error_code": ErrorCode.none, "response_data": response[4:]}
+
+
+def _client_address(packed: bytes) -> str:
+    """The Envelope's client address as a connection's "host:port" (port unknown: 0);
+    empty when it carries none."""
+    try:
+        return f"{ipaddress.ip_address(packed)}:0"
+    except ValueError:
+        return ""
 
 
 def _served(versions: Mapping[int, tuple[int, int]], api_key: int, api_version: int) -> bool:

@@ -21,7 +21,7 @@ from typing import Final
 
 from kio.schema.default_principal_data.v0.data import DefaultPrincipalData
 
-from tiercel.protocol.entities import ChunkWriter, encode_entity
+from tiercel.protocol.entities import ChunkWriter, decode_request_body, encode_entity
 from tiercel.protocol.errors import ErrorCode
 from tiercel.protocol.request_header import size_prefix
 from tiercel.server.network.connection import Buffer
@@ -30,13 +30,20 @@ from tiercel.server.node_to_controller_channel import (
     NodeToControllerChannel,
 )
 
-__all__ = ["FORWARDED_APIS", "FORWARDED_ONLY_APIS", "ForwardingManager"]
+__all__ = [
+    "FORWARDED_APIS",
+    "FORWARDED_ONLY_APIS",
+    "ForwardingManager",
+    "deserialize_principal",
+    "serialize_principal",
+]
 
 _ENVELOPE: Final = 58
 _ENVELOPE_VERSIONS: Final = (0, 0)
 
 # The forwardable APIs (Kafka's ApiKeys with forwardable) Tiercel serves in KRaft mode.
 CREATE_TOPICS, DELETE_TOPICS, ALTER_CONFIGS, CREATE_PARTITIONS = 19, 20, 33, 37
+CREATE_ACLS, DELETE_ACLS = 30, 31
 ELECT_LEADERS, INCREMENTAL_ALTER_CONFIGS = 43, 44
 ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 45, 46
 ALTER_USER_SCRAM_CREDENTIALS = 51
@@ -52,6 +59,8 @@ FORWARDED_APIS: Final = frozenset(
         DELETE_TOPICS,
         ALTER_CONFIGS,
         CREATE_PARTITIONS,
+        CREATE_ACLS,
+        DELETE_ACLS,
         ELECT_LEADERS,
         INCREMENTAL_ALTER_CONFIGS,
         ALTER_PARTITION_REASSIGNMENTS,
@@ -70,6 +79,21 @@ def serialize_principal(principal_type: str, name: str) -> bytes:
         writer, DefaultPrincipalData(type_=principal_type, name=name, token_authenticated=False)
     )
     return _PRINCIPAL_VERSION.pack(0) + b"".join(bytes(c) for c in writer.chunks())
+
+
+def deserialize_principal(data: bytes) -> tuple[str, str]:
+    """(type, name) of `serialize_principal`'s bytes (Kafka's
+    DefaultKafkaPrincipalBuilder.deserialize); ValueError when they are not that."""
+    if len(data) < _PRINCIPAL_VERSION.size:
+        raise ValueError("principal data too short")
+    (version,) = _PRINCIPAL_VERSION.unpack_from(data)
+    if version != 0:
+        raise ValueError(f"unsupported principal data version {version}")
+    try:
+        decoded = decode_request_body(DefaultPrincipalData, data, _PRINCIPAL_VERSION.size)
+    except Exception as e:  # kio's native reader has several exception types
+        raise ValueError(f"malformed principal data: {e}") from e
+    return decoded.type_, decoded.name
 
 
 class ForwardingManager:

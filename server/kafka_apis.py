@@ -47,11 +47,14 @@ from tiercel.server.handlers import (
     api_versions,
     consumer_group_describe,
     consumer_group_heartbeat,
+    create_acls,
     create_partitions,
     create_topics,
+    delete_acls,
     delete_groups,
     delete_records,
     delete_topics,
+    describe_acls,
     describe_cluster,
     describe_configs,
     describe_groups,
@@ -136,6 +139,9 @@ HANDLER_MODULES: Final[tuple[ModuleType, ...]] = (
     sasl_handshake,
     sasl_authenticate,
     describe_user_scram_credentials,
+    describe_acls,
+    create_acls,
+    delete_acls,
 )
 
 
@@ -219,7 +225,11 @@ class KafkaApis:
                 reason=f"{type(e).__name__}: {e}",
             )
         ctx = RequestContext(
-            header, connection.client_address, connection.listener_name, self._services
+            header,
+            connection.client_address,
+            connection.listener_name,
+            self._services,
+            connection.principal,
         )
         forwarding = self._services.forwarding_manager
         if forwarding is not None and api_key in FORWARDED_APIS:
@@ -234,9 +244,12 @@ class KafkaApis:
         request: Any,
     ) -> Sequence[Buffer]:
         """The active controller's answer to a request only it handles (KIP-590)."""
-        # Until authentication lands, every client is User:ANONYMOUS, as Kafka's
-        # PLAINTEXT listeners have it.
-        answer = await forwarding.forward(frame, ctx.client_address, ("User", "ANONYMOUS"))
+        # The client's principal goes with the request, for the controller to authorize
+        # (Kafka's ForwardingManager.forwardRequest with the request context's principal).
+        principal = ctx.principal
+        answer = await forwarding.forward(
+            frame, ctx.client_address, (principal.principal_type, principal.name)
+        )
         if not isinstance(answer, ErrorCode):
             return answer
         log_event(

@@ -8,10 +8,12 @@ from typing import TYPE_CHECKING
 from tiercel.protocol.errors import NotControllerError
 from tiercel.protocol.request_header import RequestHeader
 from tiercel.server.network.credential_cache import CredentialCache
+from tiercel.server.network.principal_builder import ANONYMOUS, KafkaPrincipal
 
 if TYPE_CHECKING:
     from tiercel.config.broker_config import BrokerConfig
     from tiercel.server.admin_manager import AdminManager
+    from tiercel.server.authorizer.authorizer import Authorizer
     from tiercel.server.controller.controller import Controller
     from tiercel.server.coordinator.group.group_coordinator import GroupCoordinator
     from tiercel.server.coordinator.transaction.producer_id_manager import ProducerIdManager
@@ -53,6 +55,8 @@ class BrokerServices:
     to the active controller instead of their handlers here."""
     credential_cache: CredentialCache = field(default_factory=CredentialCache)
     """The SCRAM credentials of the metadata image (empty without process.roles)."""
+    authorizer: Authorizer | None = None
+    """`authorizer.class.name`'s, None without one (`server/authorizer/auth_helper`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +65,13 @@ class RequestContext:
     client_address: str
     listener_name: str
     broker: BrokerServices
+    principal: KafkaPrincipal = ANONYMOUS
+    """The connection's (Kafka's RequestContext.principal): from SASL or the client's
+    certificate, User:ANONYMOUS otherwise."""
+
+    @property
+    def authorizer(self) -> Authorizer | None:
+        return self.broker.authorizer
 
     @property
     def controller(self) -> Controller:

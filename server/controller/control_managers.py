@@ -27,6 +27,8 @@ from tiercel.protocol.metadata.log_control_records import NoOpRecord
 from tiercel.protocol.metadata.message_schema import MetadataRecord
 from tiercel.protocol.metadata.metadata_record_serde import ApiMessageAndVersion
 from tiercel.protocol.metadata.security_records import (
+    AccessControlEntryRecord,
+    RemoveAccessControlEntryRecord,
     RemoveUserScramCredentialRecord,
     UserScramCredentialRecord,
 )
@@ -36,6 +38,7 @@ from tiercel.protocol.metadata.topic_records import (
     RemoveTopicRecord,
     TopicRecord,
 )
+from tiercel.server.controller.acl_control_manager import AclControlManager
 from tiercel.server.controller.cluster_control_manager import ClusterControlManager
 from tiercel.server.controller.configuration_control_manager import (
     ConfigResource,
@@ -88,6 +91,7 @@ class ControlManagers:
         self.partitions = PartitionCommands(self.replication)
         self.producer_ids = ProducerIdControlManager(self.cluster)
         self.scram = ScramControlManager()
+        self.acls = AclControlManager(rng)
         self._replayers: dict[type[MetadataRecord], Callable[[Any, int], None]] = {
             FeatureLevelRecord: lambda r, _: self.feature.replay(r),
             RegisterBrokerRecord: self.cluster.replay_register,
@@ -105,6 +109,8 @@ class ControlManagers:
             NoOpRecord: lambda r, _: None,
             UserScramCredentialRecord: lambda r, _: self.scram.replay(r),
             RemoveUserScramCredentialRecord: lambda r, _: self.scram.replay_remove(r),
+            AccessControlEntryRecord: lambda r, _: self.acls.replay(r),
+            RemoveAccessControlEntryRecord: lambda r, _: self.acls.replay_remove(r),
         }
 
     def _check_config_resource_exists(self, resource: ConfigResource) -> None:
@@ -120,7 +126,7 @@ class ControlManagers:
 
     def replay(self, record: MetadataRecord, offset: int) -> None:
         """Apply one record written at ``offset``. A record type no manager handles yet
-        (ACLs, quotas, delegation tokens) is refused:
+        (quotas, delegation tokens) is refused:
         skipping it would silently lose state."""
         replayer = self._replayers.get(type(record))
         if replayer is None:
@@ -140,4 +146,5 @@ class ControlManagers:
             *self.configuration.records(),
             *self.producer_ids.records(),
             *self.scram.records(),
+            *self.acls.records(),
         ]

@@ -13,7 +13,15 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from tiercel.protocol.errors import ErrorCode, InvalidRequestError, KafkaError
+from tiercel.protocol.errors import (
+    ClusterAuthorizationFailedError,
+    ErrorCode,
+    InvalidRequestError,
+    KafkaError,
+    TopicAuthorizationFailedError,
+)
+from tiercel.server.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
+from tiercel.server.authorizer.auth_helper import authorize, filter_by_authorized
 from tiercel.server.controller.configuration_control_manager import (
     ConfigResource,
     ConfigResourceType,
@@ -49,10 +57,18 @@ def error_fields(error: KafkaError | None) -> dict[str, Any]:
     return {"error_code": error.error_code, "error_message": error.message}
 
 
+def _creatable(context: ControllerRequestContext, names: set[str]) -> set[str]:
+    """CREATE on the cluster, else on each topic (Kafka's ControllerApis.createTopics)."""
+    if authorize(context, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, False):
+        return names
+    return filter_by_authorized(context, AclOperation.CREATE, ResourceType.TOPIC, names)
+
+
 async def create_topics(
     context: ControllerRequestContext, version: int, request: Any
 ) -> dict[str, Any]:
     controller = context.controller
+    creatable = _creatable(context, {t.name for t in request.topics})
     topics = [
         CreatableTopic(
             name=t.name,
@@ -62,22 +78,38 @@ async def create_topics(
             configs={c.name: c.value for c in t.configs},
         )
         for t in request.topics
+        if t.name in creatable
     ]
-    results = await controller.create_topics(topics, request.validate_only)
+    results = await controller.create_topics(topics, request.validate_only) if topics else []
+    refused = TopicAuthorizationFailedError("Authorization failed.")
     return {
         "throttle_time": 0,
         "topics": [
-            {
-                "name": r.name,
-                "topic_id": r.topic_id,
-                **error_fields(r.error),
-                "num_partitions": r.num_partitions,
-                "replication_factor": r.replication_factor,
-                # The controller does not describe configs (Kafka's ControllerApis
-                # answers them only to principals that may describe the topic).
-                "configs": None,
-            }
-            for r in results
+            *(
+                {
+                    "name": r.name,
+                    "topic_id": r.topic_id,
+                    **error_fields(r.error),
+                    "num_partitions": r.num_partitions,
+                    "replication_factor": r.replication_factor,
+                    # The controller does not describe configs (Kafka's ControllerApis
+                    # answers them only to principals that may describe the topic).
+                    "configs": None,
+                }
+                for r in results
+            ),
+            *(
+                {
+                    "name": t.name,
+                    "topic_id": uuid.UUID(int=0),
+                    **error_fields(refused),
+                    "num_partitions": -1,
+                    "replication_factor": -1,
+                    "configs": None,
+                }
+                for t in request.topics
+                if t.name not in creatable
+            ),
         ],
     }
 
@@ -107,6 +139,7 @@ async def delete_topics(
                 wanted.append((name, resolved, None))
         else:
             wanted.append((None, topic_id, None))
+    wanted = _authorize_deletes(context, wanted)
     ids = [topic_id for _, topic_id, error in wanted if error is None and topic_id is not None]
     results = await controller.delete_topics(ids) if ids else {}
     responses = []
@@ -118,10 +151,51 @@ async def delete_topics(
     return {"throttle_time": 0, "responses": responses}
 
 
+_Deletion = tuple[str | None, uuid.UUID | None, KafkaError | None]
+
+
+def _authorize_deletes(
+    context: ControllerRequestContext, wanted: list[_Deletion]
+) -> list[_Deletion]:
+    """Kafka's ControllerApis.deleteTopics checks: DELETE on the cluster, else DELETE on
+    each topic; one the principal may not even DESCRIBE is refused without its name
+    (asked by id) or id (asked by name), so that its existence is not disclosed."""
+    if authorize(context, AclOperation.DELETE, ResourceType.CLUSTER, CLUSTER_NAME, False):
+        return wanted
+    topics = context.controller.committed_state.replication.topics
+    named = [
+        (name if name is not None else _name_of(topics, topic_id), topic_id, error)
+        for name, topic_id, error in wanted
+    ]
+    names = {name for name, _, error in named if error is None and name is not None}
+    describable = filter_by_authorized(context, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+    deletable = filter_by_authorized(context, AclOperation.DELETE, ResourceType.TOPIC, names)
+    result: list[_Deletion] = []
+    for (asked, topic_id, error), (name, _, _) in zip(wanted, named, strict=True):
+        if error is not None or name is None or name in deletable:
+            result.append((asked if asked is not None else name, topic_id, error))
+        elif name in describable:
+            result.append((name, topic_id, TopicAuthorizationFailedError()))
+        elif asked is None:
+            result.append((None, topic_id, TopicAuthorizationFailedError()))
+        else:
+            result.append((asked, None, TopicAuthorizationFailedError()))
+    return result
+
+
+def _name_of(topics: Mapping[uuid.UUID, Any], topic_id: uuid.UUID | None) -> str | None:
+    info = None if topic_id is None else topics.get(topic_id)
+    return None if info is None else str(info.name)
+
+
 async def create_partitions(
     context: ControllerRequestContext, version: int, request: Any
 ) -> dict[str, Any]:
     controller = context.controller
+    # ALTER on each topic (Kafka's ControllerApis.handleCreatePartitions).
+    alterable = filter_by_authorized(
+        context, AclOperation.ALTER, ResourceType.TOPIC, (t.name for t in request.topics)
+    )
     topics = [
         CreatePartitionsTopic(
             name=t.name,
@@ -131,11 +205,20 @@ async def create_partitions(
             ),
         )
         for t in request.topics
+        if t.name in alterable
     ]
-    results = await controller.create_partitions(topics, request.validate_only)
+    results = await controller.create_partitions(topics, request.validate_only) if topics else {}
+    refused = TopicAuthorizationFailedError("The topic authorization is failed.")
     return {
         "throttle_time": 0,
-        "results": [{"name": name, **error_fields(e)} for name, e in results.items()],
+        "results": [
+            *({"name": name, **error_fields(e)} for name, e in results.items()),
+            *(
+                {"name": t.name, **error_fields(refused)}
+                for t in request.topics
+                if t.name not in alterable
+            ),
+        ],
     }
 
 
@@ -223,20 +306,30 @@ async def list_partition_reassignments(
     }
 
 
-def _resource(resource: Any) -> ConfigResource | KafkaError:
+def _resource(context: ControllerRequestContext, resource: Any) -> ConfigResource | KafkaError:
+    """The resource to alter, or why not: an unexpected type, or no ALTER_CONFIGS on the
+    topic or the cluster (Kafka's ControllerApis.authorizeAlterResource)."""
     try:
-        return ConfigResource(ConfigResourceType(resource.resource_type), resource.resource_name)
+        key = ConfigResource(ConfigResourceType(resource.resource_type), resource.resource_name)
     except ValueError:
         # BROKER_LOGGER and the others are answered by brokers, not the controller.
         return InvalidRequestError(f"Unexpected resource type {resource.resource_type}")
+    if key.type == ConfigResourceType.TOPIC:
+        if authorize(context, AclOperation.ALTER_CONFIGS, ResourceType.TOPIC, key.name):
+            return key
+        return TopicAuthorizationFailedError("Topic authorization failed.")
+    if authorize(context, AclOperation.ALTER_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME):
+        return key
+    return ClusterAuthorizationFailedError("Cluster authorization failed.")
 
 
 def _config_responses(
-    resources: Any, results: Mapping[ConfigResource, KafkaError | None]
+    resources: Any,
+    keys: list[ConfigResource | KafkaError],
+    results: Mapping[ConfigResource, KafkaError | None],
 ) -> list[dict[str, Any]]:
     responses = []
-    for resource in resources:
-        key = _resource(resource)
+    for resource, key in zip(resources, keys, strict=True):
         error = key if isinstance(key, KafkaError) else results[key]
         responses.append(
             {
@@ -252,26 +345,28 @@ async def incremental_alter_configs(
     context: ControllerRequestContext, version: int, request: Any
 ) -> dict[str, Any]:
     controller = context.controller
+    keys = [_resource(context, r) for r in request.resources]
     changes = {
         key: {c.name: (OpType(c.config_operation), c.value) for c in r.configs}
-        for r in request.resources
-        if isinstance(key := _resource(r), ConfigResource)
+        for r, key in zip(request.resources, keys, strict=True)
+        if isinstance(key, ConfigResource)
     }
     results = await controller.incremental_alter_configs(changes, request.validate_only)
-    return {"throttle_time": 0, "responses": _config_responses(request.resources, results)}
+    return {"throttle_time": 0, "responses": _config_responses(request.resources, keys, results)}
 
 
 async def alter_configs(
     context: ControllerRequestContext, version: int, request: Any
 ) -> dict[str, Any]:
     controller = context.controller
+    keys = [_resource(context, r) for r in request.resources]
     changes = {
         key: {c.name: c.value for c in r.configs}
-        for r in request.resources
-        if isinstance(key := _resource(r), ConfigResource)
+        for r, key in zip(request.resources, keys, strict=True)
+        if isinstance(key, ConfigResource)
     }
     results = await controller.legacy_alter_configs(changes, request.validate_only)
-    return {"throttle_time": 0, "responses": _config_responses(request.resources, results)}
+    return {"throttle_time": 0, "responses": _config_responses(request.resources, keys, results)}
 
 
 async def alter_user_scram_credentials(

@@ -16,12 +16,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from tiercel.protocol.error_responses import api_error_message, error_response
 from tiercel.protocol.errors import ErrorCode, KafkaError
 from tiercel.protocol.metadata.broker_records import BrokerEndpoint, ControllerEndpoint
+from tiercel.server.authorizer.acl import AclOperation
+from tiercel.server.authorizer.auth_helper import authorize_cluster_operation
+from tiercel.server.authorizer.authorizer import Authorizer
+from tiercel.server.controller import controller_acl_apis as acl_apis
 from tiercel.server.controller import controller_admin_apis as admin
 from tiercel.server.controller.broker_registration import BrokerRegistrationRequest
 from tiercel.server.controller.controller_request_context import ControllerRequestContext
@@ -33,6 +37,7 @@ from tiercel.server.controller.controller_requests import (
 from tiercel.server.controller.feature_control_manager import UpgradeType
 from tiercel.server.controller.quorum_controller import QuorumController
 from tiercel.server.metadata.image.broker_registration import VersionRange
+from tiercel.server.network.principal_builder import KafkaPrincipal
 
 __all__ = ["CONTROLLER_API_VERSIONS", "ControllerApis"]
 
@@ -331,6 +336,9 @@ _APIS: Final[Mapping[int, _Api]] = {
     18: _Api(0, 4, _api_versions),
     19: _Api(2, 7, admin.create_topics),
     20: _Api(1, 6, admin.delete_topics),
+    29: _Api(1, 3, acl_apis.describe_acls),
+    30: _Api(1, 3, acl_apis.create_acls),
+    31: _Api(1, 3, acl_apis.delete_acls),
     33: _Api(0, 2, admin.alter_configs),
     37: _Api(0, 3, admin.create_partitions),
     43: _Api(0, 2, admin.elect_leaders),
@@ -348,6 +356,24 @@ _APIS: Final[Mapping[int, _Api]] = {
     70: _Api(0, 0, _controller_registration),
     73: _Api(0, 0, _assign_replicas_to_dirs),
 }
+# The cluster operation each API needs before anything else, as Kafka's ControllerApis
+# calls authorizeClusterOperation (DescribeCluster needs ALTER on a controller, unlike
+# on a broker). The admin APIs authorize per topic or resource themselves.
+_CLUSTER_OPERATION: Final[Mapping[int, AclOperation]] = {
+    43: AclOperation.ALTER,
+    45: AclOperation.ALTER,
+    46: AclOperation.DESCRIBE,
+    51: AclOperation.ALTER,
+    56: AclOperation.CLUSTER_ACTION,
+    57: AclOperation.ALTER,
+    60: AclOperation.ALTER,
+    62: AclOperation.CLUSTER_ACTION,
+    63: AclOperation.CLUSTER_ACTION,
+    64: AclOperation.ALTER,
+    67: AclOperation.CLUSTER_ACTION,
+    70: AclOperation.CLUSTER_ACTION,
+    73: AclOperation.CLUSTER_ACTION,
+}
 CONTROLLER_API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
     key: (api.min_version, api.max_version) for key, api in _APIS.items()
 }
@@ -356,19 +382,39 @@ CONTROLLER_API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
 class ControllerApis:
     """Event-loop only."""
 
-    def __init__(self, controller: QuorumController, listener_name: str) -> None:
+    def __init__(
+        self,
+        controller: QuorumController,
+        listener_name: str,
+        authorizer: Authorizer | None = None,
+    ) -> None:
         self.controller = controller
-        self._context = ControllerRequestContext(controller, listener_name)
+        self._context = ControllerRequestContext(controller, listener_name, authorizer=authorizer)
 
-    async def handle(self, api_key: int, api_version: int, request: Any) -> dict[str, Any]:
+    async def handle(
+        self,
+        api_key: int,
+        api_version: int,
+        request: Any,
+        principal: KafkaPrincipal | None = None,
+        client_address: str = "",
+    ) -> dict[str, Any]:
         """The response fields; a refused request as ``error_code`` (and
         ``error_message`` where the response has one) with the other fields zero,
-        which the encoder fills (``build_entity(..., fill_missing=True)``)."""
+        which the encoder fills (``build_entity(..., fill_missing=True)``).
+        ``principal`` and ``client_address``: who sent it (a forwarded request's
+        client), for the authorizer."""
         api = _APIS.get(api_key)
         if api is None or not api.min_version <= api_version <= api.max_version:
             raise ValueError(f"API {api_key} v{api_version} is not served by a controller")
+        context = self._context
+        if principal is not None:
+            context = replace(context, principal=principal, client_address=client_address)
         try:
-            return await api.handler(self._context, api_version, request)
+            operation = _CLUSTER_OPERATION.get(api_key)
+            if operation is not None:
+                authorize_cluster_operation(context, operation)
+            return await api.handler(context, api_version, request)
         except KafkaError as e:
             return error_response(api_key, request, e.error_code, api_error_message(e))
         except Exception:

@@ -41,6 +41,8 @@ from typing import Any, TypeVar
 from tiercel.protocol.errors import KafkaError, NotControllerError, UnknownServerError
 from tiercel.protocol.metadata.broker_records import ControllerEndpoint, RegisterControllerRecord
 from tiercel.protocol.metadata.metadata_record_serde import ApiMessageAndVersion
+from tiercel.server.authorizer.acl import AclBindingFilter
+from tiercel.server.controller.acl_control_manager import AclDeleteResult
 from tiercel.server.controller.broker_registration import BrokerRegistrationRequest
 from tiercel.server.controller.configuration_control_manager import ConfigResource, OpType
 from tiercel.server.controller.control_managers import ControlManagers
@@ -72,6 +74,7 @@ from tiercel.server.controller.scram_control_manager import (
     ScramCredentialUpsertion,
     UserScramResult,
 )
+from tiercel.server.metadata.image.acls import StandardAcl
 from tiercel.server.metadata.image.broker_registration import VersionRange
 from tiercel.server.raft.leader_and_epoch import LeaderAndEpoch
 from tiercel.server.raft.offset_and_epoch import OffsetAndEpoch
@@ -463,6 +466,12 @@ class QuorumController:
         return await self._write(
             "createPartitions", lambda: self._live.topics.create_partitions(topics, validate_only)
         )
+
+    async def create_acls(self, acls: Sequence[StandardAcl]) -> list[KafkaError | None]:
+        return await self._write("createAcls", lambda: self._live.acls.create_acls(acls))
+
+    async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[AclDeleteResult]:
+        return await self._write("deleteAcls", lambda: self._live.acls.delete_acls(filters))
 
     async def find_topic_ids(self, names: Sequence[str]) -> dict[str, uuid.UUID | KafkaError]:
         return await self._read("findTopicIds", lambda s: s.topics.find_topic_ids(names))

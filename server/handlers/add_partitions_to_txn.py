@@ -20,8 +20,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from tiercel.protocol.errors import ErrorCode
+from tiercel.server.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
+from tiercel.server.authorizer.auth_helper import authorize, filter_by_authorized
 from tiercel.server.coordinator.transaction.transaction_coordinator import TransactionCoordinator
 from tiercel.server.error_mapping import producer_fenced_for_version
+from tiercel.server.handlers.common import INTERNAL_TOPICS
 from tiercel.server.metadata.metadata_cache import MetadataCache
 from tiercel.server.request_context import RequestContext
 from tiercel.storage.topic_partition import TopicPartition
@@ -34,8 +37,33 @@ _FIRST_BATCHED_VERSION: Final = 4
 _FIRST_PRODUCER_FENCED_VERSION: Final = 2
 
 
+def _refused(
+    ctx: RequestContext, transactional_id: str, topics: Iterable[Any]
+) -> dict[TopicPartition, ErrorCode] | None:
+    """Kafka's checks of a client's v0-3 request: WRITE on the transactional id (else
+    every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then WRITE on each topic but
+    the internal ones (else TOPIC_AUTHORIZATION_FAILED there, OPERATION_NOT_ATTEMPTED on
+    the rest); None when nothing is refused."""
+    partitions = [TopicPartition(t.name, p) for t in topics for p in t.partitions]
+    if not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+        return dict.fromkeys(partitions, ErrorCode.transactional_id_authorization_failed)
+    names = {tp.topic for tp in partitions if tp.topic not in INTERNAL_TOPICS}
+    denied = names - filter_by_authorized(ctx, AclOperation.WRITE, ResourceType.TOPIC, names)
+    if not denied:
+        return None
+    return {
+        tp: ErrorCode.topic_authorization_failed
+        if tp.topic in denied
+        else ErrorCode.operation_not_attempted
+        for tp in partitions
+    }
+
+
 async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
     if ctx.api_version < _FIRST_BATCHED_VERSION:
+        refused = _refused(ctx, request.v3_and_below_transactional_id, request.v3_and_below_topics)
+        if refused is not None:
+            return {"throttle_time": 0, "results_by_topic_v3_and_below": _topics(refused)}
         results = await _one(
             ctx,
             request.v3_and_below_transactional_id,
@@ -49,6 +77,14 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
             for tp, error in results.items()
         }
         return {"throttle_time": 0, "results_by_topic_v3_and_below": _topics(results)}
+    # v4+ comes from partition leaders: CLUSTER_ACTION, as Kafka's
+    # handleAddPartitionsToTxnRequest.
+    if not authorize(ctx, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
+        return {
+            "throttle_time": 0,
+            "error_code": ErrorCode.cluster_authorization_failed,
+            "results_by_transaction": [],
+        }
     transactions = []
     for txn in request.transactions:
         results = await _one(

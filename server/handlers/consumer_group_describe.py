@@ -6,13 +6,15 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from tiercel.protocol.errors import ErrorCode
+from tiercel.server.authorizer.acl import AclOperation, ResourceType
+from tiercel.server.authorizer.auth_helper import authorize, authorized_operations
 from tiercel.server.coordinator.group.modern.assignment import Assignment
 from tiercel.server.coordinator.group.modern.consumer_group_coordinator import (
     DescribedConsumerGroup,
     DescribedMember,
 )
 from tiercel.server.handlers.common import AUTHORIZED_OPERATIONS_OMITTED
-from tiercel.server.handlers.describe_groups import ALL_GROUP_OPERATIONS
 from tiercel.server.metadata.metadata_cache import MetadataCache
 from tiercel.server.request_context import RequestContext
 
@@ -52,9 +54,8 @@ def _member(member: DescribedMember, cache: MetadataCache) -> dict[str, Any]:
     }
 
 
-def _group(
-    group: DescribedConsumerGroup, cache: MetadataCache, include_operations: bool
-) -> dict[str, Any]:
+def _group(ctx: RequestContext, group: DescribedConsumerGroup, include: bool) -> dict[str, Any]:
+    cache = ctx.broker.metadata_cache
     return {
         "error_code": group.error,
         "error_message": group.error_message,
@@ -65,15 +66,34 @@ def _group(
         "assignor_name": group.assignor_name,
         "members": [_member(m, cache) for m in group.members],
         "authorized_operations": (
-            ALL_GROUP_OPERATIONS
-            if include_operations and not group.error
+            authorized_operations(ctx, ResourceType.GROUP, group.group_id)
+            if include and not group.error
             else AUTHORIZED_OPERATIONS_OMITTED
         ),
     }
 
 
 async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
-    cache = ctx.broker.metadata_cache
-    described = ctx.broker.group_coordinator.consumer_group_describe(request.group_ids)
+    # DESCRIBE on each group, as Kafka's handleConsumerGroupDescribe.
+    allowed = [
+        g for g in request.group_ids if authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, g)
+    ]
+    described = ctx.broker.group_coordinator.consumer_group_describe(allowed)
     include = request.include_authorized_operations
-    return {"throttle_time": 0, "groups": [_group(g, cache, include) for g in described]}
+    groups = [_group(ctx, g, include) for g in described]
+    groups.extend(
+        {
+            "error_code": ErrorCode.group_authorization_failed,
+            "error_message": None,
+            "group_id": g,
+            "group_state": "",
+            "group_epoch": 0,
+            "assignment_epoch": 0,
+            "assignor_name": "",
+            "members": [],
+            "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+        }
+        for g in request.group_ids
+        if g not in allowed
+    )
+    return {"throttle_time": 0, "groups": groups}

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from tiercel.protocol.errors import ErrorCode
+from tiercel.server.authorizer.acl import AclOperation, ResourceType
+from tiercel.server.authorizer.auth_helper import authorize
 from tiercel.server.coordinator.group.modern.assignment import Assignment, assignment_of
 from tiercel.server.coordinator.group.modern.heartbeat_request import HeartbeatRequest
 from tiercel.server.handlers.common import timeout_ms
@@ -46,6 +49,17 @@ def _assignment(assignment: Assignment | None) -> dict[str, Any] | None:
 
 
 async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    # READ on the group, as Kafka's handleConsumerGroupHeartbeat.
+    if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return {
+            "throttle_time": 0,
+            "error_code": ErrorCode.group_authorization_failed,
+            "error_message": None,
+            "member_id": None,
+            "member_epoch": 0,
+            "heartbeat_interval": 0,
+            "assignment": None,
+        }
     heartbeat = HeartbeatRequest(
         group_id=request.group_id,
         member_id=request.member_id,

@@ -12,6 +12,8 @@ from collections import defaultdict
 from typing import Any, Final
 
 from tiercel.protocol.errors import ErrorCode
+from tiercel.server.authorizer.acl import AclOperation, ResourceType
+from tiercel.server.authorizer.auth_helper import filter_by_authorized
 from tiercel.server.handlers.common import timeout_ms
 from tiercel.server.request_context import RequestContext
 from tiercel.storage.topic_partition import TopicPartition
@@ -28,8 +30,23 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
         for topic in request.topics
         for p in topic.partitions
     }
-    results = await ctx.broker.replica_manager.delete_records(timeout_ms(request.timeout), offsets)
+    # DELETE on each topic (Kafka's handleDeleteRecordsRequest).
+    allowed = filter_by_authorized(
+        ctx, AclOperation.DELETE, ResourceType.TOPIC, (t.name for t in request.topics)
+    )
+    results = await ctx.broker.replica_manager.delete_records(
+        timeout_ms(request.timeout), {tp: o for tp, o in offsets.items() if tp.topic in allowed}
+    )
     topics: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for tp in offsets:
+        if tp.topic not in allowed:
+            topics[tp.topic].append(
+                {
+                    "partition_index": tp.partition,
+                    "low_watermark": -1,
+                    "error_code": ErrorCode.topic_authorization_failed,
+                }
+            )
     for tp, status in results.items():
         topics[tp.topic].append(
             {

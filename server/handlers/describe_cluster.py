@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any, Final
 
 from tiercel.protocol.errors import ErrorCode
+from tiercel.server.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
+from tiercel.server.authorizer.auth_helper import authorize, authorized_operations
 from tiercel.server.handlers.common import AUTHORIZED_OPERATIONS_OMITTED, alive_broker_nodes
 from tiercel.server.request_context import RequestContext
 
@@ -35,5 +37,15 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
         "cluster_id": cache.cluster_id,
         "controller_id": cache.controller_id,
         "brokers": alive_broker_nodes(ctx, "broker_id"),
-        "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+        "cluster_authorized_operations": _cluster_operations(ctx, request),
     }
+
+
+def _cluster_operations(ctx: RequestContext, request: Any) -> int:
+    """Kafka's AuthHelper.computeDescribeClusterResponse: asked for, the operations the
+    principal may do on the cluster, 0 without DESCRIBE on it."""
+    if not request.include_cluster_authorized_operations:
+        return AUTHORIZED_OPERATIONS_OMITTED
+    if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        return 0
+    return authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME)

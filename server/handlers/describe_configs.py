@@ -11,6 +11,8 @@ from tiercel.protocol.errors import (
     KafkaError,
     UnknownTopicOrPartitionError,
 )
+from tiercel.server.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
+from tiercel.server.authorizer.auth_helper import authorize
 from tiercel.server.error_mapping import as_kafka_error
 from tiercel.server.request_context import RequestContext
 
@@ -56,11 +58,47 @@ def _entries(ctx: RequestContext, resource_type: int, name: str) -> list[ConfigE
     raise InvalidRequestError(f"Unsupported resource type {resource_type}")
 
 
+# Kafka's ConfigHelper.handleDescribeConfigsRequest: DESCRIBE_CONFIGS on the cluster for
+# broker, broker logger and client metrics resources, on the topic or group otherwise;
+# what a refused resource answers, with Errors' message.
+_TOPIC_RESOURCE, _GROUP_RESOURCE = 2, 32
+_REFUSALS: Final = {
+    ResourceType.CLUSTER: (ErrorCode.cluster_authorization_failed, "Cluster authorization failed."),
+    ResourceType.TOPIC: (ErrorCode.topic_authorization_failed, "Topic authorization failed."),
+    ResourceType.GROUP: (ErrorCode.group_authorization_failed, "Group authorization failed."),
+}
+
+
+def _authorization(ctx: RequestContext, resource: Any) -> tuple[ErrorCode, str] | None:
+    """The refusal of one resource, None when it may be described."""
+    if resource.resource_type == _TOPIC_RESOURCE:
+        acl_type, name = ResourceType.TOPIC, resource.resource_name
+    elif resource.resource_type == _GROUP_RESOURCE:
+        acl_type, name = ResourceType.GROUP, resource.resource_name
+    else:
+        acl_type, name = ResourceType.CLUSTER, CLUSTER_NAME
+    if authorize(ctx, AclOperation.DESCRIBE_CONFIGS, acl_type, name):
+        return None
+    return _REFUSALS[acl_type]
+
+
 async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
     synonyms = getattr(request, "include_synonyms", False)
     documentation = getattr(request, "include_documentation", False)
     results = []
     for resource in request.resources:
+        refused = _authorization(ctx, resource)
+        if refused is not None:
+            results.append(
+                {
+                    "error_code": refused[0],
+                    "error_message": refused[1],
+                    "resource_type": resource.resource_type,
+                    "resource_name": resource.resource_name,
+                    "configs": [],
+                }
+            )
+            continue
         error: KafkaError | None = None
         configs: list[dict[str, Any]] = []
         try:

@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Any, Final
 
 from tiercel.protocol.errors import ErrorCode
+from tiercel.server.authorizer.acl import AclOperation, ResourceType
+from tiercel.server.authorizer.auth_helper import authorize, authorized_operations
 from tiercel.server.coordinator.group.group_results import DEAD_GROUP_SUMMARY
 from tiercel.server.handlers.common import AUTHORIZED_OPERATIONS_OMITTED
 from tiercel.server.request_context import RequestContext
@@ -17,9 +19,20 @@ MAX_VERSION: Final = 6
 
 # From this version a group that is not a classic group is also GROUP_ID_NOT_FOUND.
 _GROUP_ID_NOT_FOUND_VERSION: Final = 6
-# Kafka's bits for READ, DELETE and DESCRIBE, the operations on a group: everything is
-# allowed until authorization exists.
-ALL_GROUP_OPERATIONS: Final = sum(1 << op for op in (3, 6, 8))
+
+
+def _refused(group_id: str) -> dict[str, Any]:
+    """Kafka's DescribeGroupsResponse.groupError of GROUP_AUTHORIZATION_FAILED."""
+    return {
+        "error_code": ErrorCode.group_authorization_failed,
+        "error_message": None,
+        "group_id": group_id,
+        "group_state": "",
+        "protocol_type": "",
+        "protocol_data": "",
+        "members": [],
+        "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+    }
 
 
 async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
@@ -27,6 +40,10 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
     include_operations = getattr(request, "include_authorized_operations", False)
     groups = []
     for group_id in request.groups:
+        # DESCRIBE on the group, as Kafka's handleDescribeGroupsRequest.
+        if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            groups.append(_refused(group_id))
+            continue
         error, summary = coordinator.describe_group(group_id)
         message = None
         if (
@@ -56,7 +73,7 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
                     for m in summary.members
                 ],
                 "authorized_operations": (
-                    ALL_GROUP_OPERATIONS
+                    authorized_operations(ctx, ResourceType.GROUP, group_id)
                     if include_operations and not error
                     else AUTHORIZED_OPERATIONS_OMITTED
                 ),

@@ -8,6 +8,8 @@ from collections import defaultdict
 from typing import Any, Final
 
 from tiercel.protocol.errors import ErrorCode
+from tiercel.server.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
+from tiercel.server.authorizer.auth_helper import authorize
 from tiercel.server.request_context import RequestContext
 from tiercel.storage.log_manager import total_and_usable_bytes
 
@@ -17,6 +19,13 @@ MAX_VERSION: Final = 4
 
 
 async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    # DESCRIBE on the cluster (Kafka's handleDescribeLogDirsRequest).
+    if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        return {
+            "throttle_time": 0,
+            "error_code": ErrorCode.cluster_authorization_failed,
+            "results": [],
+        }
     log_manager = ctx.broker.log_manager
     wanted: dict[str, set[int]] | None = None
     if request.topics is not None:

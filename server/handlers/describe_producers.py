@@ -13,9 +13,12 @@ from typing import Any, Final
 from tiercel.protocol.errors import (
     KafkaError,
     NotLeaderOrFollowerError,
+    TopicAuthorizationFailedError,
     UnknownTopicOrPartitionError,
 )
 from tiercel.server.admin_manager import validate_topic_name
+from tiercel.server.authorizer.acl import AclOperation, ResourceType
+from tiercel.server.authorizer.auth_helper import authorize
 from tiercel.server.error_mapping import as_kafka_error
 from tiercel.server.handlers.common import error_fields
 from tiercel.server.request_context import RequestContext
@@ -39,6 +42,9 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
 
 
 def _topic_error(ctx: RequestContext, name: str) -> KafkaError | None:
+    # READ on the topic first (Kafka's handleDescribeProducersRequest).
+    if not authorize(ctx, AclOperation.READ, ResourceType.TOPIC, name):
+        return TopicAuthorizationFailedError()
     try:
         validate_topic_name(name)
     except KafkaError as e:

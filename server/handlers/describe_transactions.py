@@ -8,6 +8,8 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from tiercel.protocol.errors import ErrorCode
+from tiercel.server.authorizer.acl import AclOperation, ResourceType
+from tiercel.server.authorizer.auth_helper import authorize
 from tiercel.server.request_context import RequestContext
 
 API_KEY: Final = 65
@@ -19,7 +21,11 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
     coordinator = ctx.broker.transaction_coordinator
     states = []
     for transactional_id in request.transactional_ids:
-        error, metadata = coordinator.describe_transaction(transactional_id)
+        # DESCRIBE on the transactional id (Kafka's handleDescribeTransactionsRequest).
+        if authorize(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+            error, metadata = coordinator.describe_transaction(transactional_id)
+        else:
+            error, metadata = ErrorCode.transactional_id_authorization_failed, None
         if metadata is None or error != ErrorCode.none:
             # Kafka leaves the other fields at their schema defaults (0, "").
             states.append(
@@ -47,8 +53,12 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
                 "transaction_start_time": _time(metadata.txn_start_timestamp),
                 "producer_id": metadata.producer_id,
                 "producer_epoch": metadata.producer_epoch,
+                # Only the topics the principal may DESCRIBE (Kafka's
+                # handleDescribeTransactionsRequest).
                 "topics": [
-                    {"topic": t, "partitions": sorted(ps)} for t, ps in sorted(by_topic.items())
+                    {"topic": t, "partitions": sorted(ps)}
+                    for t, ps in sorted(by_topic.items())
+                    if authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, t)
                 ],
             }
         )

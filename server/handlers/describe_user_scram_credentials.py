@@ -13,6 +13,8 @@ from __future__ import annotations
 from typing import Any, Final
 
 from tiercel.protocol.errors import ErrorCode
+from tiercel.server.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
+from tiercel.server.authorizer.auth_helper import authorize
 from tiercel.server.request_context import RequestContext
 
 API_KEY: Final = 50
@@ -26,6 +28,20 @@ _NOT_FOUND: Final = "Attempt to describe a user credential that does not exist: 
 
 
 async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        # KafkaApis.handleDescribeUserScramCredentialsRequest answers with
+        # DescribeUserScramCredentialsRequest.getErrorResponse: the error at the top and
+        # on a result for every user named, whose user name Kafka leaves empty.
+        error = ErrorCode.cluster_authorization_failed
+        return {
+            "throttle_time": 0,
+            "error_code": error,
+            "error_message": None,
+            "results": [
+                {"user": "", "error_code": error, "error_message": None, "credential_infos": []}
+                for _ in request.users or ()
+            ],
+        }
     mechanisms = ctx.broker.credential_cache.scram_image.mechanisms
     duplicated: dict[str, bool] = {}
     if request.users:

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from tiercel.protocol.errors import ErrorCode
+from tiercel.server.authorizer.acl import AclOperation, ResourceType
+from tiercel.server.authorizer.auth_helper import authorize
 from tiercel.server.error_mapping import producer_fenced_for_version
 from tiercel.server.request_context import RequestContext
 
@@ -20,6 +23,10 @@ _FIRST_PRODUCER_FENCED_VERSION: Final = 2
 
 
 async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    # WRITE on the transactional id (Kafka's handleEndTxnRequest).
+    txn_id = request.transactional_id
+    if not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id):
+        return {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed}
     error = await ctx.broker.transaction_coordinator.handle_end_transaction(
         request.transactional_id,
         request.producer_id,

@@ -16,6 +16,8 @@ from collections import defaultdict
 from typing import Any, Final
 
 from tiercel.protocol.errors import ErrorCode, KafkaError, UnknownTopicIdError
+from tiercel.server.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
+from tiercel.server.authorizer.auth_helper import authorize, filter_by_authorized
 from tiercel.server.delayed_fetch import FetchRequestPartition, FetchResult
 from tiercel.server.handlers.common import current_leader, node_endpoints, timeout_ms
 from tiercel.server.partition import LogReadResult
@@ -74,6 +76,35 @@ def _replica_id(request: Any) -> int:
     return state.replica_id if state is not None else getattr(request, "replica_id", -1)
 
 
+def _failed(partition: int, error_code: ErrorCode) -> dict[str, Any]:
+    return {
+        "partition_index": partition,
+        "error_code": error_code,
+        "high_watermark": -1,
+        "records": b"",
+        "aborted_transactions": None,
+    }
+
+
+def _authorize(
+    ctx: RequestContext, requests: list[FetchRequestPartition], replica_id: int
+) -> tuple[list[FetchRequestPartition], list[TopicPartition]]:
+    """Kafka's handleFetchRequest checks: a follower needs CLUSTER_ACTION on the cluster
+    (without it every partition fails), a consumer READ on each topic, decided once per
+    topic. The partitions to read, and those refused with TOPIC_AUTHORIZATION_FAILED."""
+    if replica_id >= 0:
+        if authorize(ctx, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
+            return requests, []
+        return [], [r.topic_partition for r in requests]
+    allowed = filter_by_authorized(
+        ctx, AclOperation.READ, ResourceType.TOPIC, (r.topic_partition.topic for r in requests)
+    )
+    return (
+        [r for r in requests if r.topic_partition.topic in allowed],
+        [r.topic_partition for r in requests if r.topic_partition.topic not in allowed],
+    )
+
+
 async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
     cache = ctx.broker.metadata_cache
     by_id = ctx.api_version >= _TOPIC_IDS_VERSION
@@ -108,6 +139,9 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
             )
     read_committed = request.isolation_level == _READ_COMMITTED
     replica_id = _replica_id(request)
+    denied: list[TopicPartition] = []
+    if ctx.authorizer is not None:
+        requests, denied = _authorize(ctx, requests, replica_id)
     if replica_id >= 0:
         isolation = FetchIsolation.LOG_END  # a follower reads up to the log end
     elif read_committed:
@@ -129,28 +163,21 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
         if partition["current_leader"]["leader_id"] >= 0:
             leader_ids.add(partition["current_leader"]["leader_id"])
         grouped[fetch.topic_partition.topic].append(partition)
+    for tp in denied:
+        grouped[tp.topic].append(_failed(tp.partition, ErrorCode.topic_authorization_failed))
     responses = [
         {"topic": name, "topic_id": topic_ids.get(name), "partitions": parts}
         for name, parts in grouped.items()
     ]
     unknown: KafkaError = UnknownTopicIdError()
-    for topic_id, partitions in unresolved.items():
-        responses.append(
-            {
-                "topic": None,
-                "topic_id": topic_id,
-                "partitions": [
-                    {
-                        "partition_index": p,
-                        "error_code": unknown.error_code,
-                        "high_watermark": -1,
-                        "records": b"",
-                        "aborted_transactions": None,
-                    }
-                    for p in partitions
-                ],
-            }
-        )
+    responses.extend(
+        {
+            "topic": None,
+            "topic_id": topic_id,
+            "partitions": [_failed(p, unknown.error_code) for p in partitions],
+        }
+        for topic_id, partitions in unresolved.items()
+    )
     return {
         "throttle_time": 0,
         "error_code": ErrorCode.none,

@@ -17,6 +17,8 @@ from typing import Any, Final
 
 from tiercel.config.logging_setup import log_event
 from tiercel.protocol.errors import ErrorCode, KafkaError
+from tiercel.server.authorizer.acl import AclOperation, ResourceType
+from tiercel.server.authorizer.auth_helper import authorize
 from tiercel.server.coordinator.group.group_config import GROUP_METADATA_TOPIC_NAME
 from tiercel.server.coordinator.group.offsets_topic import ensure_offsets_topic
 from tiercel.server.coordinator.transaction.transaction_config import (
@@ -40,6 +42,8 @@ _NO_NODE: Final = {"node_id": -1, "host": "", "port": -1}
 _MESSAGES: Final = {
     ErrorCode.none: "NONE",
     ErrorCode.coordinator_not_available: "The coordinator is not available.",
+    ErrorCode.group_authorization_failed: "Group authorization failed.",
+    ErrorCode.transactional_id_authorization_failed: "Transactional Id authorization failed.",
     ErrorCode.invalid_request: (
         "This most likely occurs because of a request being malformed by the client "
         "library or the message was sent to an incompatible broker. See the broker logs "
@@ -124,9 +128,14 @@ async def _leader_of(ctx: RequestContext, tp: TopicPartition) -> tuple[ErrorCode
 async def _coordinator(
     ctx: RequestContext, key_type: int, key: str
 ) -> tuple[ErrorCode, dict[str, Any]]:
+    # DESCRIBE on the group or transactional id, as Kafka's getCoordinator.
     if key_type == _GROUP_KEY_TYPE:
+        if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, key):
+            return ErrorCode.group_authorization_failed, _NO_NODE
         return await _group_coordinator(ctx, key)
     if key_type == _TRANSACTION_KEY_TYPE:
+        if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+            return ErrorCode.transactional_id_authorization_failed, _NO_NODE
         return await _transaction_coordinator(ctx, key)
     return ErrorCode.invalid_request, _NO_NODE
 

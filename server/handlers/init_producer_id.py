@@ -18,6 +18,8 @@ from typing import Any, Final
 
 from tiercel.protocol.errors import ErrorCode, InvalidRequestError, KafkaError
 from tiercel.protocol.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
+from tiercel.server.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
+from tiercel.server.authorizer.auth_helper import authorize, authorize_by_resource_type
 from tiercel.server.error_mapping import producer_fenced_for_version
 from tiercel.server.request_context import RequestContext
 
@@ -27,8 +29,26 @@ MAX_VERSION: Final = 6
 _FIRST_PRODUCER_FENCED_VERSION: Final = 4
 
 
+def _authorization_error(ctx: RequestContext, transactional_id: str | None) -> ErrorCode | None:
+    """Kafka's handleInitProducerIdRequest: WRITE on the transactional id; without one,
+    IDEMPOTENT_WRITE on the cluster or WRITE on some topic (authorizeByResourceType)."""
+    if transactional_id is not None:
+        if authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+            return None
+        return ErrorCode.transactional_id_authorization_failed
+    idempotent = authorize(
+        ctx, AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME, log_if_denied=False
+    )
+    if idempotent or authorize_by_resource_type(ctx, AclOperation.WRITE, ResourceType.TOPIC):
+        return None
+    return ErrorCode.cluster_authorization_failed
+
+
 async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
     transactional_id = request.transactional_id
+    refused = _authorization_error(ctx, transactional_id)
+    if refused is not None:
+        return _response(refused, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
     # v0-2 have no producer id and epoch fields: they mean "none".
     producer_id = getattr(request, "producer_id", NO_PRODUCER_ID)
     epoch = getattr(request, "producer_epoch", NO_PRODUCER_EPOCH)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from tiercel.protocol.errors import ErrorCode
+from tiercel.server.authorizer.acl import AclOperation, ResourceType
+from tiercel.server.authorizer.auth_helper import authorize
 from tiercel.server.coordinator.group.group_join import JoinGroupParams
 from tiercel.server.handlers.common import timeout_ms
 from tiercel.server.request_context import RequestContext
@@ -25,8 +28,26 @@ def client_host(ctx: RequestContext) -> str:
     return "/" + ctx.client_address.rsplit(":", 1)[0]
 
 
+def _refused(version: int) -> dict[str, Any]:
+    """Kafka's JoinGroupRequest.getErrorResponse of GROUP_AUTHORIZATION_FAILED."""
+    return {
+        "throttle_time": 0,
+        "error_code": ErrorCode.group_authorization_failed,
+        "generation_id": -1,
+        "protocol_type": None,
+        "protocol_name": None if version >= _NULLABLE_PROTOCOL_NAME_VERSION else "",
+        "leader": "",
+        "skip_assignment": False,
+        "member_id": "",
+        "members": [],
+    }
+
+
 async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
     version = ctx.api_version
+    # READ on the group, as Kafka's handleJoinGroupRequest.
+    if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return _refused(version)
     session_timeout = timeout_ms(request.session_timeout)
     # v0 has no rebalance timeout: the session timeout stands in for it.
     rebalance_timeout = timeout_ms(request.rebalance_timeout) if version >= 1 else session_timeout

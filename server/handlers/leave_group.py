@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any, Final
 
 from tiercel.protocol.errors import ErrorCode
+from tiercel.server.authorizer.acl import AclOperation, ResourceType
+from tiercel.server.authorizer.auth_helper import authorize
 from tiercel.server.coordinator.group.membership import LeavingMember
 from tiercel.server.request_context import RequestContext
 
@@ -16,6 +18,13 @@ _BATCHED_VERSION: Final = 3
 
 
 async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    # READ on the group, as Kafka's handleLeaveGroupRequest.
+    if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return {
+            "throttle_time": 0,
+            "error_code": ErrorCode.group_authorization_failed,
+            "members": [],
+        }
     batched = ctx.api_version >= _BATCHED_VERSION
     if batched:
         members = [

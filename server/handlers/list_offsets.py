@@ -10,8 +10,10 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Final
 
-from tiercel.protocol.errors import ErrorCode, InvalidRequestError
+from tiercel.protocol.errors import ErrorCode, InvalidRequestError, TopicAuthorizationFailedError
 from tiercel.protocol.list_offsets import DEBUGGING_REPLICA_ID, IsolationLevel
+from tiercel.server.authorizer.acl import AclOperation, ResourceType
+from tiercel.server.authorizer.auth_helper import filter_by_authorized
 from tiercel.server.fetch_offset import ListOffsetsResult
 from tiercel.server.handlers.common import current_leader
 from tiercel.server.request_context import RequestContext
@@ -45,10 +47,17 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
     fetch_only_from_leader = request.replica_id != DEBUGGING_REPLICA_ID
     topics: dict[str, list[dict[str, Any]]] = defaultdict(list)
     seen: set[TopicPartition] = set()
+    # DESCRIBE on each topic, as Kafka's handleListOffsetRequest: the partitions of the
+    # others fail with TOPIC_AUTHORIZATION_FAILED.
+    described = filter_by_authorized(
+        ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in request.topics)
+    )
     for topic in request.topics:
         for p in topic.partitions:
             tp = TopicPartition(topic.name, p.partition_index)
-            if tp in seen:
+            if topic.name not in described:
+                result = ListOffsetsResult(TopicAuthorizationFailedError())
+            elif tp in seen:
                 result = ListOffsetsResult(InvalidRequestError(f"{tp} appears twice"))
             else:
                 seen.add(tp)

@@ -9,6 +9,8 @@ import re
 from typing import Any, Final
 
 from tiercel.protocol.errors import ErrorCode
+from tiercel.server.authorizer.acl import AclOperation, ResourceType
+from tiercel.server.authorizer.auth_helper import authorize
 from tiercel.server.request_context import RequestContext
 
 API_KEY: Final = 66
@@ -35,7 +37,15 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
             "transaction_state": m.state.kafka_name,
         }
         for m in found
-        if pattern is None or pattern.fullmatch(m.transactional_id)
+        if (pattern is None or pattern.fullmatch(m.transactional_id))
+        # Those the principal may DESCRIBE (Kafka's handleListTransactionsRequest).
+        and authorize(
+            ctx,
+            AclOperation.DESCRIBE,
+            ResourceType.TRANSACTIONAL_ID,
+            m.transactional_id,
+            log_if_denied=False,
+        )
     ]
     return _response(error, unknown, states)
 

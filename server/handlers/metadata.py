@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any, Final
 
 from tiercel.protocol.errors import ErrorCode, KafkaError
 from tiercel.server.admin_manager import NewTopic, validate_topic_name
+from tiercel.server.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
+from tiercel.server.authorizer.auth_helper import authorize, authorized_operations
 from tiercel.server.coordinator.group.group_config import GROUP_METADATA_TOPIC_NAME
 from tiercel.server.coordinator.group.offsets_topic import ensure_offsets_topic
 from tiercel.server.handlers.common import (
@@ -25,9 +28,7 @@ MAX_VERSION: Final = 12
 # How long a Metadata request waits for a topic it auto-created to get its leaders before
 # answering LEADER_NOT_AVAILABLE (and letting the client retry), as Kafka would at once.
 AUTO_CREATE_WAIT_MS: Final = 2000
-# Kafka's bits for READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS,
-# ALTER_CONFIGS: everything is allowed until authorization exists.
-ALL_TOPIC_OPERATIONS: Final = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+_CLUSTER_OPERATIONS_VERSIONS: Final = range(8, 11)
 
 
 def partitions_field(cache: MetadataCache, topic: TopicMetadata) -> list[dict[str, Any]]:
@@ -105,7 +106,68 @@ async def _auto_create(ctx: RequestContext, name: str) -> dict[str, Any] | None:
     return None if created else _error_topic(name, ErrorCode.leader_not_available)
 
 
+def _may_describe(ctx: RequestContext, name: str, log_if_denied: bool = True) -> bool:
+    return authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name, log_if_denied)
+
+
+def _may_create(ctx: RequestContext, name: str) -> bool:
+    """Auto-creation needs CREATE on the cluster or on the topic (Kafka's
+    handleTopicMetadataRequest)."""
+    cluster = authorize(
+        ctx, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, log_if_denied=False
+    )
+    return cluster or authorize(ctx, AclOperation.CREATE, ResourceType.TOPIC, name)
+
+
+def _cluster_operations(ctx: RequestContext, request: Any) -> int:
+    """v8-10's cluster_authorized_operations when asked for: 0 without DESCRIBE on the
+    cluster (Kafka's handleTopicMetadataRequest)."""
+    asked = getattr(request, "include_cluster_authorized_operations", False)
+    if not asked or ctx.api_version not in _CLUSTER_OPERATIONS_VERSIONS:
+        return AUTHORIZED_OPERATIONS_OMITTED
+    if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        return 0
+    return authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME)
+
+
+async def _requested_topic(
+    ctx: RequestContext, wanted: Any, auto_create: bool, operations: Callable[[str], int]
+) -> dict[str, Any]:
+    """The answer for one topic the request names (by name, or by id from v12)."""
+    cache = ctx.broker.metadata_cache
+    name = wanted.name
+    topic_id = getattr(wanted, "topic_id", None)
+    by_id = False
+    if name is None and topic_id is not None:
+        by_id = True
+        name = cache.topic_name(topic_id)
+        if name is None:
+            return _error_topic(None, ErrorCode.unknown_topic_id, topic_id)
+    if not _may_describe(ctx, name):
+        failed = ErrorCode.topic_authorization_failed
+        return _error_topic(None, failed, topic_id) if by_id else _error_topic(name, failed)
+    topic = cache.topic(name)
+    if topic is None and auto_create:
+        if not _may_create(ctx, name):
+            return _error_topic(name, ErrorCode.topic_authorization_failed)
+        failure = await _auto_create(ctx, name)
+        if failure is not None:
+            return failure
+        topic = cache.topic(name)
+    if topic is not None:
+        return _topic_field(cache, topic, operations(name))
+    code = ErrorCode.unknown_topic_or_partition
+    try:
+        validate_topic_name(name)
+    except KafkaError:
+        code = ErrorCode.invalid_topic_exception
+    return _error_topic(name, code)
+
+
 async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    """Topics the principal may not DESCRIBE are left out of an all-topics answer and
+    answered TOPIC_AUTHORIZATION_FAILED when named (with their id when asked by id, which
+    Kafka does not count as secret); auto-creation needs CREATE (`_may_create`)."""
     broker = ctx.broker
     cache = broker.metadata_cache
     version = ctx.api_version
@@ -113,43 +175,30 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
     if version == 0 and not requested:
         requested = None  # v0: an empty list means every topic
     include_ops = getattr(request, "include_topic_authorized_operations", False)
-    operations = ALL_TOPIC_OPERATIONS if include_ops else AUTHORIZED_OPERATIONS_OMITTED
+
+    def operations(name: str) -> int:
+        if not include_ops:
+            return AUTHORIZED_OPERATIONS_OMITTED
+        return authorized_operations(ctx, ResourceType.TOPIC, name)
+
     auto_create = getattr(request, "allow_auto_topic_creation", True) and (
         broker.config.auto_create_topics_enable
     )
     topics: list[dict[str, Any]] = []
     if requested is None:
-        topics = [_topic_field(cache, t, operations) for _, t in sorted(cache.topics.items())]
+        topics = [
+            _topic_field(cache, t, operations(name))
+            for name, t in sorted(cache.topics.items())
+            if _may_describe(ctx, name, log_if_denied=False)
+        ]
     for wanted in requested or ():
-        name = wanted.name
-        topic_id = getattr(wanted, "topic_id", None)
-        if name is None and topic_id is not None:
-            name = cache.topic_name(topic_id)
-            if name is None:
-                topics.append(_error_topic(None, ErrorCode.unknown_topic_id, topic_id))
-                continue
-        topic = cache.topic(name)
-        if topic is None and auto_create:
-            failure = await _auto_create(ctx, name)
-            if failure is not None:
-                topics.append(failure)
-                continue
-            topic = cache.topic(name)
-        if topic is None:
-            code = ErrorCode.unknown_topic_or_partition
-            try:
-                validate_topic_name(name)
-            except KafkaError:
-                code = ErrorCode.invalid_topic_exception
-            topics.append(_error_topic(name, code))
-        else:
-            topics.append(_topic_field(cache, topic, operations))
+        topics.append(await _requested_topic(ctx, wanted, auto_create, operations))
     return {
         "throttle_time": 0,
         "brokers": alive_broker_nodes(ctx, "node_id"),
         "cluster_id": cache.cluster_id,
         "controller_id": cache.controller_id,
         "topics": topics,
-        "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+        "cluster_authorized_operations": _cluster_operations(ctx, request),
         "error_code": ErrorCode.none,
     }

@@ -8,9 +8,12 @@ the group coordinator, which answers once the commit records are written.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any, Final
 
 from tiercel.protocol.errors import ErrorCode
+from tiercel.server.authorizer.acl import AclOperation, ResourceType
+from tiercel.server.authorizer.auth_helper import authorize, filter_by_authorized
 from tiercel.server.coordinator.group.offset_and_metadata import NO_METADATA, OffsetAndMetadata
 from tiercel.server.handlers.common import timeout_ms
 from tiercel.server.request_context import RequestContext
@@ -23,6 +26,37 @@ MAX_VERSION: Final = 10
 _RETENTION_VERSIONS: Final = range(2, 5)
 _TOPIC_ID_VERSION: Final = 10
 _DEFAULT_RETENTION: Final = -1
+
+
+@dataclass(frozen=True, slots=True)
+class _Refused:
+    """What Kafka's handleOffsetCommitRequest refuses: the whole group (every partition
+    GROUP_AUTHORIZATION_FAILED) or the named topics (TOPIC_AUTHORIZATION_FAILED)."""
+
+    group: bool
+    topics: frozenset[str]
+
+    @property
+    def error(self) -> ErrorCode:
+        if self.group:
+            return ErrorCode.group_authorization_failed
+        return ErrorCode.topic_authorization_failed
+
+
+def _refused_topics(ctx: RequestContext, request: Any, version: int) -> _Refused | None:
+    """READ on the group, then READ on each topic; None when nothing is refused."""
+    if ctx.authorizer is None:
+        return None
+    if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return _Refused(True, frozenset())
+    cache = ctx.broker.metadata_cache
+    names = {
+        cache.topic_name(t.topic_id) if version >= _TOPIC_ID_VERSION else t.name
+        for t in request.topics
+    }
+    known = {n for n in names if n is not None}
+    allowed = filter_by_authorized(ctx, AclOperation.READ, ResourceType.TOPIC, known)
+    return _Refused(False, frozenset(known - allowed))
 
 
 async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
@@ -38,6 +72,7 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
     errors: dict[tuple[Any, int], ErrorCode] = {}
     offsets: dict[TopicPartition, OffsetAndMetadata] = {}
     keys: dict[TopicPartition, tuple[Any, int]] = {}
+    refused = _refused_topics(ctx, request, version)
     for topic in request.topics:
         if version >= _TOPIC_ID_VERSION:
             key, name = topic.topic_id, cache.topic_name(topic.topic_id)
@@ -48,6 +83,9 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
         metadata = None if name is None else cache.topic(name)
         for partition in topic.partitions:
             index = partition.partition_index
+            if refused is not None and (refused.group or name in refused.topics):
+                errors[key, index] = refused.error
+                continue
             if metadata is None or name is None or index not in metadata.replicas:
                 errors[key, index] = (
                     unknown if metadata is None else ErrorCode.unknown_topic_or_partition

@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import Any, Final
 
 from tiercel.protocol.errors import ErrorCode
+from tiercel.server.authorizer.acl import AclOperation, ResourceType
+from tiercel.server.authorizer.auth_helper import authorize, filter_by_authorized
 from tiercel.server.request_context import RequestContext
 from tiercel.storage.topic_partition import TopicPartition
 
@@ -20,13 +22,25 @@ MAX_VERSION: Final = 0
 
 async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
     cache = ctx.broker.metadata_cache
+    # DELETE on the group, then READ on each topic, as Kafka's handleOffsetDeleteRequest.
+    if not authorize(ctx, AclOperation.DELETE, ResourceType.GROUP, request.group_id):
+        return {
+            "error_code": ErrorCode.group_authorization_failed,
+            "throttle_time": 0,
+            "topics": [],
+        }
+    readable = filter_by_authorized(
+        ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in request.topics)
+    )
     errors: dict[TopicPartition, ErrorCode] = {}
     partitions: list[TopicPartition] = []
     for topic in request.topics:
         metadata = cache.topic(topic.name)
         for partition in topic.partitions:
             tp = TopicPartition(topic.name, partition.partition_index)
-            if metadata is None or tp.partition not in metadata.replicas:
+            if topic.name not in readable:
+                errors[tp] = ErrorCode.topic_authorization_failed
+            elif metadata is None or tp.partition not in metadata.replicas:
                 errors[tp] = ErrorCode.unknown_topic_or_partition
             else:
                 partitions.append(tp)

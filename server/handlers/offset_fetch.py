@@ -12,6 +12,8 @@ from __future__ import annotations
 from typing import Any, Final
 
 from tiercel.protocol.errors import ErrorCode
+from tiercel.server.authorizer.acl import AclOperation, ResourceType
+from tiercel.server.authorizer.auth_helper import authorize, filter_by_authorized
 from tiercel.server.coordinator.group.offset_and_metadata import (
     INVALID_OFFSET,
     NO_LEADER_EPOCH,
@@ -39,6 +41,35 @@ def _partition(index: int, offset: Any, error: ErrorCode = ErrorCode.none) -> di
     }
 
 
+def _by_topic(
+    ctx: RequestContext,
+    group_id: str,
+    named: bool,
+    offsets: dict[TopicPartition, Any],
+    error: ErrorCode,
+    require_stable: bool,
+) -> dict[str, list[dict[str, Any]]]:
+    """The partitions' entries by topic name. DESCRIBE on each topic: the offsets of the
+    others are left out when every topic was asked for, refused with
+    TOPIC_AUTHORIZATION_FAILED when ``named`` (Kafka's handleOffsetFetchRequest)."""
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    pending = ctx.broker.group_coordinator.manager.txn_offsets
+    described = filter_by_authorized(
+        ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (tp.topic for tp in offsets), named
+    )
+    for tp, offset in offsets.items():
+        if tp.topic not in described:
+            if named:
+                refused = _partition(tp.partition, None, ErrorCode.topic_authorization_failed)
+                by_topic.setdefault(tp.topic, []).append(refused)
+            continue
+        partition_error = ErrorCode.none if ctx.api_version >= _TOP_LEVEL_ERROR_VERSION else error
+        if require_stable and error is ErrorCode.none and pending.is_pending(group_id, tp):
+            partition_error, offset = ErrorCode.unstable_offset_commit, None
+        by_topic.setdefault(tp.topic, []).append(_partition(tp.partition, offset, partition_error))
+    return by_topic
+
+
 def _fetch_group(
     ctx: RequestContext,
     group_id: str,
@@ -62,21 +93,19 @@ def _fetch_group(
                 unknown_ids.append((topic.topic_id, tuple(topic.partition_indexes)))
                 continue
             wanted.extend(TopicPartition(name, p) for p in topic.partition_indexes)
-    error, offsets = ctx.broker.group_coordinator.fetch_offsets(
-        group_id, wanted, member_id, member_epoch
-    )
+    # DESCRIBE on the group, as Kafka's handleOffsetFetchRequestFromCoordinator.
+    if authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        error, offsets = ctx.broker.group_coordinator.fetch_offsets(
+            group_id, wanted, member_id, member_epoch
+        )
+    else:
+        error, offsets = ErrorCode.group_authorization_failed, {}
     if error is not ErrorCode.none:
         if ctx.api_version >= _TOP_LEVEL_ERROR_VERSION:
             return {"group_id": group_id, "error_code": error, "topics": []}
         # v1 has no top-level error: every requested partition carries it.
         offsets = dict.fromkeys(wanted or ())
-    by_topic: dict[str, list[dict[str, Any]]] = {}
-    pending = ctx.broker.group_coordinator.manager.txn_offsets
-    for tp, offset in offsets.items():
-        partition_error = ErrorCode.none if ctx.api_version >= _TOP_LEVEL_ERROR_VERSION else error
-        if require_stable and error is ErrorCode.none and pending.is_pending(group_id, tp):
-            partition_error, offset = ErrorCode.unstable_offset_commit, None
-        by_topic.setdefault(tp.topic, []).append(_partition(tp.partition, offset, partition_error))
+    by_topic = _by_topic(ctx, group_id, topics is not None, offsets, error, require_stable)
     response_topics = []
     for name, partitions in by_topic.items():
         if by_id:

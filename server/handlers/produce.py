@@ -18,9 +18,17 @@ from tiercel.protocol.errors import (
     ErrorCode,
     InvalidRequestError,
     KafkaError,
+    TopicAuthorizationFailedError,
+    TransactionalIdAuthorizationFailedError,
     UnsupportedCompressionTypeError,
 )
-from tiercel.protocol.record_batch import ATTRIBUTES_OFFSET, COMPRESSION_CODEC_MASK
+from tiercel.protocol.record_batch import (
+    ATTRIBUTES_OFFSET,
+    COMPRESSION_CODEC_MASK,
+    TRANSACTIONAL_FLAG_MASK,
+)
+from tiercel.server.authorizer.acl import AclOperation, ResourceType
+from tiercel.server.authorizer.auth_helper import authorize, filter_by_authorized
 from tiercel.server.handlers.common import current_leader, error_fields, node_endpoints, timeout_ms
 from tiercel.server.network.connection import CloseConnection
 from tiercel.server.replica_manager import ProduceResult
@@ -48,6 +56,39 @@ _BAD_DATA_ERRORS: Final = frozenset(
 _log: Final = logging.getLogger("tiercel.produce")
 
 
+def _is_transactional(records: bytes | None) -> bool:
+    """The first batch's transactional flag (Kafka's hasTransactionalRecords looks at
+    every batch; a producer's batches to one partition are all one kind)."""
+    if records is None or len(records) <= ATTRIBUTES_OFFSET + 1:
+        return False
+    return bool(records[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_FLAG_MASK)
+
+
+def _authorize(
+    ctx: RequestContext,
+    request: Any,
+    entries: dict[TopicPartition, bytes | None],
+    rejected: dict[TopicPartition, ProduceResult],
+) -> bool:
+    """Kafka's handleProduceRequest checks: WRITE on the transactional id when the
+    records are transactional (False: the whole request fails with
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then WRITE on each topic, once per topic
+    (partitions of the others fail with TOPIC_AUTHORIZATION_FAILED)."""
+    txn_id = request.transactional_id
+    if any(_is_transactional(records) for records in entries.values()) and (
+        txn_id is None
+        or not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id)
+    ):
+        return False
+    allowed = filter_by_authorized(
+        ctx, AclOperation.WRITE, ResourceType.TOPIC, (tp.topic for tp in entries)
+    )
+    for tp in [tp for tp in entries if tp.topic not in allowed]:
+        del entries[tp]
+        rejected[tp] = ProduceResult(TopicAuthorizationFailedError())
+    return True
+
+
 def _uses_zstd(records: bytes | None) -> bool:
     if records is None or len(records) <= ATTRIBUTES_OFFSET + 1:
         return False
@@ -72,6 +113,10 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any] | None:
                 )
             else:
                 entries[tp] = data.records
+    if ctx.authorizer is not None and not _authorize(ctx, request, entries, rejected):
+        error = TransactionalIdAuthorizationFailedError()
+        rejected.update((tp, ProduceResult(error)) for tp in entries)
+        entries.clear()
     results = await handle_produce_append(
         ctx.broker.replica_manager,
         timeout_ms(request.timeout),

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any, Final
 
 from tiercel.protocol.errors import ErrorCode
+from tiercel.server.authorizer.acl import AclOperation, ResourceType
+from tiercel.server.authorizer.auth_helper import authorize
 from tiercel.server.request_context import RequestContext
 
 API_KEY: Final = 14
@@ -24,6 +26,15 @@ async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
         return {
             "throttle_time": 0,
             "error_code": ErrorCode.inconsistent_group_protocol,
+            "assignment": b"",
+        }
+    # READ on the group, as Kafka's handleSyncGroupRequest (after the protocol check).
+    if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return {
+            "throttle_time": 0,
+            "error_code": ErrorCode.group_authorization_failed,
+            "protocol_type": None,
+            "protocol_name": None,
             "assignment": b"",
         }
     result = await ctx.broker.group_coordinator.sync_group(

@@ -27,6 +27,8 @@ from tiercel.protocol.errors import (
     NotLeaderOrFollowerError,
     UnknownTopicOrPartitionError,
 )
+from tiercel.server.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
+from tiercel.server.authorizer.auth_helper import authorize
 from tiercel.server.coordinator.group.group_config import GROUP_METADATA_TOPIC_NAME
 from tiercel.server.partition import Partition
 from tiercel.server.replica_manager import ProduceResult
@@ -43,7 +45,42 @@ MAX_VERSION: Final = 1
 _APPEND_TIMEOUT_MS: Final = 30_000
 
 
+def _refused(request: Any) -> dict[str, Any]:
+    """WriteTxnMarkersRequest.getErrorResponse of CLUSTER_AUTHORIZATION_FAILED: every
+    partition of every marker."""
+    return {
+        "markers": [
+            {
+                "producer_id": marker.producer_id,
+                "topics": [
+                    {
+                        "name": topic.name,
+                        "partitions": [
+                            {
+                                "partition_index": index,
+                                "error_code": ErrorCode.cluster_authorization_failed,
+                            }
+                            for index in topic.partition_indexes
+                        ],
+                    }
+                    for topic in marker.topics
+                ],
+            }
+            for marker in request.markers
+        ]
+    }
+
+
 async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    # Sent by transaction coordinators: ALTER on the cluster, else CLUSTER_ACTION
+    # (Kafka's handleWriteTxnMarkersRequest).
+    altering = authorize(
+        ctx, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME, log_if_denied=False
+    )
+    if not altering and not authorize(
+        ctx, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME
+    ):
+        return _refused(request)
     replica_manager = ctx.broker.replica_manager
     markers = []
     for marker in request.markers:

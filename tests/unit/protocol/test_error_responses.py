@@ -35,6 +35,12 @@ SAMPLE: dict[str, object] = {
     "topic_names": ["t"],
     "resources": [{"resource_type": 2, "resource_name": "t", "configs": []}],
     "topic_partitions": [TOPIC],
+    # CreateAcls and DeleteAcls: one binding, one filter.
+    "creations": [{"resource_type": 2, "resource_name": "t", "principal": "User:a"}],
+    "filters": [{"resource_type_filter": 2, "resource_name_filter": "t"}],
+    # AlterUserScramCredentials: a user deleted and one upserted.
+    "deletions": [{"name": "u", "mechanism": 1}],
+    "upsertions": [{"name": "v", "mechanism": 1, "iterations": 4096}],
 }
 
 
@@ -161,3 +167,22 @@ def test_the_message_is_kafkas_api_error_message() -> None:
     # A bare error has no message of its own; an unknown error's text stays on the server.
     assert api_error_message(InvalidReplicationFactorError()) is None
     assert api_error_message(UnknownServerError("KeyError: 'secret'")) is None
+
+
+def test_alter_user_scram_credentials_fails_on_each_user_once_sorted() -> None:
+    """AlterUserScramCredentialsRequest.getErrorResponse: no top-level error code, one
+    result per user named, sorted, a user both deleted and upserted once."""
+    request = build_entity(
+        request_class(51, 0),
+        {
+            "deletions": [{"name": "zed", "mechanism": 1}, {"name": "amy", "mechanism": 2}],
+            "upsertions": [{"name": "zed", "mechanism": 2, "iterations": 4096}],
+        },
+        fill_missing=True,
+    )
+    fields = error_response(51, request, ErrorCode.not_controller, "m")
+    results = [(r["user"], r["error_code"], r["error_message"]) for r in fields["results"]]
+    assert results == [
+        ("amy", ErrorCode.not_controller, "m"),
+        ("zed", ErrorCode.not_controller, "m"),
+    ]

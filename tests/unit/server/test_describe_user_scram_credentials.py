@@ -35,7 +35,10 @@ def _describe(users: tuple[str, ...] | None) -> dict[str, Any]:
             )
         )
     )
-    ctx = cast(RequestContext, SimpleNamespace(broker=SimpleNamespace(credential_cache=cache)))
+    ctx = cast(
+        RequestContext,
+        SimpleNamespace(broker=SimpleNamespace(credential_cache=cache), authorizer=None),
+    )
     request = DescribeUserScramCredentialsRequest(
         users=None if users is None else tuple(UserName(name=u) for u in users)
     )

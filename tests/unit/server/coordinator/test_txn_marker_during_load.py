@@ -149,7 +149,8 @@ async def test_a_commit_marker_sent_during_the_load_commits_the_offsets(
     ctx = cast(
         RequestContext,
         types.SimpleNamespace(
-            broker=types.SimpleNamespace(replica_manager=replicas, group_coordinator=coordinator)
+            broker=types.SimpleNamespace(replica_manager=replicas, group_coordinator=coordinator),
+            authorizer=None,  # no authorizer: WriteTxnMarkers is not checked
         ),
     )
     request = commit_marker_request(offsets_tp.partition)
