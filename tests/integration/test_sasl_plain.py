@@ -16,9 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from confluent_kafka import KafkaError, KafkaException, Producer
-from kafka import KafkaConsumer, KafkaProducer
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12.request import MetadataRequest
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
@@ -27,7 +25,7 @@ from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
 from support.broker import BrokerProcess
 from support.certs import Pki, make_pki
-from support.clients import round_trip
+from support.clients import round_trip, round_trip_aiokafka, round_trip_kafka_python
 from support.wire import WireClient, encode_header, size_prefixed
 from tiercel.config.sasl_config import SaslLogin
 from tiercel.server.replication.broker_client import BrokerClient, SaslAuthenticationFailedError
@@ -240,62 +238,22 @@ def test_plaintext_listener_answers_sasl_requests_with_illegal_state(
 
 
 def test_kafka_python_over_sasl_plaintext(sasl_broker: BrokerProcess) -> None:
-    settings: dict[str, Any] = {
-        "bootstrap_servers": _bootstrap(sasl_broker),
-        "security_protocol": "SASL_PLAINTEXT",
-        "sasl_mechanism": "PLAIN",
-        "sasl_plain_username": "alice",
-        "sasl_plain_password": "alice-secret",
-    }
-    producer = KafkaProducer(acks="all", **settings)
-    for i in range(10):
-        producer.send("kafka-python-sasl", f"v{i}".encode())
-    producer.flush(30)
-    producer.close()
-    consumer = KafkaConsumer(
-        "kafka-python-sasl", auto_offset_reset="earliest", consumer_timeout_ms=30_000, **settings
-    )
-    values = []
-    for message in consumer:
-        values.append(message.value)
-        if len(values) == 10:
-            break
-    consumer.close()
-    assert values == [f"v{i}".encode() for i in range(10)]
+    round_trip_kafka_python(_kafka_python_settings(sasl_broker), "kafka-python-sasl", count=10)
 
 
 def test_aiokafka_over_sasl_plaintext(sasl_broker: BrokerProcess) -> None:
-    settings: dict[str, Any] = {
-        "bootstrap_servers": _bootstrap(sasl_broker),
+    round_trip_aiokafka(_kafka_python_settings(sasl_broker), "aiokafka-sasl", count=10)
+
+
+def _kafka_python_settings(broker: BrokerProcess) -> dict[str, Any]:
+    """alice over SASL_PLAINTEXT in kafka-python's (and aiokafka's) spelling."""
+    return {
+        "bootstrap_servers": _bootstrap(broker),
         "security_protocol": "SASL_PLAINTEXT",
         "sasl_mechanism": "PLAIN",
         "sasl_plain_username": "alice",
         "sasl_plain_password": "alice-secret",
     }
-
-    async def run() -> list[bytes]:
-        producer = AIOKafkaProducer(acks="all", **settings)
-        await producer.start()
-        try:
-            for i in range(10):
-                await producer.send_and_wait("aiokafka-sasl", f"v{i}".encode())
-        finally:
-            await producer.stop()
-        consumer = AIOKafkaConsumer("aiokafka-sasl", auto_offset_reset="earliest", **settings)
-        await consumer.start()
-        values: list[bytes] = []
-        try:
-            async with asyncio.timeout(30):
-                async for message in consumer:
-                    assert message.value is not None
-                    values.append(message.value)
-                    if len(values) == 10:
-                        break
-        finally:
-            await consumer.stop()
-        return values
-
-    assert asyncio.run(run()) == [f"v{i}".encode() for i in range(10)]
 
 
 def test_broker_client_logs_in_with_plain(sasl_broker: BrokerProcess) -> None:

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.helpers import create_ssl_context
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
@@ -26,7 +25,6 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
-from kafka import KafkaConsumer, KafkaProducer
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12.request import MetadataRequest
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
@@ -35,7 +33,12 @@ from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
 from support.broker import BrokerProcess
 from support.certs import Pki, make_pki
-from support.clients import produce_numbered, round_trip
+from support.clients import (
+    produce_numbered,
+    round_trip,
+    round_trip_aiokafka,
+    round_trip_kafka_python,
+)
 from support.kraft import (
     controller_ports,
     describe_quorum,
@@ -196,55 +199,19 @@ def test_kafka_python_over_sasl_ssl(scram_node: BrokerProcess, pki: Pki) -> None
         "sasl_plain_username": "alice",
         "sasl_plain_password": "alice-secret",
     }
-    producer = KafkaProducer(acks="all", **settings)
-    for i in range(10):
-        producer.send("kafka-python-scram", f"v{i}".encode())
-    producer.flush(30)
-    producer.close()
-    consumer = KafkaConsumer(
-        "kafka-python-scram", auto_offset_reset="earliest", consumer_timeout_ms=30_000, **settings
-    )
-    values = []
-    for message in consumer:
-        values.append(message.value)
-        if len(values) == 10:
-            break
-    consumer.close()
-    assert values == [f"v{i}".encode() for i in range(10)]
+    round_trip_kafka_python(settings, "kafka-python-scram", count=10)
 
 
 def test_aiokafka_over_sasl_ssl(scram_node: BrokerProcess, pki: Pki) -> None:
-    async def run() -> list[bytes]:
-        settings: dict[str, Any] = {
-            "bootstrap_servers": f"127.0.0.1:{_port(scram_node, 'SASL_SSL')}",
-            "security_protocol": "SASL_SSL",
-            "ssl_context": create_ssl_context(cafile=str(pki.ca_pem)),
-            "sasl_mechanism": "SCRAM-SHA-256",
-            "sasl_plain_username": "alice",
-            "sasl_plain_password": "alice-secret",
-        }
-        producer = AIOKafkaProducer(acks="all", **settings)
-        await producer.start()
-        try:
-            for i in range(10):
-                await producer.send_and_wait("aiokafka-scram", f"v{i}".encode())
-        finally:
-            await producer.stop()
-        consumer = AIOKafkaConsumer("aiokafka-scram", auto_offset_reset="earliest", **settings)
-        await consumer.start()
-        values: list[bytes] = []
-        try:
-            async with asyncio.timeout(30):
-                async for message in consumer:
-                    assert message.value is not None
-                    values.append(message.value)
-                    if len(values) == 10:
-                        break
-        finally:
-            await consumer.stop()
-        return values
-
-    assert asyncio.run(run()) == [f"v{i}".encode() for i in range(10)]
+    settings: dict[str, Any] = {
+        "bootstrap_servers": f"127.0.0.1:{_port(scram_node, 'SASL_SSL')}",
+        "security_protocol": "SASL_SSL",
+        "ssl_context": create_ssl_context(cafile=str(pki.ca_pem)),
+        "sasl_mechanism": "SCRAM-SHA-256",
+        "sasl_plain_username": "alice",
+        "sasl_plain_password": "alice-secret",
+    }
+    round_trip_aiokafka(settings, "aiokafka-scram", count=10)
 
 
 def _admin(node: BrokerProcess) -> AdminClient:

@@ -11,7 +11,6 @@ prefixed keys as Kafka's per-listener overrides. Certificates are made in the se
 
 from __future__ import annotations
 
-import asyncio
 import re
 import socket
 import ssl
@@ -22,14 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.helpers import create_ssl_context
 from confluent_kafka import KafkaException, Producer
-from kafka import KafkaConsumer, KafkaProducer
 
 from support.broker import BrokerProcess
 from support.certs import PASSWORD, Pki, make_pki
-from support.clients import round_trip
+from support.clients import round_trip, round_trip_aiokafka, round_trip_kafka_python
 
 # Short, so that the never-finished handshake is closed within the test.
 _IDLE_MS = 3000
@@ -248,58 +245,16 @@ def test_kafka_python_with_a_client_certificate(tls_broker: BrokerProcess, pki: 
         "ssl_certfile": str(pki.client.chain_pem),
         "ssl_keyfile": str(pki.client.key_pem),
     }
-    producer = KafkaProducer(acks="all", **settings)
-    for i in range(10):
-        producer.send("kafka-python", f"v{i}".encode())
-    producer.flush(30)
-    producer.close()
-    consumer = KafkaConsumer(
-        "kafka-python", auto_offset_reset="earliest", consumer_timeout_ms=30_000, **settings
-    )
-    values = []
-    for message in consumer:
-        values.append(message.value)
-        if len(values) == 10:
-            break
-    consumer.close()
-    assert values == [f"v{i}".encode() for i in range(10)]
+    round_trip_kafka_python(settings, "kafka-python", count=10)
 
 
 def test_aiokafka_with_server_authentication(tls_broker: BrokerProcess, pki: Pki) -> None:
-    bootstrap = f"127.0.0.1:{_port(tls_broker, 'SSL')}"
-
-    async def run() -> list[bytes]:
-        context = create_ssl_context(cafile=str(pki.ca_pem))
-        producer = AIOKafkaProducer(
-            bootstrap_servers=bootstrap, security_protocol="SSL", ssl_context=context, acks="all"
-        )
-        await producer.start()
-        try:
-            for i in range(10):
-                await producer.send_and_wait("aiokafka", f"v{i}".encode())
-        finally:
-            await producer.stop()
-        consumer = AIOKafkaConsumer(
-            "aiokafka",
-            bootstrap_servers=bootstrap,
-            security_protocol="SSL",
-            ssl_context=context,
-            auto_offset_reset="earliest",
-        )
-        await consumer.start()
-        values: list[bytes] = []
-        try:
-            async with asyncio.timeout(30):
-                async for message in consumer:
-                    assert message.value is not None
-                    values.append(message.value)
-                    if len(values) == 10:
-                        break
-        finally:
-            await consumer.stop()
-        return values
-
-    assert asyncio.run(run()) == [f"v{i}".encode() for i in range(10)]
+    settings: dict[str, Any] = {
+        "bootstrap_servers": f"127.0.0.1:{_port(tls_broker, 'SSL')}",
+        "security_protocol": "SSL",
+        "ssl_context": create_ssl_context(cafile=str(pki.ca_pem)),
+    }
+    round_trip_aiokafka(settings, "aiokafka", count=10)
 
 
 def test_unreadable_key_store_stops_the_broker_with_a_message(tmp_path: Path) -> None:

@@ -446,6 +446,53 @@ def round_trip(config: Mapping[str, Any], topic: str, count: int) -> None:
     assert values == [f"v{i}".encode() for i in range(count)]
 
 
+def round_trip_kafka_python(settings: Mapping[str, Any], topic: str, count: int) -> None:
+    """`round_trip` with kafka-python: ``settings`` (security and all) in its spelling."""
+    producer = kafka.KafkaProducer(acks="all", **settings)
+    for i in range(count):
+        producer.send(topic, f"v{i}".encode())
+    producer.flush(30)
+    producer.close()
+    consumer = kafka.KafkaConsumer(
+        topic, auto_offset_reset="earliest", consumer_timeout_ms=30_000, **settings
+    )
+    values = []
+    for message in consumer:
+        values.append(message.value)
+        if len(values) == count:
+            break
+    consumer.close()
+    assert values == [f"v{i}".encode() for i in range(count)]
+
+
+def round_trip_aiokafka(settings: Mapping[str, Any], topic: str, count: int) -> None:
+    """`round_trip` with aiokafka: ``settings`` (security and all) in its spelling."""
+
+    async def run() -> list[bytes]:
+        producer = aiokafka.AIOKafkaProducer(acks="all", **settings)
+        await producer.start()
+        try:
+            for i in range(count):
+                await producer.send_and_wait(topic, f"v{i}".encode())
+        finally:
+            await producer.stop()
+        consumer = aiokafka.AIOKafkaConsumer(topic, auto_offset_reset="earliest", **settings)
+        await consumer.start()
+        values: list[bytes] = []
+        try:
+            async with asyncio.timeout(30):
+                async for message in consumer:
+                    assert message.value is not None
+                    values.append(message.value)
+                    if len(values) == count:
+                        break
+        finally:
+            await consumer.stop()
+        return values
+
+    assert asyncio.run(run()) == [f"v{i}".encode() for i in range(count)]
+
+
 def produce_numbered(
     bootstrap: str,
     topic: str,
