@@ -12,11 +12,11 @@ token on another broker's INTERNAL listener.
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Producer
 
+from support.clients import consume_values
 from support.cluster import ClusterProcess
 
 _JAAS = (
@@ -51,27 +51,19 @@ def test_replication_over_oauthbearer_between_brokers(
         r"event=listening listener=INTERNAL .*port=(\d+)", cluster.brokers[2].log_text()
     )
     assert port is not None
-    consumer = Consumer(
+    values = consume_values(
+        f"127.0.0.1:{port.group(1)}",
+        "oauth",
+        300,
+        "oauth",
         {
-            "bootstrap.servers": f"127.0.0.1:{port.group(1)}",
             "security.protocol": "SASL_PLAINTEXT",
             "sasl.mechanism": "OAUTHBEARER",
             "enable.sasl.oauthbearer.unsecure.jwt": True,
             "sasl.oauthbearer.config": "principal=alice scope=cluster",
-            "group.id": "oauth",
-            "auto.offset.reset": "earliest",
-        }
+        },
+        timeout_s=30,
     )
-    consumer.subscribe(["oauth"])
-    values: set[bytes] = set()
-    deadline = time.monotonic() + 30
-    try:
-        while len(values) < 300 and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                values.add(message.value())
-    finally:
-        consumer.close()
     assert values == {f"v{i}".encode() for i in range(300)}
     # acks=all over three replicas: the followers fetched over INTERNAL, logged in with
     # their own tokens, and hold identical copies.

@@ -12,13 +12,13 @@ read_committed consumer logs in as alice on INTERNAL.
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Producer
 
 from support.certs import make_pki
+from support.clients import consume_values
 from support.cluster import ClusterProcess
 
 _JAAS = (
@@ -65,29 +65,21 @@ def test_replication_and_transactions_over_sasl_ssl(
     node = cluster.brokers[2]
     port = re.search(r"event=listening listener=INTERNAL .*port=(\d+)", node.log_text())
     assert port is not None
-    consumer = Consumer(
+    values = consume_values(
+        f"127.0.0.1:{port.group(1)}",
+        "sasl",
+        300,
+        "sasl",
         {
-            "bootstrap.servers": f"127.0.0.1:{port.group(1)}",
             "security.protocol": "SASL_SSL",
             "ssl.ca.location": str(pki.ca_pem),
             "sasl.mechanism": "PLAIN",
             "sasl.username": "alice",
             "sasl.password": "alice-secret",
-            "group.id": "sasl",
-            "auto.offset.reset": "earliest",
             "isolation.level": "read_committed",
-        }
+        },
+        timeout_s=30,
     )
-    consumer.subscribe(["sasl"])
-    values: set[bytes] = set()
-    deadline = time.monotonic() + 30
-    try:
-        while len(values) < 300 and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                values.add(message.value())
-    finally:
-        consumer.close()
     assert values == {f"v{i}".encode() for i in range(300)}
     # Every record was read under read_committed, so the markers the coordinator sent
     # over INTERNAL are in; the followers, fetching over INTERNAL, hold identical copies.

@@ -12,13 +12,13 @@ those listeners. Clients use the PLAINTEXT listener, and an SSL client the INTER
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Producer
 
 from support.certs import make_pki
+from support.clients import consume_values
 from support.cluster import ClusterProcess
 
 
@@ -55,28 +55,20 @@ def test_replication_and_the_quorum_over_tls(
     node = cluster.brokers[2]
     port = re.search(r"event=listening listener=INTERNAL .*port=(\d+)", node.log_text())
     assert port is not None
-    consumer = Consumer(
+    values = consume_values(
+        f"127.0.0.1:{port.group(1)}",
+        "tls",
+        300,
+        "tls",
         {
-            "bootstrap.servers": f"127.0.0.1:{port.group(1)}",
             "security.protocol": "SSL",
             "ssl.ca.location": str(pki.ca_pem),
             "ssl.certificate.location": str(pki.client.chain_pem),
             "ssl.key.location": str(pki.client.key_pem),
-            "group.id": "tls",
-            "auto.offset.reset": "earliest",
             "isolation.level": "read_committed",
-        }
+        },
+        timeout_s=30,
     )
-    consumer.subscribe(["tls"])
-    values: set[bytes] = set()
-    deadline = time.monotonic() + 30
-    try:
-        while len(values) < 300 and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                values.add(message.value())
-    finally:
-        consumer.close()
     assert values == {f"v{i}".encode() for i in range(300)}
     # The read_committed consumer saw every record, so the commit markers (written after
     # EndTxn returned, through the marker sender's TLS connections) are in: the high

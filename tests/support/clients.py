@@ -511,15 +511,28 @@ def produce_numbered(
     assert len(delivered) == count and [e for e in delivered if e is not None] == []
 
 
-def consume_values(bootstrap: str, topic: str, count: int, group: str) -> set[bytes]:
-    """The distinct values a consumer of ``group`` reads from ``topic``, from the earliest
-    offset, until it has ``count`` of them or a minute has passed."""
+def consume_values(
+    bootstrap: str,
+    topic: str,
+    count: int,
+    group: str,
+    config: Mapping[str, Any] | None = None,
+    timeout_s: float = 60.0,
+) -> set[bytes]:
+    """The distinct values a consumer of ``group`` (with librdkafka ``config`` added:
+    security settings, isolation level) reads from ``topic``, from the earliest offset,
+    until it has ``count`` of them or ``timeout_s`` has passed."""
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest"}
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            **(config or {}),
+        }
     )
     consumer.subscribe([topic])
     values: set[bytes] = set()
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + timeout_s
     try:
         while len(values) < count and time.monotonic() < deadline:
             message = consumer.poll(0.5)
