@@ -89,9 +89,7 @@ def acl_node(root: Path, overrides: dict[str, object] | None = None) -> BrokerPr
 
 
 def sasl_bootstrap(node: BrokerProcess) -> str:
-    matches = re.findall(r"event=listening listener=CLIENT .*port=(\d+)", node.log_text())
-    assert matches, node.tail()
-    return f"127.0.0.1:{matches[-1]}"
+    return node.listener_address("CLIENT")
 
 
 def client_config(node: BrokerProcess, user: str) -> dict[str, Any]:

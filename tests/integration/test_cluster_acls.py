@@ -10,7 +10,6 @@ Kafka needs for a PLAINTEXT controller listener under an authorizer).
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from collections.abc import Callable
 from typing import Any, Final
@@ -47,9 +46,7 @@ _DESCRIBE_ANY: Final = {
 
 
 def internal(node: BrokerProcess) -> str:
-    port = re.search(r"event=listening listener=INTERNAL .*port=(\d+)", node.log_text())
-    assert port is not None
-    return f"127.0.0.1:{port.group(1)}"
+    return node.listener_address("INTERNAL")
 
 
 def as_user(address: str, user: str) -> dict[str, Any]:

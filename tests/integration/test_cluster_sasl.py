@@ -11,7 +11,6 @@ read_committed consumer logs in as alice on INTERNAL.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -63,10 +62,8 @@ def test_replication_and_transactions_over_sasl_ssl(
     producer.commit_transaction(30)
 
     node = cluster.brokers[2]
-    port = re.search(r"event=listening listener=INTERNAL .*port=(\d+)", node.log_text())
-    assert port is not None
     values = consume_values(
-        f"127.0.0.1:{port.group(1)}",
+        node.listener_address("INTERNAL"),
         "sasl",
         300,
         "sasl",

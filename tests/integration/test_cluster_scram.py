@@ -8,7 +8,6 @@ credential and takes new ones, and the stopped node, restarted, knows them all.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -33,10 +32,7 @@ _JAAS = (
 
 def _internal(cluster: ClusterProcess, node: int) -> str:
     """The INTERNAL listener of ``node``'s latest run."""
-    log = cluster.brokers[node].log_text()
-    ports = re.findall(r"event=listening listener=INTERNAL .*port=(\d+)", log)
-    assert ports
-    return f"127.0.0.1:{ports[-1]}"
+    return cluster.brokers[node].listener_address("INTERNAL")
 
 
 def _client(cluster: ClusterProcess, node: int, pki: Pki, user: str) -> dict[str, Any]:

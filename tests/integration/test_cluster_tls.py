@@ -11,7 +11,6 @@ those listeners. Clients use the PLAINTEXT listener, and an SSL client the INTER
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -53,10 +52,8 @@ def test_replication_and_the_quorum_over_tls(
     producer.commit_transaction(30)
 
     node = cluster.brokers[2]
-    port = re.search(r"event=listening listener=INTERNAL .*port=(\d+)", node.log_text())
-    assert port is not None
     values = consume_values(
-        f"127.0.0.1:{port.group(1)}",
+        node.listener_address("INTERNAL"),
         "tls",
         300,
         "tls",

@@ -11,7 +11,6 @@ by the idle timer like any other (Selector's idle expiry, ``connections.max.idle
 from __future__ import annotations
 
 import asyncio
-import re
 import statistics
 import struct
 import threading
@@ -59,9 +58,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
 
 
 def _sasl_address(broker: BrokerProcess) -> tuple[str, int]:
-    match = re.search(r"event=listening listener=SASL_PLAINTEXT .*port=(\d+)", broker.log_text())
-    assert match is not None
-    return "127.0.0.1", int(match.group(1))
+    return "127.0.0.1", broker.listener_port("SASL_PLAINTEXT")
 
 
 def _rss_bytes(broker: BrokerProcess) -> int:

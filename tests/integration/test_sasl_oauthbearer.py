@@ -66,17 +66,11 @@ def oauth_broker(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator
     broker.kill()
 
 
-def _port(broker: BrokerProcess, listener: str) -> int:
-    match = re.search(rf"event=listening listener={listener} .*port=(\d+)", broker.log_text())
-    assert match is not None, listener
-    return int(match.group(1))
-
-
 def _confluent(
     broker: BrokerProcess, listener: str, oauth: str = "principal=alice scope=kafka", **kw: Any
 ) -> dict[str, Any]:
     return {
-        "bootstrap.servers": f"127.0.0.1:{_port(broker, listener)}",
+        "bootstrap.servers": broker.listener_address(listener),
         "security.protocol": listener,
         "sasl.mechanism": "OAUTHBEARER",
         "enable.sasl.oauthbearer.unsecure.jwt": True,
@@ -145,7 +139,7 @@ def test_expired_token_gets_the_error_challenge_then_fails_late_without_slowing_
 ) -> None:
     now = time.time()
     expired = _token({"sub": "alice", "iat": now - 120, "exp": now - 60, "scope": "kafka"})
-    bootstrap = f"127.0.0.1:{_port(oauth_broker, 'SASL_PLAINTEXT')}"
+    bootstrap = oauth_broker.listener_address("SASL_PLAINTEXT")
     with WireClient(bootstrap) as failing, WireClient(bootstrap) as other:
         assert _handshake(failing).error_code == ErrorCode.none
         challenge = _authenticate(failing, _initial(expired))
@@ -183,7 +177,7 @@ def test_expired_token_gets_the_error_challenge_then_fails_late_without_slowing_
 def test_foreign_authorization_id_and_malformed_messages_are_refused(
     oauth_broker: BrokerProcess,
 ) -> None:
-    bootstrap = f"127.0.0.1:{_port(oauth_broker, 'SASL_PLAINTEXT')}"
+    bootstrap = oauth_broker.listener_address("SASL_PLAINTEXT")
     token = _token({"sub": "alice", "exp": time.time() + 600, "scope": "kafka"})
     with WireClient(bootstrap) as client:
         assert _handshake(client).error_code == ErrorCode.none
@@ -208,7 +202,7 @@ def test_foreign_authorization_id_and_malformed_messages_are_refused(
 def test_broker_client_logs_in_with_an_unsecured_token(oauth_broker: BrokerProcess) -> None:
     """The inter-broker client's OAUTHBEARER login, from the JAAS unsecuredLogin* options:
     with the required scope it is served; without, it raises with the broker's error."""
-    endpoint = ("127.0.0.1", _port(oauth_broker, "SASL_PLAINTEXT"))
+    endpoint = ("127.0.0.1", oauth_broker.listener_port("SASL_PLAINTEXT"))
 
     async def metadata(options: dict[str, str]) -> Any:
         login = SaslLogin("OAUTHBEARER", options["unsecuredLoginStringClaim_sub"], "", options)

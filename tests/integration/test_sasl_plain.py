@@ -71,14 +71,8 @@ def sasl_broker(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[
     broker.kill()
 
 
-def _port(broker: BrokerProcess, listener: str) -> int:
-    match = re.search(rf"event=listening listener={listener} .*port=(\d+)", broker.log_text())
-    assert match is not None, listener
-    return int(match.group(1))
-
-
 def _bootstrap(broker: BrokerProcess, listener: str = "SASL_PLAINTEXT") -> str:
-    return f"127.0.0.1:{_port(broker, listener)}"
+    return broker.listener_address(listener)
 
 
 def _confluent(
@@ -259,7 +253,7 @@ def _kafka_python_settings(broker: BrokerProcess) -> dict[str, Any]:
 def test_broker_client_logs_in_with_plain(sasl_broker: BrokerProcess) -> None:
     """The inter-broker client (replica fetchers, marker sender, ...) against a SASL
     listener: its login works, and a refused one raises with the broker's message."""
-    endpoint = ("127.0.0.1", _port(sasl_broker, "SASL_PLAINTEXT"))
+    endpoint = ("127.0.0.1", sasl_broker.listener_port("SASL_PLAINTEXT"))
 
     async def metadata(password: str) -> Any:
         client = BrokerClient(

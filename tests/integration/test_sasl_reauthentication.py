@@ -59,9 +59,7 @@ def reauth_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerPr
 
 
 def _bootstrap(broker: BrokerProcess) -> str:
-    match = re.search(r"event=listening listener=SASL_PLAINTEXT .*port=(\d+)", broker.log_text())
-    assert match is not None
-    return f"127.0.0.1:{match.group(1)}"
+    return broker.listener_address("SASL_PLAINTEXT")
 
 
 def _token(sub: str, lifetime_s: float) -> bytes:

@@ -104,13 +104,6 @@ def scram_node(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[B
     node.kill()
 
 
-def _port(node: BrokerProcess, listener: str) -> int:
-    """The listener's port in the node's latest run (SASL listeners bind port 0 anew)."""
-    ports = re.findall(rf"event=listening listener={listener} .*port=(\d+)", node.log_text())
-    assert ports, listener
-    return int(ports[-1])
-
-
 def _confluent(
     node: BrokerProcess,
     listener: str,
@@ -122,7 +115,7 @@ def _confluent(
 ) -> dict[str, Any]:
     tls = {"ssl.ca.location": str(pki.ca_pem)} if listener == "SASL_SSL" else {}
     return {
-        "bootstrap.servers": f"127.0.0.1:{_port(node, listener)}",
+        "bootstrap.servers": node.listener_address(listener),
         "security.protocol": listener,
         "sasl.mechanism": mechanism,
         "sasl.username": user,
@@ -192,7 +185,7 @@ def test_wrong_password_and_unknown_user_are_refused_alike(
 
 def test_kafka_python_over_sasl_ssl(scram_node: BrokerProcess, pki: Pki) -> None:
     settings: dict[str, Any] = {
-        "bootstrap_servers": f"127.0.0.1:{_port(scram_node, 'SASL_SSL')}",
+        "bootstrap_servers": scram_node.listener_address("SASL_SSL"),
         "security_protocol": "SASL_SSL",
         "ssl_cafile": str(pki.ca_pem),
         "sasl_mechanism": "SCRAM-SHA-512",
@@ -204,7 +197,7 @@ def test_kafka_python_over_sasl_ssl(scram_node: BrokerProcess, pki: Pki) -> None
 
 def test_aiokafka_over_sasl_ssl(scram_node: BrokerProcess, pki: Pki) -> None:
     settings: dict[str, Any] = {
-        "bootstrap_servers": f"127.0.0.1:{_port(scram_node, 'SASL_SSL')}",
+        "bootstrap_servers": scram_node.listener_address("SASL_SSL"),
         "security_protocol": "SASL_SSL",
         "ssl_context": create_ssl_context(cafile=str(pki.ca_pem)),
         "sasl_mechanism": "SCRAM-SHA-256",
@@ -300,7 +293,7 @@ def test_scram_needs_a_kraft_node(tmp_path: Path) -> None:
 
 
 def _bootstrap(node: BrokerProcess, listener: str = "SASL_PLAINTEXT") -> str:
-    return f"127.0.0.1:{_port(node, listener)}"
+    return node.listener_address(listener)
 
 
 def test_sasl_handshake_v0_takes_raw_scram_tokens(scram_node: BrokerProcess) -> None:
@@ -350,7 +343,7 @@ def test_broker_client_logs_in_with_scram(scram_node: BrokerProcess) -> None:
     """The inter-broker client (replica fetchers, marker sender, ...) against a SCRAM
     listener: its two rounds and the server's signature check work, and a refused
     login raises with the broker's message."""
-    endpoint = ("127.0.0.1", _port(scram_node, "SASL_PLAINTEXT"))
+    endpoint = ("127.0.0.1", scram_node.listener_port("SASL_PLAINTEXT"))
 
     async def metadata(password: str) -> Any:
         client = BrokerClient(
@@ -384,7 +377,7 @@ def test_the_spark_sources_broker_tail_logs_in_with_scram(
     """The broker tail (tiered.reader) over SASL_SSL with SCRAM, from the Kafka client
     properties Spark's Kafka source passes on: it reads, and a wrong password fails the
     read at once with the broker's message."""
-    address = f"127.0.0.1:{_port(scram_node, 'SASL_SSL')}"
+    address = scram_node.listener_address("SASL_SSL")
     produce_numbered(scram_node.bootstrap, f"tail-{mechanism}", 5)
 
     def security(password: str) -> ClientSecurity:

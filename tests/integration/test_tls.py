@@ -11,7 +11,6 @@ prefixed keys as Kafka's per-listener overrides. Certificates are made in the se
 
 from __future__ import annotations
 
-import re
 import socket
 import ssl
 import struct
@@ -70,15 +69,9 @@ def tls_broker(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[B
     broker.kill()
 
 
-def _port(broker: BrokerProcess, listener: str) -> int:
-    match = re.search(rf"event=listening listener={listener} .*port=(\d+)", broker.log_text())
-    assert match is not None, listener
-    return int(match.group(1))
-
-
 def _confluent(broker: BrokerProcess, listener: str, **settings: Any) -> dict[str, Any]:
     return {
-        "bootstrap.servers": f"127.0.0.1:{_port(broker, listener)}",
+        "bootstrap.servers": broker.listener_address(listener),
         "security.protocol": "SSL",
         **settings,
     }
@@ -198,7 +191,7 @@ def _api_versions_frame() -> bytes:
 def test_bad_handshakes_are_closed_and_the_broker_keeps_serving(
     tls_broker: BrokerProcess, pki: Pki
 ) -> None:
-    port = _port(tls_broker, "SSL")
+    port = tls_broker.listener_port("SSL")
     # Plaintext Kafka bytes to the SSL port: not a TLS record, the handshake fails.
     with socket.create_connection(("127.0.0.1", port)) as sock:
         sock.sendall(_api_versions_frame())
@@ -217,7 +210,7 @@ def test_bad_handshakes_are_closed_and_the_broker_keeps_serving(
     with socket.create_connection(("127.0.0.1", port)) as sock:
         sock.sendall(hello[:20])
     # Plaintext still answers, TLS still works.
-    with socket.create_connection(("127.0.0.1", _port(tls_broker, "PLAINTEXT"))) as sock:
+    with socket.create_connection(("127.0.0.1", tls_broker.listener_port("PLAINTEXT"))) as sock:
         sock.sendall(_api_versions_frame())
         sock.settimeout(10)
         assert len(sock.recv(4)) == 4
@@ -239,7 +232,7 @@ def _client_hello(pki: Pki) -> bytes:
 
 def test_kafka_python_with_a_client_certificate(tls_broker: BrokerProcess, pki: Pki) -> None:
     settings: dict[str, Any] = {
-        "bootstrap_servers": f"127.0.0.1:{_port(tls_broker, 'MTLS')}",
+        "bootstrap_servers": tls_broker.listener_address("MTLS"),
         "security_protocol": "SSL",
         "ssl_cafile": str(pki.ca_pem),
         "ssl_certfile": str(pki.client.chain_pem),
@@ -250,7 +243,7 @@ def test_kafka_python_with_a_client_certificate(tls_broker: BrokerProcess, pki: 
 
 def test_aiokafka_with_server_authentication(tls_broker: BrokerProcess, pki: Pki) -> None:
     settings: dict[str, Any] = {
-        "bootstrap_servers": f"127.0.0.1:{_port(tls_broker, 'SSL')}",
+        "bootstrap_servers": tls_broker.listener_address("SSL"),
         "security_protocol": "SSL",
         "ssl_context": create_ssl_context(cafile=str(pki.ca_pem)),
     }

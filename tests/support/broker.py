@@ -184,6 +184,17 @@ class BrokerProcess:
         # __consumer_offsets, and each logs a line at start-up.
         return "\n".join(self._this_run_log().splitlines()[-lines:])
 
+    def listener_port(self, listener: str) -> int:
+        """The port listener ``listener`` bound in the latest run (a port 0 listener binds
+        anew at every start), from its ``event=listening`` log line."""
+        ports = re.findall(rf"event=listening listener={listener} .*port=(\d+)", self.log_text())
+        assert ports, f"{listener} is not listening:\n{self.tail()}"
+        return int(ports[-1])
+
+    def listener_address(self, listener: str) -> str:
+        """``127.0.0.1:<port>`` of `listener_port`."""
+        return f"127.0.0.1:{self.listener_port(listener)}"
+
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 

@@ -8,7 +8,6 @@ Needs the Spark data source (tiercel.tiered.spark) and its shared session fixtur
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterator
 from typing import Final
@@ -71,12 +70,6 @@ def secured(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[Brok
     broker.kill()
 
 
-def _address(broker: BrokerProcess, listener: str) -> str:
-    match = re.search(rf"event=listening listener={listener} .*port=(\d+)", broker.log_text())
-    assert match is not None, listener
-    return f"127.0.0.1:{match.group(1)}"
-
-
 def _sasl_ssl(pki: Pki, password: str = "alice-secret") -> dict[str, str]:
     return {
         "security.protocol": "SASL_SSL",
@@ -89,7 +82,7 @@ def _sasl_ssl(pki: Pki, password: str = "alice-secret") -> dict[str, str]:
 
 def test_the_tail_is_read_over_sasl_ssl_and_ssl(secured: BrokerProcess, pki: Pki) -> None:
     security = client_security(_sasl_ssl(pki))
-    address = _address(secured, "SASL_SSL")
+    address = secured.listener_address("SASL_SSL")
     assert describe_topics(address, [TOPIC], security=security) == {TOPIC: [0]}
     values = [
         value.as_py()
@@ -107,7 +100,9 @@ def test_the_tail_is_read_over_sasl_ssl_and_ssl(secured: BrokerProcess, pki: Pki
             "ssl.truststore.password": "tiercel-test",
         }
     )
-    assert describe_topics(_address(secured, "SSL"), [TOPIC], security=over_ssl) == {TOPIC: [0]}
+    assert describe_topics(secured.listener_address("SSL"), [TOPIC], security=over_ssl) == {
+        TOPIC: [0]
+    }
 
 
 @pytest.mark.parametrize(
@@ -126,7 +121,7 @@ def test_a_refused_login_or_certificate_fails_at_once(
     started = time.monotonic()
     with pytest.raises(BrokerTailError, match=error):
         describe_topics(
-            _address(secured, "SASL_SSL"),
+            secured.listener_address("SASL_SSL"),
             [TOPIC],
             timeout_s=20,
             security=client_security(properties),
@@ -150,7 +145,7 @@ def test_spark_reads_tier_and_tail_with_the_kafka_sources_security_options(
         spark.read.format("tiercel")
         .option("path", root)
         .option("subscribe", TOPIC)
-        .option("kafka.bootstrap.servers", _address(secured, "SASL_SSL"))
+        .option("kafka.bootstrap.servers", secured.listener_address("SASL_SSL"))
     )
     for key, value in _sasl_ssl(pki).items():
         reader = reader.option(f"kafka.{key}", value)
