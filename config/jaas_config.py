@@ -19,7 +19,12 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["AppConfigurationEntry", "JaasConfigError", "parse_jaas_config"]
+__all__ = [
+    "AppConfigurationEntry",
+    "JaasConfigError",
+    "parse_jaas_config",
+    "parse_single_login_module",
+]
 
 CONTROL_FLAGS: Final = ("REQUIRED", "REQUISITE", "SUFFICIENT", "OPTIONAL")
 _EXTRA_WORD_CHARS: Final = frozenset("-_$")
@@ -151,6 +156,17 @@ def parse_jaas_config(text: str) -> tuple[AppConfigurationEntry, ...]:
     if not entries:
         raise JaasConfigError("Login module not specified in JAAS config")
     return tuple(entries)
+
+
+def parse_single_login_module(text: str) -> AppConfigurationEntry:
+    """The one entry a ``sasl.jaas.config`` property may hold (Kafka's JaasContext
+    loadServerContext / loadClientContext check), with Kafka's message otherwise."""
+    entries = parse_jaas_config(text)
+    if len(entries) != 1:
+        raise JaasConfigError(
+            f"JAAS config property contains {len(entries)} login modules, should be 1 module"
+        )
+    return entries[0]
 
 
 def _entry(first: _Token, tokens: Iterator[_Token]) -> AppConfigurationEntry:

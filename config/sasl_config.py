@@ -25,7 +25,7 @@ from types import MappingProxyType
 from typing import Final
 
 from tiercel.config.config_def import ConfigDef, ConfigError, ConfigType
-from tiercel.config.jaas_config import JaasConfigError, parse_jaas_config
+from tiercel.config.jaas_config import JaasConfigError, parse_single_login_module
 from tiercel.config.oauthbearer_config import (
     OAUTHBEARER,
     OAUTHBEARER_LOGIN_MODULE,
@@ -192,16 +192,9 @@ def _login_options(
         )
     assert isinstance(jaas, str)
     try:
-        entries = parse_jaas_config(jaas)
+        entry = parse_single_login_module(jaas)
     except JaasConfigError as e:
         raise ConfigError(f"Invalid value for configuration {key}: {e}", key) from None
-    if len(entries) != 1:
-        raise ConfigError(
-            f"Invalid value for configuration {key}: JAAS config property contains "
-            f"{len(entries)} login modules, should be 1 module",
-            key,
-        )
-    entry = entries[0]
     expected = _LOGIN_MODULES[mechanism]
     if entry.login_module_name != expected:
         raise ConfigError(

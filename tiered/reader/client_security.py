@@ -25,7 +25,7 @@ from typing import Final
 
 from tiercel.config.config_def import ConfigError
 from tiercel.config.config_values import parse_value
-from tiercel.config.jaas_config import JaasConfigError, parse_jaas_config
+from tiercel.config.jaas_config import JaasConfigError, parse_single_login_module
 from tiercel.config.ssl_config import SslConfig, ssl_config
 from tiercel.config.ssl_configs import SSL_CONFIGS
 from tiercel.config.ssl_factory import client_context
@@ -143,16 +143,9 @@ def _sasl(given: Mapping[str, str]) -> tuple[str, tuple[str, str]]:
             "for SCRAM, in org.apache.kafka.common.security)"
         )
     try:
-        entries = parse_jaas_config(jaas)
+        options = parse_single_login_module(jaas).options
     except JaasConfigError as e:
         raise ClientSecurityError(f"sasl.jaas.config: {e}") from None
-    if len(entries) != 1:
-        # JaasContext.loadClientContext's check.
-        raise ClientSecurityError(
-            f"sasl.jaas.config: JAAS config property contains {len(entries)} login "
-            "modules, should be 1 module"
-        )
-    options = entries[0].options
     username, password = options.get("username"), options.get("password")
     if username is None or password is None:
         raise ClientSecurityError("sasl.jaas.config: the login module needs username and password")
